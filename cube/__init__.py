@@ -1,0 +1,40 @@
+"""saferl's results cube: schema, Zarr store, validation and every statistic of the paper.
+
+This package never imports jax or textual (enforced by a test).
+"""
+
+from cube.errors import CubeError
+from cube.schema import DIMS, MODES, RUN_DIMS, SCHEMA_VERSION, RunKey
+from cube.store import (
+    CubeWriter,
+    create_store,
+    export_netcdf,
+    extend_store,
+    open_cube,
+    read_manifests,
+    set_run_manifest,
+    write_episodes,
+    write_iterate_vars,
+    write_run,
+)
+from cube.validate import validate
+
+__all__ = [
+    "DIMS",
+    "MODES",
+    "RUN_DIMS",
+    "SCHEMA_VERSION",
+    "CubeError",
+    "CubeWriter",
+    "RunKey",
+    "create_store",
+    "export_netcdf",
+    "extend_store",
+    "open_cube",
+    "read_manifests",
+    "set_run_manifest",
+    "validate",
+    "write_episodes",
+    "write_iterate_vars",
+    "write_run",
+]

@@ -1,0 +1,157 @@
+"""The ``saferl`` command: validate, demo, export, report, train, evaluate.
+
+Each subcommand module exposes ``register(subparsers)`` which adds its parser and sets ``func`` to a
+``run(args) -> int``. User errors raise ``CubeError`` and end as one ``error:`` line with exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cube.errors import CubeError
+
+# Modules that add subcommands of their own (loaded in this order).
+COMMAND_MODULES: tuple[str, ...] = ("cube.report_cli", "train.cli")
+
+err_console = Console(stderr=True)
+
+
+def progress_bar(console: Console | None = None) -> Progress:
+    """The progress display used by every long CLI job."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console or err_console,
+        transient=True,
+    )
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from cube.summary import describe
+    from cube.validate import validate
+
+    problems = validate(args.path)
+    if problems:
+        for problem in problems:
+            print(f"{args.path}: {problem}", file=sys.stderr)
+        print(f"{args.path}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
+        return 1
+    Console().print(describe(args.path))
+    print(f"{args.path}: valid saferl cube")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from cube.demo import make_demo_cube
+
+    path = Path(args.path)
+    if path.exists():
+        if not args.force:
+            raise CubeError(f"{path} already exists; pass --force to replace it or choose another path")
+        _remove_store(path)
+    with progress_bar() as bar:
+        task = bar.add_task("writing synthetic cube", total=None)
+
+        def report(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        make_demo_cube(
+            path,
+            seed=args.seed,
+            n_seeds=args.seeds,
+            n_iterates=args.iterates,
+            n_train_episodes=args.episodes,
+            n_eval_episodes=args.eval_episodes,
+            progress=report,
+        )
+    print(f"wrote SYNTHETIC demo cube to {path}")
+    return 0
+
+
+def _remove_store(path: Path) -> None:
+    import shutil
+
+    if path.is_dir() and not (path / "zarr.json").exists():
+        raise CubeError(f"{path} is a directory that is not a Zarr store; refusing to delete it")
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from cube.store import export_netcdf
+
+    out = export_netcdf(args.path, args.out)
+    print(f"wrote {out}")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="saferl", description="Evaluation suite for safe RL: results cube, paper metrics, training."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("validate", help="check a cube against the schema, one line per problem")
+    p.add_argument("path", help="Zarr store directory or netCDF file")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("demo", help="write a synthetic demo cube shaped like the paper's experiment")
+    p.add_argument("path", help="where to write the Zarr store")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the synthetic data (default 0)")
+    p.add_argument("--seeds", type=_positive_int, default=10, help="training seeds per condition (default 10)")
+    p.add_argument("--iterates", type=_positive_int, default=60, help="policy iterates (default 60)")
+    p.add_argument("--episodes", type=_positive_int, default=256, help="training episodes per iterate (default 256)")
+    p.add_argument("--eval-episodes", type=_positive_int, default=100, help="final evaluation episodes (default 100)")
+    p.add_argument("--force", action="store_true", help="replace an existing store at PATH")
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("export", help="export a cube to a netCDF file")
+    p.add_argument("path", help="Zarr store directory")
+    p.add_argument("out", help="netCDF file to write (.nc)")
+    p.set_defaults(func=_cmd_export)
+
+    for name in COMMAND_MODULES:
+        if importlib.util.find_spec(name) is not None:  # TODO(integration): make strict
+            importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``saferl`` console script."""
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    warnings.filterwarnings("ignore", module="zarr")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except CubeError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""Render the statistics tables (`cube.stats`) as CSV, JSON, Markdown or LaTeX text.
+
+Kinds: `aggregate` (stats.aggregate_table), `conditions` (stats.condition_table), `cdf` (stats.cdf_curves).
+CSV and JSON carry full precision (long format, NaN -> empty / null); Markdown and LaTeX are the
+paper-style tables, rounded to `digits` decimals. In Markdown/LaTeX aggregate tables the best value of
+each column is bold (highest IQM(R), lowest of the others) over the algorithms other than `baseline`,
+which is shown greyed (LaTeX) or italic (Markdown), like PPO in the paper's Table 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import xarray as xr
+
+from cube.errors import CubeError
+from cube.stats import METRICS, TIER_LABELS
+
+KINDS = ("aggregate", "conditions", "cdf")
+FORMATS = ("csv", "json", "markdown", "latex")
+METRIC_TEX = {"R": r"\bar{R}", "C": r"\bar{C}", "Dnorm": r"D_{\text{norm}}", "V": "V", "Dplus": r"D_{\text{norm}^+}"}
+SETTING_NAMES = {"train": "Train", "final_expl": "Final (expl)", "final_greedy": "Final (greedy)"}
+CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _num(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float | np.floating) and math.isnan(x)) else float(x)
+
+
+def _full(x: float) -> str:
+    """Full-precision CSV number; NaN -> empty."""
+    return "" if _num(x) is None else format(float(x), ".10g")
+
+
+def _fmt(x: float, digits: int) -> str:
+    return "–" if _num(x) is None else f"{float(x):.{digits}f}"
+
+
+def _tier_text(t: int) -> str:
+    return "–" if t < 0 else str(int(t))
+
+
+def _meta(ds: xr.Dataset, kind: str) -> dict:
+    meta = {"kind": kind}
+    for k in ("boot", "ci", "rng_seed"):
+        if k in ds.attrs:
+            meta[k] = ds.attrs[k].item() if hasattr(ds.attrs[k], "item") else ds.attrs[k]
+    if "selection" in ds.attrs:
+        meta["selection"] = json.loads(ds.attrs["selection"])
+    return meta
+
+
+def _csv(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _tex_escape(text: str) -> str:
+    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
+
+
+def _latex(colspec: str, header_lines: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = [rf"\begin{{tabular}}{{{colspec}}}", r"\toprule", *header_lines, r"\midrule"]
+    out += [" & ".join(r) + r" \\" for r in rows]
+    out += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------------------- aggregate
+def _best(ds: xr.Dataset, baseline: str | None) -> dict[tuple[str, str], str | None]:
+    """(setting, metric) -> algo with the best value among non-baseline algos (None if no data)."""
+    best = {}
+    algos = [a for a in ds["algo"].values if a != baseline]
+    for s in ds["setting"].values:
+        for m in ds["metric"].values:
+            vals = np.array([ds["value"].sel(algo=a, setting=s, metric=m).item() for a in algos])
+            ok = ~np.isnan(vals)
+            if not ok.any():
+                best[(s, m)] = None
+                continue
+            pick = np.nanargmax(vals) if m == "R" else np.nanargmin(vals)
+            best[(s, m)] = algos[int(pick)]
+    return best
+
+
+def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
+    v = ds.sel(algo=a, setting=s, metric=m)
+    return f"{_fmt(v['value'].item(), digits)} [{_fmt(v['ci_low'].item(), digits)}, {_fmt(v['ci_high'].item(), digits)}]"
+
+
+def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
+    algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
+    if fmt == "csv":
+        rows = [[a, s, m, _full(ds["value"].sel(algo=a, setting=s, metric=m).item()),
+                 _full(ds["ci_low"].sel(algo=a, setting=s, metric=m).item()),
+                 _full(ds["ci_high"].sel(algo=a, setting=s, metric=m).item()),
+                 int(ds["tier"].sel(algo=a, setting=s).item()), int(a == baseline)]
+                for a in algos for s in settings for m in metrics]
+        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high", "tier", "baseline"], rows)
+    if fmt == "json":
+        rows = []
+        for a in algos:
+            for s in settings:
+                t = int(ds["tier"].sel(algo=a, setting=s).item())
+                rows.append({
+                    "algo": a, "setting": s, "baseline": a == baseline, "tier": t,
+                    "tier_label": TIER_LABELS[t] if t >= 0 else None,
+                    "n_conditions": int(ds["n_conditions"].sel(algo=a, setting=s).item()) if "n_conditions" in ds else None,
+                    "metrics": {m: {k: _num(ds[k].sel(algo=a, setting=s, metric=m).item())
+                                    for k in ("value", "ci_low", "ci_high")} for m in metrics},
+                })
+        return json.dumps({**_meta(ds, "aggregate"), "rows": rows}, indent=2) + "\n"
+    best = _best(ds, baseline)
+    cols = [(m, s) for m in metrics for s in settings]
+    if fmt == "markdown":
+        header = ["Algorithm", *[f"IQM({m}) {s}" for m, s in cols], *[f"Tier {s}" for s in settings]]
+        rows = []
+        for a in algos:
+            cells = []
+            for m, s in cols:
+                c = _agg_cell(ds, a, s, m, digits)
+                cells.append(f"**{c}**" if best[(s, m)] == a else c)
+            tiers = [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
+            name = f"*{a} (baseline)*" if a == baseline else a
+            rows.append([name, *cells, *tiers])
+        return _markdown(header, rows)
+    ns = len(settings)
+    head1 = " & ".join([r"\multirow{2}{*}{\textbf{Algorithm}}"]
+                       + [rf"\multicolumn{{{ns}}}{{c}}{{$\text{{IQM}}({METRIC_TEX[m]})$}}" for m in metrics]
+                       + [rf"\multicolumn{{{ns}}}{{c}}{{Tier}}"]) + r" \\"
+    head2 = " & " + " & ".join([SETTING_NAMES.get(s, s) for _ in range(len(metrics) + 1) for s in settings]) + r" \\"
+    rows = []
+    for a in algos:
+        cells = []
+        for m, s in cols:
+            v = ds.sel(algo=a, setting=s, metric=m)
+            num = _fmt(v["value"].item(), digits)
+            num = rf"\mathbf{{{num}}}" if best[(s, m)] == a else num
+            cells.append(f"${num}$ {{\\scriptsize [{_fmt(v['ci_low'].item(), digits)}, "
+                         f"{_fmt(v['ci_high'].item(), digits)}]}}")
+        cells += [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
+        row = [_tex_escape(a), *cells]
+        if a == baseline:
+            row = [rf"\textcolor{{gray}}{{{c}}}" for c in row]
+        rows.append(row)
+    return _latex("l" + "c" * (ns * (len(metrics) + 1)), [head1, head2], rows)
+
+
+# -------------------------------------------------------------------------------------- conditions
+def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
+    keys = [(a, t, b, s) for a in ds["algo"].values for t in ds["task"].values
+            for b in ds["bound"].values for s in ds["setting"].values]
+
+    def cell(key, var):
+        a, t, b, s = key
+        return ds[var].sel(algo=a, task=t, bound=b, setting=s).item()
+
+    if fmt in ("csv", "json"):
+        names = [f"{m}_{x}" for m in METRICS for x in ("mean", "std")]
+        if fmt == "csv":
+            rows = [[k[0], k[1], _full(k[2]), k[3], int(cell(k, "n_seeds")), int(cell(k, "tier")),
+                     *[_full(cell(k, n)) for n in names]] for k in keys]
+            return _csv(["algo", "task", "bound", "setting", "n_seeds", "tier", *names], rows)
+        rows = [{"algo": k[0], "task": k[1], "bound": float(k[2]), "setting": k[3], "baseline": k[0] == baseline,
+                 "n_seeds": int(cell(k, "n_seeds")), "tier": int(cell(k, "tier")),
+                 **{n: _num(cell(k, n)) for n in names}} for k in keys]
+        return json.dumps({**_meta(ds, "conditions"), "rows": rows}, indent=2) + "\n"
+    sep = r" $\pm$ " if fmt == "latex" else " ± "
+    rows = []
+    for k in keys:
+        vals = [f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}" for m in METRICS]
+        rows.append([k[0], k[1], f"{k[2]:g}", SETTING_NAMES.get(k[3], k[3]), *vals,
+                     str(int(cell(k, "n_seeds"))), _tier_text(int(cell(k, "tier")))])
+    if fmt == "markdown":
+        return _markdown(["Algorithm", "Task", "d", "Setting", *METRICS, "Seeds", "Tier"], rows)
+    header = " & ".join(["Algorithm", "Task", "$d$", "Setting", *[f"${METRIC_TEX[m]}$" for m in METRICS],
+                         "$K$", "Tier"]) + r" \\"
+    rows = [[_tex_escape(c) if i < 4 else c for i, c in enumerate(r)] for r in rows]
+    return _latex("lllr" + "c" * (len(METRICS) + 2), [header], rows)
+
+
+# --------------------------------------------------------------------------------------------- cdf
+def _cdf(ds: xr.Dataset, fmt: str, digits: int) -> str:
+    kappa = ds["kappa"].values
+    pairs = [(a, s) for a in ds["algo"].values for s in ds["setting"].values]
+    if fmt == "csv":
+        arrs = {a_s: [ds[v].sel(algo=a_s[0], setting=a_s[1]).values for v in ("cdf", "ci_low", "ci_high")]
+                for a_s in pairs}
+        rows = [[a, s, _full(k), *(_full(x[i]) for x in arrs[(a, s)])] for a, s in pairs for i, k in enumerate(kappa)]
+        return _csv(["algo", "setting", "kappa", "cdf", "ci_low", "ci_high"], rows)
+    if fmt == "json":
+        curves = [{"algo": a, "setting": s, **{v: [_num(x) for x in ds[v].sel(algo=a, setting=s).values]
+                                               for v in ("cdf", "ci_low", "ci_high")}} for a, s in pairs]
+        return json.dumps({**_meta(ds, "cdf"), "kappa": [float(k) for k in kappa], "curves": curves}) + "\n"
+    shown = [k for k in CDF_TABLE_KAPPA if np.any(np.isclose(kappa, k))] or list(kappa[:: max(1, kappa.size // 7)])
+    idx = [int(np.argmin(np.abs(kappa - k))) for k in shown]
+    rows = []
+    for a, s in pairs:
+        sel = ds.sel(algo=a, setting=s)
+        cells = [f"{_fmt(sel['cdf'].values[i], digits)} [{_fmt(sel['ci_low'].values[i], digits)}, "
+                 f"{_fmt(sel['ci_high'].values[i], digits)}]" for i in idx]
+        rows.append([a, SETTING_NAMES.get(s, s), *cells])
+    if fmt == "markdown":
+        return _markdown(["Algorithm", "Setting", *[f"CDF(κ={k:g})" for k in shown]], rows)
+    header = " & ".join(["Algorithm", "Setting", *[rf"$\kappa={k:g}$" for k in shown]]) + r" \\"
+    rows = [[_tex_escape(r[0]), *r[1:]] for r in rows]
+    return _latex("ll" + "c" * len(shown), [header], rows)
+
+
+# ---------------------------------------------------------------------------------------------- api
+def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", baseline: str | None = None,
+           digits: int = 2) -> str:
+    """Text of a stats table: kind in KINDS, fmt in FORMATS; `baseline` names the unconstrained algorithm."""
+    if kind not in KINDS:
+        raise CubeError(f"unknown table kind {kind!r}: use one of {', '.join(KINDS)}")
+    if fmt not in FORMATS:
+        raise CubeError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if baseline is not None and baseline not in obj["algo"].values:
+        raise CubeError(f"baseline {baseline!r} is not among the algorithms ({', '.join(map(str, obj['algo'].values))})")
+    if kind == "aggregate":
+        return _aggregate(obj, fmt, baseline, digits)
+    if kind == "conditions":
+        return _conditions(obj, fmt, baseline, digits)
+    return _cdf(obj, fmt, digits)

@@ -1,0 +1,603 @@
+"""Create, write, extend and open the results cube (a Zarr v3 directory store).
+
+Layout: one Zarr group holding 1-D coordinate arrays for the seven dimensions, ``reward`` and ``cost``
+(float32, fill NaN) chunked one run per chunk ``(1, 1, 1, 1, J, E, M)``, per-iterate variables
+(float64, one chunk per run), ``run_status`` (int8) and ``run_manifest`` (JSON string) with one chunk
+per run. Writers of different runs therefore never touch the same chunk, so separate processes can
+fill one store at the same time. Growing the grid (``extend_store``) resizes arrays along a run
+dimension whose chunk length is 1: existing chunks keep their keys and are never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from cube.errors import CubeError
+from cube.schema import (
+    DEFAULT_ITERATE_VARS,
+    DIMS,
+    MODES,
+    RUN_DIMS,
+    RUN_STATUS,
+    RUN_STATUS_NAMES,
+    SCHEMA_VERSION,
+    RunKey,
+    manifest_json,
+)
+
+PathLike = str | os.PathLike[str]
+
+
+# --------------------------------------------------------------------------------------------------
+# label checks
+
+
+def _clean_labels(dim: str, labels: Iterable[Any]) -> np.ndarray:
+    """Return labels of one run dimension as a numpy array, refusing empty/duplicate/invalid ones."""
+    values = list(labels)
+    if dim in ("algo", "task"):
+        arr = np.array([str(v) for v in values], dtype=object)
+        if any(not v or v != v.strip() for v in arr):
+            raise CubeError(f"empty or padded {dim} name in {values!r}; use plain names like 'ppo_lag'")
+    elif dim == "bound":
+        try:
+            arr = np.array([float(v) for v in values], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise CubeError(f"bounds must be numbers, got {values!r}") from None
+        bad = arr[~np.isfinite(arr) | (arr <= 0)]
+        if bad.size:
+            raise CubeError(f"safety bound d must be a finite number > 0, got {bad[0]:g}; pass bounds like 15,25,50")
+    else:
+        try:
+            arr = np.array([int(v) for v in values], dtype=np.int64)
+        except (TypeError, ValueError):
+            raise CubeError(f"{dim} labels must be integers, got {values!r}") from None
+        if dim == "seed" and any(float(v) != int(v) for v in values):
+            raise CubeError(f"seeds must be integers, got {values!r}")
+    if len(set(arr.tolist())) != len(arr):
+        dupes = sorted({v for v in arr.tolist() if arr.tolist().count(v) > 1}, key=str)
+        raise CubeError(f"{dim} {dupes[0]!r} is given twice; each {dim} label must be unique")
+    return arr
+
+
+# --------------------------------------------------------------------------------------------------
+# creation
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _create_coord(group: zarr.Group, dim: str, values: np.ndarray) -> None:
+    if values.dtype == object or values.dtype.kind in "US":
+        arr = group.create_array(dim, shape=values.shape, dtype=str, fill_value="", dimension_names=(dim,))
+        arr[:] = values.astype(str)
+    else:
+        arr = group.create_array(dim, shape=values.shape, dtype=values.dtype, dimension_names=(dim,))
+        arr[:] = values
+
+
+def create_store(
+    path: PathLike,
+    *,
+    algos: Sequence[str],
+    tasks: Sequence[str],
+    bounds: Sequence[float],
+    seeds: Sequence[int],
+    n_iterates: int,
+    n_episodes: int,
+    modes: Sequence[str] = MODES,
+    iterate_vars: Sequence[str] = DEFAULT_ITERATE_VARS,
+    attrs: dict[str, Any] | None = None,
+    exist_ok: bool = False,
+) -> None:
+    """Create an empty cube for a grid of runs (all values NaN, every run pending).
+
+    ``n_iterates`` is J (iterates 0..J-1) and ``n_episodes`` is E, the number of episode slots per
+    (run, iterate, mode). With ``exist_ok`` an existing store with exactly this grid is accepted as is;
+    a store of another grid or schema is refused. The store is built in a temporary folder and renamed
+    into place, so a crash never leaves a half-created store at ``path``.
+    """
+    path = Path(path)
+    labels = {
+        "algo": _clean_labels("algo", algos),
+        "task": _clean_labels("task", tasks),
+        "bound": _clean_labels("bound", bounds),
+        "seed": _clean_labels("seed", seeds),
+    }
+    for dim, arr in labels.items():
+        if arr.size == 0:
+            raise CubeError(f"no {dim} given; a cube needs at least one label per dimension")
+    if n_iterates < 1 or n_episodes < 1:
+        raise CubeError(f"n_iterates and n_episodes must be >= 1, got {n_iterates} and {n_episodes}")
+    bad_modes = [m for m in modes if m not in MODES]
+    if bad_modes or not modes:
+        raise CubeError(f"unknown mode {bad_modes[:1] or modes!r}; modes are {', '.join(MODES)}")
+    if path.exists():
+        if exist_ok:
+            _check_same_grid(path, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars))
+            return
+        raise CubeError(f"{path} already exists; choose another path or remove it first")
+
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {})
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_store(
+    path: Path,
+    labels: dict[str, np.ndarray],
+    n_iterates: int,
+    n_episodes: int,
+    modes: tuple[str, ...],
+    iterate_vars: tuple[str, ...],
+    attrs: dict[str, Any],
+) -> None:
+    root_attrs = {
+        "saferl_schema_version": SCHEMA_VERSION,
+        "synthetic": False,
+        "created": _now(),
+        "description": "saferl results cube: episodic reward and cost per run, iterate and mode",
+    }
+    root_attrs.update(attrs)
+    group = zarr.open_group(path, mode="w", zarr_format=3, attributes=root_attrs)
+    coords = dict(labels)
+    coords["iterate"] = np.arange(n_iterates, dtype=np.int64)
+    coords["episode"] = np.arange(n_episodes, dtype=np.int64)
+    coords["mode"] = np.array(modes, dtype=object)
+    for dim in DIMS:
+        _create_coord(group, dim, coords[dim])
+
+    run_shape = tuple(len(labels[d]) for d in RUN_DIMS)
+    one_run = (1, 1, 1, 1)
+    for name, units in (("reward", "undiscounted episodic return"), ("cost", "undiscounted episodic cost")):
+        arr = group.create_array(
+            name,
+            shape=(*run_shape, n_iterates, n_episodes, len(modes)),
+            chunks=(*one_run, n_iterates, n_episodes, len(modes)),
+            dtype="float32",
+            fill_value=np.nan,
+            dimension_names=DIMS,
+        )
+        arr.attrs["long_name"] = units
+    for name in iterate_vars:
+        group.create_array(
+            name,
+            shape=(*run_shape, n_iterates),
+            chunks=(*one_run, n_iterates),
+            dtype="float64",
+            fill_value=np.nan,
+            dimension_names=(*RUN_DIMS, "iterate"),
+        )
+    status = group.create_array(
+        "run_status", shape=run_shape, chunks=one_run, dtype="int8", fill_value=0, dimension_names=RUN_DIMS
+    )
+    status.attrs["flag_meanings"] = " ".join(RUN_STATUS)
+    status.attrs["flag_values"] = list(RUN_STATUS.values())
+    group.create_array(
+        "run_manifest", shape=run_shape, chunks=one_run, dtype=str, fill_value="", dimension_names=RUN_DIMS
+    )
+
+
+def _check_same_grid(
+    path: Path,
+    labels: dict[str, np.ndarray],
+    n_iterates: int,
+    n_episodes: int,
+    modes: tuple[str, ...],
+    iterate_vars: tuple[str, ...],
+) -> None:
+    group = _open_group(path, mode="r")
+    coords = _read_coords(group)
+    problems = []
+    for dim, want in labels.items():
+        have = coords[dim]
+        if dim == "bound":
+            same = have.shape == want.shape and np.allclose(have, want)
+        else:
+            same = [str(v) for v in have] == [str(v) for v in want]
+        if not same:
+            problems.append(f"{dim} {list(have)} != {list(want)}")
+    if len(coords["iterate"]) != n_iterates:
+        problems.append(f"{len(coords['iterate'])} iterates != {n_iterates}")
+    if len(coords["episode"]) != n_episodes:
+        problems.append(f"{len(coords['episode'])} episode slots != {n_episodes}")
+    if tuple(coords["mode"]) != modes:
+        problems.append(f"modes {list(coords['mode'])} != {list(modes)}")
+    missing = [v for v in iterate_vars if v not in group]
+    if missing:
+        problems.append(f"missing per-iterate variables {missing}")
+    if problems:
+        raise CubeError(
+            f"{path} is a cube of a different grid ({'; '.join(problems)}); "
+            "write to a new path, or use the same grid"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# opening the group and locating runs
+
+
+def _open_group(path: PathLike, mode: str = "r+") -> zarr.Group:
+    path = Path(path)
+    if not path.exists():
+        raise CubeError(f"{path} does not exist; create it first (saferl demo / saferl train)")
+    if not (path / "zarr.json").exists():
+        raise CubeError(f"{path} is not a saferl Zarr v3 store (no zarr.json); give the path of a results store")
+    try:
+        group = zarr.open_group(path, mode=mode)
+    except Exception as exc:  # zarr raises many types for damaged metadata
+        raise CubeError(f"{path} is a corrupt Zarr store ({type(exc).__name__}); restore it from a copy") from None
+    for name in (*DIMS, "reward", "cost"):
+        if name not in group:
+            raise CubeError(f"{path} lacks the array '{name}'; it is not a writable saferl cube")
+    return group
+
+
+def as_str_array(values: Any) -> np.ndarray:
+    """Labels as a plain numpy unicode array (zarr 3 and xarray may hand back numpy StringDType)."""
+    return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
+
+
+def _read_coords(group: zarr.Group) -> dict[str, np.ndarray]:
+    coords = {}
+    for dim in DIMS:
+        values = np.asarray(group[dim][:])
+        coords[dim] = as_str_array(values) if values.dtype.kind in "OTUS" else values
+    return coords
+
+
+def _run_index(coords: dict[str, np.ndarray], key: RunKey) -> tuple[int, int, int, int]:
+    """Position of a run in the grid; refuses labels that are not in it."""
+    index = []
+    for dim, value in zip(RUN_DIMS, (key.algo, key.task, key.bound, key.seed), strict=True):
+        labels = coords[dim]
+        if dim == "bound":
+            hits = np.flatnonzero(np.isclose(labels.astype(float), float(value), rtol=1e-12, atol=0))
+        else:
+            hits = np.flatnonzero(labels.astype(str) == str(value))
+        if hits.size == 0:
+            shown = ", ".join(f"{v:g}" if dim == "bound" else str(v) for v in labels)
+            raise CubeError(f"{dim} {value!r} is not in the cube's grid ({shown}); extend the store first")
+        index.append(int(hits[0]))
+    return tuple(index)  # type: ignore[return-value]
+
+
+def _mode_index(coords: dict[str, np.ndarray], mode: str) -> int:
+    modes = [str(m) for m in coords["mode"]]
+    if mode not in modes:
+        raise CubeError(f"unknown mode {mode!r}; modes are {', '.join(modes)}")
+    return modes.index(mode)
+
+
+# --------------------------------------------------------------------------------------------------
+# writing runs
+
+
+def _check_episode_values(reward: np.ndarray, cost: np.ndarray, where: str) -> None:
+    if reward.shape != cost.shape:
+        raise CubeError(f"{where}: reward shape {reward.shape} != cost shape {cost.shape}")
+    if np.isnan(reward).any() or np.isnan(cost).any():
+        raise CubeError(f"{where}: NaN reward or cost in a written episode; pass only completed episodes")
+    if not (np.isfinite(reward).all() and np.isfinite(cost).all()):
+        raise CubeError(f"{where}: infinite reward or cost; check the environment's outputs")
+    if (cost < 0).any():
+        raise CubeError(f"{where}: negative episode cost {cost.min():g}; costs must be >= 0")
+
+
+class CubeWriter:
+    """Writes runs into an existing store; holds the open group and its labels across writes.
+
+    Use one writer per process for many writes (opening a store costs several metadata reads).
+    Each method checks everything before writing anything.
+    """
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = Path(path)
+        self.group = _open_group(self.path)
+        self.coords = _read_coords(self.group)
+
+    def write_episodes(
+        self,
+        key: RunKey,
+        mode: str,
+        iterate: int,
+        reward: np.ndarray | Sequence[float],
+        cost: np.ndarray | Sequence[float],
+    ) -> None:
+        """Write the completed episodes of one run at one iterate (1-D) or consecutive iterates (2-D).
+
+        ``reward``/``cost``: shape (n,) for iterate ``iterate``, or (k, n) for iterates ``iterate`` ..
+        ``iterate + k - 1``; n <= E episodes each, the remaining slots are set to NaN (so rewriting an
+        iterate replaces it completely). Everything is checked before anything is written.
+        """
+        group, coords = self.group, self.coords
+        index = _run_index(coords, key)
+        m = _mode_index(coords, mode)
+        reward = np.asarray(reward, dtype=np.float64)
+        cost = np.asarray(cost, dtype=np.float64)
+        if reward.ndim == 1:
+            reward = reward[None, :]
+        if cost.ndim == 1:
+            cost = cost[None, :]
+        where = f"run {key}, mode {mode}, iterate {iterate}"
+        if reward.ndim != 2 or cost.ndim != 2:
+            raise CubeError(f"{where}: episode arrays must be 1-D (episodes) or 2-D (iterates, episodes)")
+        _check_episode_values(reward, cost, where)
+        n_iter, n_eps = len(coords["iterate"]), len(coords["episode"])
+        k, n = reward.shape
+        if not 0 <= iterate or iterate + k > n_iter:
+            raise CubeError(f"{where}: iterates {iterate}..{iterate + k - 1} outside the grid's 0..{n_iter - 1}")
+        if n > n_eps:
+            raise CubeError(f"{where}: {n} episodes do not fit the store's {n_eps} episode slots")
+        for name, values in (("reward", reward), ("cost", cost)):
+            block = np.full((k, n_eps), np.nan, dtype=np.float32)
+            block[:, :n] = values
+            group[name][(*index, slice(iterate, iterate + k), slice(None), m)] = block
+
+
+    def write_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
+        """Write all episodes of one run at once: arrays (J, E, M) in the store's iterate/episode/mode order.
+
+        NaN marks a missing episode; where one of reward/cost is NaN the other must be too. This is one
+        chunk write per variable, the fast path for importing results or writing synthetic cubes.
+        """
+        group, coords = self.group, self.coords
+        index = _run_index(coords, key)
+        shape = (len(coords["iterate"]), len(coords["episode"]), len(coords["mode"]))
+        reward = np.asarray(reward, dtype=np.float32)
+        cost = np.asarray(cost, dtype=np.float32)
+        where = f"run {key}"
+        if reward.shape != shape or cost.shape != shape:
+            raise CubeError(f"{where}: arrays must have shape {shape} (iterate, episode, mode), got {reward.shape}")
+        present = ~np.isnan(cost)
+        if not np.array_equal(present, ~np.isnan(reward)):
+            raise CubeError(f"{where}: reward and cost disagree on which episodes exist (NaN in one only)")
+        _check_episode_values(reward[present], cost[present], where)
+        group["reward"][index] = reward
+        group["cost"][index] = cost
+
+
+    def write_iterate_vars(self, key: RunKey, iterate: int, values: dict[str, Any]) -> None:
+        """Write per-iterate variables (``env_steps``, ``multiplier``, diagnostics) of one run.
+
+        Each value is a scalar for ``iterate`` or a 1-D array for ``iterate`` .. ``iterate + k - 1``.
+        """
+        group, coords = self.group, self.coords
+        index = _run_index(coords, key)
+        n_iter = len(coords["iterate"])
+        arrays = {}
+        for name, value in values.items():
+            if name in DIMS or name in ("reward", "cost", "run_status", "run_manifest") or name not in group:
+                known = sorted(k for k in group.array_keys() if group[k].ndim == 5)
+                raise CubeError(f"per-iterate variable {name!r} is not in the store (it has {', '.join(known)})")
+            arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+            if arr.ndim != 1 or not 0 <= iterate or iterate + arr.size > n_iter:
+                raise CubeError(f"{name} for run {key}: iterates {iterate}..{iterate + arr.size - 1} outside 0..{n_iter - 1}")
+            arrays[name] = arr
+        for name, arr in arrays.items():
+            group[name][(*index, slice(iterate, iterate + arr.size))] = arr
+
+
+    def set_run_manifest(
+        self, key: RunKey, *, status: str, manifest: dict[str, Any] | None = None
+    ) -> None:
+        """Record a run's status (``pending``/``partial``/``complete``) and its manifest (JSON-able dict)."""
+        if status not in RUN_STATUS:
+            raise CubeError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUS)}")
+        group = self.group
+        index = _run_index(self.coords, key)
+        body = dict(manifest or {})
+        body["status"] = status
+        body.setdefault("run", key.as_dict())
+        group["run_manifest"][index] = manifest_json(body)
+        group["run_status"][index] = RUN_STATUS[status]
+
+
+def write_episodes(
+    path: PathLike, key: RunKey, mode: str, iterate: int, reward: np.ndarray | Sequence[float],
+    cost: np.ndarray | Sequence[float],
+) -> None:
+    """Write episodes of one run at one or more iterates; see ``CubeWriter.write_episodes``."""
+    CubeWriter(path).write_episodes(key, mode, iterate, reward, cost)
+
+
+def write_run(path: PathLike, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
+    """Write all episodes of one run at once; see ``CubeWriter.write_run``."""
+    CubeWriter(path).write_run(key, reward, cost)
+
+
+def write_iterate_vars(path: PathLike, key: RunKey, iterate: int, values: dict[str, Any]) -> None:
+    """Write per-iterate variables of one run; see ``CubeWriter.write_iterate_vars``."""
+    CubeWriter(path).write_iterate_vars(key, iterate, values)
+
+
+def set_run_manifest(path: PathLike, key: RunKey, *, status: str, manifest: dict[str, Any] | None = None) -> None:
+    """Record a run's status and manifest; see ``CubeWriter.set_run_manifest``."""
+    CubeWriter(path).set_run_manifest(key, status=status, manifest=manifest)
+
+
+def read_manifests(path: PathLike) -> list[dict[str, Any]]:
+    """Every run of the grid as a dict: its labels, ``status`` and the stored manifest fields."""
+    group = _open_group(path, mode="r")
+    coords = _read_coords(group)
+    status = np.asarray(group["run_status"][:]) if "run_status" in group else None
+    texts = np.asarray(group["run_manifest"][:]) if "run_manifest" in group else None
+    rows = []
+    for index in np.ndindex(*(len(coords[d]) for d in RUN_DIMS)):
+        row: dict[str, Any] = {d: coords[d][i].item() for d, i in zip(RUN_DIMS, index, strict=True)}
+        row["status"] = RUN_STATUS_NAMES.get(int(status[index]), "unknown") if status is not None else "unknown"
+        if texts is not None and texts[index]:
+            stored = json.loads(str(texts[index]))
+            stored.pop("status", None)
+            stored.pop("run", None)
+            row.update(stored)
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# extending the grid
+
+
+def extend_store(
+    path: PathLike,
+    *,
+    algos: Sequence[str] = (),
+    tasks: Sequence[str] = (),
+    bounds: Sequence[float] = (),
+    seeds: Sequence[int] = (),
+) -> dict[str, list[Any]]:
+    """Add labels to run dimensions without rewriting existing data; labels already present are skipped.
+
+    Arrays are resized along each grown dimension (chunk length 1 there, so existing chunk keys are
+    unchanged) and the new labels are appended to the coordinate. Do not run this while other
+    processes are writing to the store. Returns the labels actually added per dimension.
+    """
+    group = _open_group(path)
+    coords = _read_coords(group)
+    wanted = {"algo": algos, "task": tasks, "bound": bounds, "seed": seeds}
+    added: dict[str, list[Any]] = {}
+    for dim, new in wanted.items():
+        if not len(new):
+            continue
+        clean = _clean_labels(dim, new)
+        have = coords[dim]
+        if dim == "bound":
+            fresh = [v for v in clean if not np.isclose(have.astype(float), v, rtol=1e-12, atol=0).any()]
+        else:
+            have_str = set(have.astype(str).tolist())
+            fresh = [v for v in clean if str(v) not in have_str]
+        if fresh:
+            _grow_dim(group, dim, len(have), fresh)
+            added[dim] = [v.item() if hasattr(v, "item") else v for v in fresh]
+    return added
+
+
+def _grow_dim(group: zarr.Group, dim: str, old_size: int, fresh: list[Any]) -> None:
+    new_size = old_size + len(fresh)
+    for name in group.array_keys():
+        arr = group[name]
+        dims = tuple(arr.metadata.dimension_names or ())
+        if dim in dims and name != dim:
+            shape = list(arr.shape)
+            shape[dims.index(dim)] = new_size
+            arr.resize(tuple(shape))
+    coord = group[dim]
+    coord.resize((new_size,))
+    coord[old_size:] = np.array(fresh, dtype=object if dim in ("algo", "task") else None).astype(
+        str if dim in ("algo", "task") else coord.dtype
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# reading
+
+
+def open_cube(source: PathLike | xr.Dataset, *, check: bool = True) -> xr.Dataset:
+    """Open a cube lazily (dask) from a Zarr directory or a netCDF file, checking its structure.
+
+    Returns a Dataset whose string coordinates are plain numpy strings. Only the seven dimensions and
+    ``reward``/``cost`` are required. Raises ``CubeError`` (one line) for a missing, corrupt or
+    malformed store; value checks that need a pass over the data live in ``cube.validate``.
+    """
+    from cube.validate import structure_problems
+
+    if isinstance(source, xr.Dataset):
+        ds = source
+        where = "dataset"
+    else:
+        ds = _open_dataset(Path(source))
+        where = str(source)
+    if check:
+        problems = structure_problems(ds)
+        if problems:
+            more = f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)" if len(problems) > 1 else ""
+            raise CubeError(f"{where} is not a valid saferl cube: {problems[0]}{more}")
+        ds = _normalise(ds)
+    return ds
+
+
+def _open_dataset(path: Path) -> xr.Dataset:
+    if not path.exists():
+        raise CubeError(f"{path} does not exist; give the path of a results store (.zarr directory or .nc file)")
+    try:
+        if path.is_dir():
+            if (path / "zarr.json").exists():
+                return xr.open_zarr(path, consolidated=False, chunks={})
+            if (path / ".zgroup").exists():
+                return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks={})
+            raise CubeError(f"{path} is a directory but not a Zarr store (no zarr.json); give a results store path")
+        return xr.open_dataset(path, chunks={})
+    except CubeError:
+        raise
+    except Exception as exc:  # backends raise many types for unreadable files
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise CubeError(f"cannot read {path} as a Zarr store or netCDF file ({reason}); is it corrupt?") from None
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(np.asarray(value).item())
+
+
+def _normalise(ds: xr.Dataset) -> xr.Dataset:
+    """Plain numpy string labels, float bounds, int seeds/iterates, dims in the schema's order."""
+    fixed = {}
+    for dim in ("algo", "task", "mode"):
+        fixed[dim] = as_str_array(ds[dim].values)
+    fixed["bound"] = np.asarray(ds["bound"].values, dtype=np.float64)
+    for dim in ("seed", "iterate", "episode"):
+        if dim in ds.coords:
+            fixed[dim] = np.asarray(ds[dim].values, dtype=np.int64)
+    ds = ds.assign_coords(fixed)
+    if "synthetic" in ds.attrs:
+        ds.attrs["synthetic"] = _as_bool(ds.attrs["synthetic"])
+    for name in ("reward", "cost"):
+        if ds[name].dims != DIMS:
+            ds[name] = ds[name].transpose(*DIMS)
+    return ds
+
+
+def _netcdf_attr(value: Any) -> Any:
+    """netCDF attributes hold numbers, strings and 1-D arrays only: booleans become 0/1, dicts JSON."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return value
+
+
+def export_netcdf(source: PathLike, out: PathLike) -> Path:
+    """Write the cube (all variables and attrs) to a netCDF4 file; returns the path written."""
+    ds = open_cube(source)
+    out = Path(out)
+    if out.exists() and out.is_dir():
+        raise CubeError(f"{out} is a directory; give a file name ending in .nc")
+    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
+    attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
+    ds = ds.assign_attrs(attrs)
+    encoding = {name: {"zlib": True, "complevel": 1} for name in ("reward", "cost")}
+    try:
+        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return out

@@ -1,0 +1,129 @@
+"""Checks of the cube contract: structure (cheap, on open) and values (one pass over the data)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import dask
+import numpy as np
+import xarray as xr
+
+from cube.errors import CubeError
+from cube.schema import DIM_KINDS, DIMS, EPISODE_VARS, ITERATE_DIMS, MODES, RUN_DIMS, dim_kind_ok
+
+
+def structure_problems(ds: xr.Dataset) -> list[str]:
+    """Contract violations visible without reading data: dims, variables, dtypes, labels."""
+    problems = []
+    for dim in DIMS:
+        if dim not in ds.dims:
+            problems.append(f"dimension '{dim}' is missing (a cube needs {', '.join(DIMS)})")
+    for name in EPISODE_VARS:
+        if name not in ds.data_vars:
+            problems.append(f"variable '{name}' is missing (it must span all seven dimensions)")
+            continue
+        var = ds[name]
+        if set(var.dims) != set(DIMS):
+            problems.append(f"variable '{name}' has dims {var.dims}, expected all of {DIMS}")
+        if var.dtype.kind != "f":
+            problems.append(f"variable '{name}' has dtype {var.dtype}, expected a float type (float32)")
+    for dim, kind in DIM_KINDS.items():
+        if dim not in ds.dims:
+            continue
+        if dim not in ds.coords:
+            if dim in RUN_DIMS or dim == "mode":
+                problems.append(f"dimension '{dim}' has no coordinate labels")
+            continue
+        values = np.asarray(ds[dim].values)
+        if not dim_kind_ok(kind, values.dtype):
+            problems.append(f"coordinate '{dim}' has dtype {values.dtype}, expected {kind} labels")
+            continue
+        problems.extend(_label_problems(dim, values))
+    for name, var in ds.data_vars.items():
+        if name in EPISODE_VARS:
+            continue
+        if "episode" in var.dims or "mode" in var.dims:
+            continue  # extra episode-level variables are allowed
+        if not set(var.dims) <= set(ITERATE_DIMS):
+            problems.append(f"variable '{name}' has dims {var.dims}, not a subset of {ITERATE_DIMS}")
+    return problems
+
+
+def _label_problems(dim: str, values: np.ndarray) -> list[str]:
+    problems = []
+    as_list = [str(v) for v in values.tolist()] if values.dtype.kind in "OUST" else values.tolist()
+    seen, dupes = set(), []
+    for v in as_list:
+        if v in seen and v not in dupes:
+            dupes.append(v)
+        seen.add(v)
+    if dupes:
+        problems.append(f"coordinate '{dim}' has duplicate labels {dupes[:3]}; each label must be unique")
+    if dim == "bound":
+        bad = values[~np.isfinite(values.astype(float)) | (values.astype(float) <= 0)]
+        if bad.size:
+            problems.append(f"bound {bad[0]} is not a finite number > 0 (d must be positive)")
+    if dim == "mode":
+        unknown = [m for m in as_list if m not in MODES]
+        if unknown:
+            problems.append(f"mode labels {unknown} are unknown; modes are {', '.join(MODES)}")
+    return problems
+
+
+def value_problems(ds: xr.Dataset) -> list[str]:
+    """Contract violations in the values (one dask pass over reward and cost)."""
+    cost, reward = ds["cost"], ds["reward"]
+    checks = {
+        "negative cost": (cost < 0).sum(),
+        "infinite cost": np.isinf(cost).sum(),
+        "infinite reward": np.isinf(reward).sum(),
+        "cost NaN where reward present": (cost.isnull() & reward.notnull()).sum(),
+        "reward NaN where cost present": (reward.isnull() & cost.notnull()).sum(),
+        "episodes": cost.notnull().sum(),
+    }
+    try:
+        (counts,) = dask.compute({k: v.data for k, v in checks.items()})
+    except Exception as exc:  # codecs raise many types for damaged chunks
+        return [f"the stored data are corrupt or unreadable ({type(exc).__name__}: {str(exc)[:80]}); restore from a copy"]
+    problems = []
+    for what, count in counts.items():
+        if what != "episodes" and int(count):
+            example = _first_run_with(ds, what)
+            problems.append(f"{int(count)} episode(s) with {what} (first in run {example}); fix or drop them")
+    if int(counts["episodes"]) == 0:
+        problems.append("the cube holds no episodes at all (every reward/cost is NaN)")
+    return problems
+
+
+def _first_run_with(ds: xr.Dataset, what: str) -> str:
+    cost, reward = ds["cost"], ds["reward"]
+    masks: dict[str, Callable[[], xr.DataArray]] = {
+        "negative cost": lambda: cost < 0,
+        "infinite cost": lambda: np.isinf(cost),
+        "infinite reward": lambda: np.isinf(reward),
+        "cost NaN where reward present": lambda: cost.isnull() & reward.notnull(),
+        "reward NaN where cost present": lambda: reward.isnull() & cost.notnull(),
+    }
+    per_run = masks[what]().any(dim=["iterate", "episode", "mode"]).compute()
+    where = np.argwhere(per_run.transpose(*RUN_DIMS).values)
+    if not len(where):
+        return "?"
+    labels = [str(ds[d].values[i]) for d, i in zip(RUN_DIMS, where[0], strict=True)]
+    return "/".join(labels)
+
+
+def validate(source: str | Path | xr.Dataset) -> list[str]:
+    """All contract violations of a cube, one line each (empty list when valid)."""
+    from cube.store import open_cube
+
+    try:
+        ds = open_cube(source, check=False)
+    except CubeError as exc:
+        return [str(exc)]
+    problems = structure_problems(ds)
+    if problems:
+        return problems
+    from cube.store import _normalise
+
+    return value_problems(_normalise(ds))

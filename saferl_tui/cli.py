@@ -1,0 +1,60 @@
+"""``saferl-tui [PATH]``: open a results cube in the explorer (the bundled demo cube without PATH)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from saferl_tui.app import build_app
+
+
+def demo_path() -> Path:
+    """Where the demo cube lives: ./demo/results.zarr if present, else ~/.cache/saferl/demo.zarr."""
+    local = Path("demo") / "results.zarr"
+    if local.exists():
+        return local
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "saferl" / "demo.zarr"
+    return cache
+
+
+def build_demo(path: str, progress: Callable[[int, int], None]) -> None:
+    """Create the default synthetic demo cube at ``path`` (parents created)."""
+    from cube.demo import make_demo_cube
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    make_demo_cube(path, seed=0, progress=progress)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="saferl-tui",
+        description="Explore a saferl results cube: Summary, Conditions, CDF, Curves, Histograms, Runs. "
+        "Press ? inside the app for every key.",
+    )
+    p.add_argument("path", nargs="?", help="results cube (.zarr directory or .nc file); default: the demo cube")
+    p.add_argument("--export-dir", default=None, help="where e (CSV + LaTeX) and s (SVG) write (default: .)")
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates for the CIs (default 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``saferl-tui`` console script."""
+    args = parser().parse_args(argv)
+    if args.boot < 1:
+        print("error: --boot must be a positive integer", file=sys.stderr)
+        return 2
+    if args.path is None:
+        path, builder = demo_path(), build_demo
+    else:
+        path, builder = Path(args.path), None
+    app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed, demo_builder=builder)
+    app.run()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

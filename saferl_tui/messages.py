@@ -1,0 +1,69 @@
+"""Typed messages that flow up the DOM (widgets -> screen -> app).
+
+Attributes flow down (the screen sets reactive attributes on the views); these messages flow up.
+Workers post :class:`CubeLoaded`, :class:`LoadFailed`, :class:`LoadProgress`, :class:`ViewReady` and
+:class:`ViewFailed` from their threads (``post_message`` is thread-safe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from saferl_tui.model import CubeInfo, UISelection
+
+
+@dataclass
+class SelectionChanged(Message):
+    """The selection panel changed the selection (labels, setting, iterates or baseline)."""
+
+    selection: UISelection
+
+
+@dataclass
+class ViewParamsChanged(Message):
+    """A view changed one of its own parameters (window, condition, x-range) and needs new data."""
+
+    view_id: str
+
+
+@dataclass
+class LoadProgress(Message):
+    """Progress of the first pass over the cube: fraction in [0, 1] and a short text."""
+
+    fraction: float
+    text: str
+
+
+@dataclass
+class CubeLoaded(Message):
+    """The cube is open and its sufficient statistics are in memory."""
+
+    info: CubeInfo
+
+
+@dataclass
+class LoadFailed(Message):
+    """Opening the cube failed; ``error`` is one line for the user."""
+
+    error: str
+
+
+@dataclass
+class ViewReady(Message):
+    """Derived data for a view is ready; ``token`` identifies the request it answers."""
+
+    view_id: str
+    token: tuple
+    data: Any
+
+
+@dataclass
+class ViewFailed(Message):
+    """Computing a view's data failed with a user-facing one-line ``error``."""
+
+    view_id: str
+    token: tuple
+    error: str

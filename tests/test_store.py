@@ -1,0 +1,230 @@
+"""Round trips, concurrency, grid extension and refusals of the Zarr store."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from cube import (
+    CubeError,
+    CubeWriter,
+    RunKey,
+    create_store,
+    export_netcdf,
+    extend_store,
+    open_cube,
+    read_manifests,
+    set_run_manifest,
+    validate,
+    write_episodes,
+    write_iterate_vars,
+)
+from cube.schema import DIMS
+from tests.conftest import TINY_GRID, ragged_episodes
+
+
+def _read_run(path: Path, key: RunKey) -> xr.Dataset:
+    return open_cube(path).sel(algo=key.algo, task=key.task, bound=key.bound, seed=key.seed).compute()
+
+
+def test_create_store_has_contract_dims_and_is_empty(tiny_store: Path) -> None:
+    ds = xr.open_zarr(tiny_store, consolidated=False)
+    assert ds["cost"].dims == DIMS and ds["reward"].dims == DIMS
+    assert ds["cost"].dtype == np.float32
+    assert ds.sizes["iterate"] == 4 and ds.sizes["episode"] == 6
+    assert list(ds["mode"].values) == ["train", "expl", "greedy"]
+    assert int(ds["cost"].count()) == 0
+    assert (ds["run_status"].values == 0).all()
+    assert ds.attrs["saferl_schema_version"] == 1
+
+
+def test_ragged_round_trip(tiny_store: Path, tiny_key: RunKey) -> None:
+    rng = np.random.default_rng(0)
+    r0, c0 = ragged_episodes(rng, 6)
+    r1, c1 = ragged_episodes(rng, 3)
+    write_episodes(tiny_store, tiny_key, "train", 0, r0, c0)
+    write_episodes(tiny_store, tiny_key, "train", 1, r1, c1)
+    re, ce = ragged_episodes(rng, 2)
+    write_episodes(tiny_store, tiny_key, "greedy", 3, re, ce)
+    run = _read_run(tiny_store, tiny_key)
+    np.testing.assert_allclose(run.cost.sel(mode="train", iterate=0), c0.astype(np.float32))
+    np.testing.assert_allclose(run.cost.sel(mode="train", iterate=1)[:3], c1.astype(np.float32))
+    assert np.isnan(run.cost.sel(mode="train", iterate=1)[3:]).all()
+    np.testing.assert_allclose(run.reward.sel(mode="greedy", iterate=3)[:2], re.astype(np.float32))
+    assert int(run.cost.count()) == 6 + 3 + 2
+    # nothing leaked into another run
+    assert int(open_cube(tiny_store).cost.count()) == 11
+
+
+def test_rewriting_an_iterate_replaces_all_its_slots(tiny_store: Path, tiny_key: RunKey) -> None:
+    write_episodes(tiny_store, tiny_key, "train", 2, np.ones(6), np.ones(6))
+    write_episodes(tiny_store, tiny_key, "train", 2, [5.0, 6.0], [1.0, 2.0])
+    run = _read_run(tiny_store, tiny_key)
+    assert int(run.cost.sel(mode="train", iterate=2).count()) == 2
+
+
+def test_block_write_of_several_iterates(tiny_store: Path, tiny_key: RunKey) -> None:
+    cost = np.arange(12, dtype=float).reshape(3, 4)
+    write_episodes(tiny_store, tiny_key, "expl", 1, cost + 1, cost)
+    run = _read_run(tiny_store, tiny_key)
+    np.testing.assert_array_equal(run.cost.sel(mode="expl").values[1:, :4], cost)
+    assert np.isnan(run.cost.sel(mode="expl", iterate=0)).all()
+
+
+def test_iterate_vars_and_manifest(tiny_store: Path, tiny_key: RunKey) -> None:
+    write_iterate_vars(tiny_store, tiny_key, 0, {"env_steps": [10, 20, 30, 40], "multiplier": [0, 0.5, 1, 1.5]})
+    write_iterate_vars(tiny_store, tiny_key, 3, {"multiplier": 2.0})
+    set_run_manifest(tiny_store, tiny_key, status="partial", manifest={"config": {"lr": 5e-4}})
+    run = _read_run(tiny_store, tiny_key)
+    np.testing.assert_array_equal(run.env_steps.values, [10, 20, 30, 40])
+    np.testing.assert_array_equal(run.multiplier.values, [0, 0.5, 1, 2.0])
+    assert int(run.run_status) == 1
+    assert json.loads(str(run.run_manifest.values))["config"]["lr"] == 5e-4
+    rows = {(r["algo"], r["task"], r["bound"], r["seed"]): r for r in read_manifests(tiny_store)}
+    assert rows[("ppo_lag", "circle", 25.0, 1)]["status"] == "partial"
+    assert rows[("ppo", "goal", 15.0, 0)]["status"] == "pending"
+
+
+def _write_runs_in_process(path: str, seeds: list[int], algo: str) -> None:
+    writer = CubeWriter(path)
+    for seed in seeds:
+        for task in TINY_GRID["tasks"]:
+            for bound in TINY_GRID["bounds"]:
+                key = RunKey(algo, task, bound, seed)
+                for it in range(TINY_GRID["n_iterates"]):
+                    value = seed * 1000 + it * 10 + bound / 100
+                    writer.write_episodes(key, "train", it, np.full(6, value), np.full(6, value))
+                writer.set_run_manifest(key, status="complete")
+
+
+def test_two_processes_write_different_runs_concurrently(tiny_store: Path) -> None:
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(target=_write_runs_in_process, args=(str(tiny_store), [0, 1, 2], algo))
+        for algo in TINY_GRID["algos"]
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    ds = open_cube(tiny_store).sel(mode="train").compute()
+    assert int(ds.cost.count()) == 2 * 2 * 2 * 3 * 4 * 6
+    expected = ds.seed * 1000 + ds.iterate * 10 + ds.bound / 100
+    np.testing.assert_allclose(ds.cost.isel(episode=0), expected.broadcast_like(ds.cost.isel(episode=0)), rtol=1e-6)
+    assert (ds.run_status == 2).all()
+
+
+def test_extend_grid_keeps_existing_data(tiny_store: Path, tiny_key: RunKey) -> None:
+    write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [3.0, 4.0])
+    before = {p.relative_to(tiny_store): p.stat().st_mtime_ns for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
+    added = extend_store(tiny_store, algos=["p3o"], bounds=[50.0, 25.0], seeds=[5])
+    assert added == {"algo": ["p3o"], "bound": [50.0], "seed": [5]}
+    after = {p.relative_to(tiny_store): p.stat().st_mtime_ns for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
+    assert before == after  # no chunk rewritten
+    ds = open_cube(tiny_store)
+    assert list(ds.algo.values) == ["ppo", "ppo_lag", "p3o"]
+    assert list(ds.bound.values) == [15.0, 25.0, 50.0]
+    assert list(ds.seed.values) == [0, 1, 2, 5]
+    np.testing.assert_array_equal(_read_run(tiny_store, tiny_key).cost.sel(mode="train", iterate=0)[:2], [3, 4])
+    new_key = RunKey("p3o", "goal", 50.0, 5)
+    write_episodes(tiny_store, new_key, "greedy", 3, [1.0], [2.0])
+    assert int(_read_run(tiny_store, new_key).cost.count()) == 1
+    assert int(ds.run_status.sel(algo="p3o").sum()) == 0
+    assert validate(tiny_store) == []
+
+
+def test_netcdf_round_trip(tmp_path: Path, tiny_store: Path, tiny_key: RunKey) -> None:
+    write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0, 3.0], [0.0, 20.0, 30.0])
+    set_run_manifest(tiny_store, tiny_key, status="complete", manifest={"x": 1})
+    out = export_netcdf(tiny_store, tmp_path / "cube.nc")
+    a, b = open_cube(tiny_store), open_cube(out)
+    xr.testing.assert_equal(a[["reward", "cost"]].compute(), b[["reward", "cost"]].compute())
+    assert list(b.algo.values) == list(a.algo.values)
+    assert str(b.run_manifest.sel(algo="ppo_lag", task="circle", bound=25.0, seed=1).values) == str(
+        a.run_manifest.sel(algo="ppo_lag", task="circle", bound=25.0, seed=1).values
+    )
+    assert validate(out) == []
+
+
+def test_foreign_cube_written_by_plain_xarray_opens(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    shape = (1, 1, 2, 2, 3, 5, 1)
+    coords = {
+        "algo": np.array(["mine"], dtype=object), "task": np.array(["goal"], dtype=object),
+        "bound": [10, 20], "seed": [0, 1], "iterate": [0, 1, 2], "episode": np.arange(5),
+        "mode": np.array(["train"], dtype=object),
+    }
+    ds = xr.Dataset(
+        {"reward": (DIMS, rng.normal(size=shape)), "cost": (DIMS, rng.gamma(2.0, 5.0, shape))}, coords=coords
+    )
+    ds.to_zarr(tmp_path / "foreign.zarr", zarr_format=3, consolidated=False)
+    ds.to_netcdf(tmp_path / "foreign.nc")
+    for path in (tmp_path / "foreign.zarr", tmp_path / "foreign.nc"):
+        assert validate(path) == []
+        opened = open_cube(path)
+        assert opened.bound.dtype == np.float64 and opened.cost.dims == DIMS
+
+
+# ---------------------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("grid_change", "message"),
+    [
+        ({"bounds": [0.0]}, "bound d must be a finite number > 0"),
+        ({"bounds": [-5.0]}, "bound d must be a finite number > 0"),
+        ({"seeds": [1, 1]}, "given twice"),
+        ({"algos": []}, "no algo given"),
+    ],
+)
+def test_create_refuses_bad_grids(tmp_path: Path, grid_change: dict, message: str) -> None:
+    with pytest.raises(CubeError, match=message):
+        create_store(tmp_path / "x.zarr", **{**TINY_GRID, **grid_change})
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_create_exist_ok_accepts_same_grid_refuses_other(tiny_store: Path) -> None:
+    create_store(tiny_store, **TINY_GRID, exist_ok=True)
+    with pytest.raises(CubeError, match="different grid"):
+        create_store(tiny_store, **{**TINY_GRID, "seeds": [0, 1]}, exist_ok=True)
+    with pytest.raises(CubeError, match="already exists"):
+        create_store(tiny_store, **TINY_GRID)
+
+
+def _snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"key": RunKey("sac", "goal", 15.0, 0)}, "algo 'sac' is not in the cube's grid"),
+        ({"key": RunKey("ppo", "goal", 33.0, 0)}, "bound 33.0 is not in the cube's grid"),
+        ({"mode": "eval"}, "unknown mode 'eval'"),
+        ({"iterate": 4}, "outside the grid"),
+        ({"cost": np.ones(7), "reward": np.ones(7)}, "do not fit"),
+        ({"cost": np.array([1.0, -1.0]), "reward": np.ones(2)}, "negative episode cost"),
+        ({"cost": np.array([1.0, np.nan]), "reward": np.ones(2)}, "NaN reward or cost"),
+        ({"cost": np.array([1.0, np.inf]), "reward": np.ones(2)}, "infinite"),
+        ({"cost": np.ones(3), "reward": np.ones(2)}, "shape"),
+    ],
+)
+def test_bad_writes_are_refused_and_leave_store_unchanged(tiny_store: Path, kwargs: dict, message: str) -> None:
+    args = {"key": RunKey("ppo", "goal", 15.0, 0), "mode": "train", "iterate": 0,
+            "reward": np.ones(2), "cost": np.ones(2)}
+    args.update(kwargs)
+    before = _snapshot(tiny_store)
+    with pytest.raises(CubeError, match=message):
+        write_episodes(tiny_store, args["key"], args["mode"], args["iterate"], args["reward"], args["cost"])
+    assert _snapshot(tiny_store) == before
+
+
+def test_unknown_iterate_variable_is_refused(tiny_store: Path, tiny_key: RunKey) -> None:
+    with pytest.raises(CubeError, match="'entropy' is not in the store"):
+        write_iterate_vars(tiny_store, tiny_key, 0, {"entropy": 1.0})

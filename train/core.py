@@ -1,0 +1,358 @@
+"""The PPO core (brax/purejaxrl style) with the four algorithms as switchable loss/update rules.
+
+`make_train(config, env)` builds pure, jittable functions:
+- `init(key, algo_id, multiplier0, d_step) -> TrainState`
+- `iterate(state) -> (state, IterateOut)`: updates until every env has completed an episode; the
+  completed episodes' undiscounted reward/cost sums come back in `[S, num_envs]` buffers (NaN = empty).
+- `evaluate(params, normalizer, key) -> EvalOut`: N episodes of T steps, exploring and greedy (the
+  tanh-Gaussian mode) from the same N initial states.
+The algorithm is a traced index (`lax.switch`), so one compile serves all four algorithms and all
+bounds and seeds of a task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from train import losses as L
+from train.config import TrainConfig
+from train.envs import EnvFns
+
+EVAL_TAG = 0x5AFE
+
+
+class Params(NamedTuple):
+    """Network parameters: policy, reward critic, cost critic (flax param trees)."""
+
+    policy: Any
+    value: Any
+    cost_value: Any
+
+
+class RolloutState(NamedTuple):
+    """Batched env state plus per-env episode accumulators (`[n]` each)."""
+
+    env_state: Any
+    obs: jax.Array
+    t: jax.Array
+    ep_reward: jax.Array
+    ep_cost: jax.Array
+
+
+class TrainState(NamedTuple):
+    """Everything the compiled loop carries. multiplier: lambda / kappa / nu (0 for PPO); d_step = d/T."""
+
+    params: Params
+    opt_state: Any
+    normalizer: Any
+    multiplier: jax.Array
+    d_step: jax.Array
+    algo_id: jax.Array
+    rollout: RolloutState
+    key: jax.Array
+
+
+class Transition(NamedTuple):
+    """One env step of one env; old policy's Gaussian (loc, scale) kept for the FOCOPS KL."""
+
+    obs: jax.Array
+    raw_action: jax.Array
+    log_prob: jax.Array
+    loc: jax.Array
+    scale: jax.Array
+    reward: jax.Array
+    cost: jax.Array
+    termination: jax.Array
+    truncation: jax.Array
+    next_obs: jax.Array
+
+
+class EpisodeBuffer(NamedTuple):
+    """Completed-episode sums of one iterate: reward/cost `[S, n]` (NaN = empty), count `[n]`."""
+
+    reward: jax.Array
+    cost: jax.Array
+    count: jax.Array
+
+
+class IterateOut(NamedTuple):
+    """One iterate's output: episodes, number of updates, mean diagnostics over its updates."""
+
+    episodes: EpisodeBuffer
+    n_updates: jax.Array
+    metrics: dict[str, jax.Array]
+
+
+class EvalOut(NamedTuple):
+    """Undiscounted episodic sums `[N]` for exploring and greedy rollouts from the same initial states."""
+
+    expl_reward: jax.Array
+    expl_cost: jax.Array
+    greedy_reward: jax.Array
+    greedy_cost: jax.Array
+
+
+METRIC_NAMES = ("policy_loss", "value_loss", "cost_value_loss", "entropy", "approx_kl", "clip_fraction",
+                "mean_step_cost", "mean_step_reward")
+"""Per-iterate diagnostics (means over the iterate's updates) written as cube iterate variables."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """Compiled-friendly functions of one (config, env) pair; see the module docstring."""
+
+    config: TrainConfig
+    env: EnvFns
+    networks: Any
+    init: Callable[..., TrainState]
+    iterate: Callable[[TrainState], tuple[TrainState, IterateOut]]
+    evaluate: Callable[[Params, Any, jax.Array], EvalOut]
+    template: Callable[[], dict[str, Any]]
+    slots: int
+
+
+def _networks(config: TrainConfig, env: EnvFns) -> Any:
+    from train.nets import make_networks
+
+    return make_networks(env.obs_size, env.action_size, config.policy_hidden, config.value_hidden,
+                         config.cost_value_hidden, config.normalize_observations)
+
+
+def _select(done: jax.Array, new: Any, old: Any) -> Any:
+    def sel(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree_util.tree_map(sel, new, old)
+
+
+def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
+    """Build the trainer's pure functions for `config` on `env` (call `jax.jit` on them)."""
+    from train.nets import normalizer_init, normalizer_update
+
+    config.validate()
+    nets = _networks(config, env)
+    dist = nets.parametric_action_distribution
+    n, T = config.num_envs, config.episode_length
+    slots = config.episodes_per_env_per_iterate + 1
+    tx = optax.adam(config.learning_rate)
+    if config.max_grad_norm > 0:
+        tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), tx)
+    v_reset, v_step, v_observe = jax.vmap(env.reset), jax.vmap(env.step), jax.vmap(env.observe)
+
+    def init_params(key: jax.Array) -> Params:
+        k1, k2, k3 = jax.random.split(key, 3)
+        return Params(nets.policy_network.init(k1), nets.value_network.init(k2),
+                      nets.cost_value_network.init(k3))
+
+    def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array) -> TrainState:
+        k_par, k_env, k_loop = jax.random.split(key, 3)
+        params = init_params(k_par)
+        env_state = v_reset(jax.random.split(k_env, n))
+        obs = v_observe(env_state)[0]
+        zeros = jnp.zeros((n,), jnp.float32)
+        rollout = RolloutState(env_state, obs, jnp.zeros((n,), jnp.int32), zeros, zeros)
+        return TrainState(params, tx.init(params), normalizer_init(env.obs_size),
+                          jnp.asarray(multiplier0, jnp.float32), jnp.asarray(d_step, jnp.float32),
+                          jnp.asarray(algo_id, jnp.int32), rollout, k_loop)
+
+    def env_step(carry: tuple[RolloutState, EpisodeBuffer], key: jax.Array, policy_params: Any,
+                 normalizer: Any) -> tuple[tuple[RolloutState, EpisodeBuffer], Transition]:
+        ro, buf = carry
+        k_act, k_reset = jax.random.split(key)
+        logits = nets.policy_network.apply(normalizer, policy_params, ro.obs)
+        gauss = dist.create_dist(logits)
+        raw = gauss.sample(k_act)
+        log_prob = dist.log_prob(logits, raw)
+        env_state = v_step(ro.env_state, dist.postprocess(raw))
+        next_obs, reward, cost, term = v_observe(env_state)
+        term = term > 0.5
+        t = ro.t + 1
+        time_up = t >= T
+        done = term | time_up
+        ep_r, ep_c = ro.ep_reward + reward, ro.ep_cost + cost
+        slot, idx = jnp.minimum(buf.count, slots - 1), jnp.arange(n)
+        buf = EpisodeBuffer(buf.reward.at[slot, idx].set(jnp.where(done, ep_r, buf.reward[slot, idx])),
+                            buf.cost.at[slot, idx].set(jnp.where(done, ep_c, buf.cost[slot, idx])),
+                            buf.count + done.astype(jnp.int32))
+
+        def reset_done(state: Any) -> Any:
+            return _select(done, v_reset(jax.random.split(k_reset, n)), state)
+
+        env_state = jax.lax.cond(done.any(), reset_done, lambda s: s, env_state)
+        zero = jnp.zeros_like(ep_r)
+        new_ro = RolloutState(env_state, v_observe(env_state)[0], jnp.where(done, 0, t),
+                              jnp.where(done, zero, ep_r), jnp.where(done, zero, ep_c))
+        tr = Transition(ro.obs, raw, log_prob, gauss.loc, gauss.scale, reward, cost,
+                        term.astype(jnp.float32),
+                        (time_up & ~term).astype(jnp.float32), next_obs)
+        return (new_ro, buf), tr
+
+    def policy_loss(algo_id: jax.Array, ratio: jax.Array, adv: jax.Array, cadv: jax.Array, kl: jax.Array,
+                    mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
+        eps, fc = config.clip_epsilon, config.focops
+        branches = [
+            lambda: L.ppo_policy_loss(ratio, adv, eps),
+            lambda: L.ppo_lag_policy_loss(ratio, adv, cadv, mult, eps),
+            lambda: L.p3o_policy_loss(ratio, adv, cadv, mult, mean_cost, d_step, eps, config.discount),
+            lambda: L.focops_policy_loss(ratio, adv, cadv, kl, mult, fc.temperature, fc.kl_threshold),
+        ]
+        return jax.lax.switch(algo_id, branches)
+
+    def multiplier_update(algo_id: jax.Array, mult: jax.Array, mean_cost: jax.Array,
+                          d_step: jax.Array) -> jax.Array:
+        lc, pc, fc = config.ppo_lag, config.p3o, config.focops
+        branches = [
+            lambda: mult,
+            lambda: L.lagrange_update(mult, mean_cost, d_step, lc.lr),
+            lambda: L.p3o_kappa_update(mult, mean_cost, d_step, pc.kappa_init, pc.increase, pc.decay,
+                                       pc.kappa_max),
+            lambda: L.focops_nu_update(mult, mean_cost, d_step, fc.nu_lr, fc.nu_max),
+        ]
+        return jax.lax.switch(algo_id, branches)
+
+    def loss_fn(params: Params, normalizer: Any, data: Transition, state: TrainState,
+                key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        data = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), data)  # [U, B, ...]
+        logits = nets.policy_network.apply(normalizer, params.policy, data.obs)
+        values = nets.value_network.apply(normalizer, params.value, data.obs)
+        cvalues = nets.cost_value_network.apply(normalizer, params.cost_value, data.obs)
+        last = data.next_obs[-1]
+        boot = nets.value_network.apply(normalizer, params.value, last)
+        cboot = nets.cost_value_network.apply(normalizer, params.cost_value, last)
+        vs, adv = L.gae(data.reward * config.reward_scaling, values, boot, data.termination,
+                        data.truncation, config.discount, config.gae_lambda)
+        cvs, cadv = L.gae(data.cost, cvalues, cboot, data.termination, data.truncation, config.discount,
+                          config.gae_lambda)
+        if config.normalize_advantage:
+            adv, cadv = L.normalize(adv), L.normalize(cadv)
+        log_ratio = dist.log_prob(logits, data.raw_action) - data.log_prob
+        ratio = jnp.exp(log_ratio)
+        gauss = dist.create_dist(logits)
+        kl = L.gaussian_kl(gauss.loc, gauss.scale, data.loc, data.scale)
+        mean_cost = data.cost.mean()
+        pl = policy_loss(state.algo_id, ratio.ravel(), adv.ravel(), cadv.ravel(), kl.ravel(),
+                         state.multiplier, mean_cost, state.d_step)
+        vl, cvl = L.value_loss(vs, values), L.value_loss(cvs, cvalues)
+        entropy = jnp.mean(dist.entropy(logits, key))
+        total = pl + vl + cvl - config.entropy_cost * entropy
+        clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
+        return total, {"policy_loss": pl, "value_loss": vl, "cost_value_loss": cvl, "entropy": entropy,
+                       "approx_kl": jnp.mean(kl), "clip_fraction": clip_frac}
+
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def sgd_step(carry: tuple[Params, Any], xs: tuple[Transition, jax.Array], normalizer: Any,
+                 state: TrainState) -> tuple[tuple[Params, Any], dict[str, jax.Array]]:
+        params, opt_state = carry
+        mb, key = xs
+        grads, mets = grad_fn(params, normalizer, mb, state, key)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), mets
+
+    def sgd_epoch(carry: tuple[Params, Any], key: jax.Array, data: Transition, normalizer: Any,
+                  state: TrainState) -> tuple[tuple[Params, Any], dict[str, jax.Array]]:
+        k_perm, k_mb = jax.random.split(key)
+        perm = jax.random.permutation(k_perm, data.obs.shape[0])
+        mbs = jax.tree_util.tree_map(
+            lambda x: x[perm].reshape((config.num_minibatches, config.batch_size) + x.shape[1:]), data)
+        keys = jax.random.split(k_mb, config.num_minibatches)
+        return jax.lax.scan(lambda c, xs: sgd_step(c, xs, normalizer, state), carry, (mbs, keys))
+
+    def update(state: TrainState, buf: EpisodeBuffer) -> tuple[TrainState, EpisodeBuffer, dict]:
+        key, k_roll, k_sgd = jax.random.split(state.key, 3)
+        step = jax.tree_util.Partial(env_step, policy_params=state.params.policy,
+                                     normalizer=state.normalizer)
+
+        def unroll(carry: Any, k: jax.Array) -> tuple[Any, Transition]:
+            return jax.lax.scan(step, carry, jax.random.split(k, config.unroll_length))
+
+        (rollout, buf), data = jax.lax.scan(unroll, (state.rollout, buf),
+                                            jax.random.split(k_roll, config.unrolls_per_update))
+        # [K, U, n, ...] -> [K * n, U, ...]: sequences of unroll_length steps
+        data = jax.tree_util.tree_map(
+            lambda x: jnp.swapaxes(x, 1, 2).reshape((-1, config.unroll_length) + x.shape[3:]), data)
+        normalizer = state.normalizer
+        if config.normalize_observations:
+            normalizer = normalizer_update(normalizer, data.obs)
+        (params, opt_state), mets = jax.lax.scan(
+            lambda c, k: sgd_epoch(c, k, data, normalizer, state), (state.params, state.opt_state),
+            jax.random.split(k_sgd, config.num_epochs))
+        mets = jax.tree_util.tree_map(jnp.mean, mets)
+        mean_cost = data.cost.mean()
+        mets["mean_step_cost"] = mean_cost
+        mets["mean_step_reward"] = data.reward.mean()
+        mult = multiplier_update(state.algo_id, state.multiplier, mean_cost, state.d_step)
+        new = state._replace(params=params, opt_state=opt_state, normalizer=normalizer, multiplier=mult,
+                             rollout=rollout, key=key)
+        return new, buf, mets
+
+    max_updates = math.ceil(T / config.steps_per_update) + 1
+
+    def iterate(state: TrainState) -> tuple[TrainState, IterateOut]:
+        nan = jnp.full((slots, n), jnp.nan, jnp.float32)
+        buf = EpisodeBuffer(nan, nan, jnp.zeros((n,), jnp.int32))
+        msum = {k: jnp.zeros((), jnp.float32) for k in METRIC_NAMES}
+
+        def cond(c: Any) -> jax.Array:
+            return (c[1].count.min() < 1) & (c[2] < max_updates)
+
+        def body(c: Any) -> Any:
+            st, b, k, ms = c
+            st, b, mets = update(st, b)
+            return st, b, k + 1, {name: ms[name] + mets[name] for name in METRIC_NAMES}
+
+        state, buf, k, msum = jax.lax.while_loop(cond, body, (state, buf, jnp.zeros((), jnp.int32), msum))
+        metrics = {name: v / jnp.maximum(k, 1) for name, v in msum.items()}
+        return state, IterateOut(buf, k, metrics)
+
+    def evaluate(params: Params, normalizer: Any, key: jax.Array) -> EvalOut:
+        n_eval = config.eval_episodes
+        k_reset, k_act = jax.random.split(key)
+        start = v_reset(jax.random.split(k_reset, n_eval))
+
+        def rollout(greedy: bool) -> tuple[jax.Array, jax.Array]:
+            def body(c: Any, k: jax.Array) -> Any:
+                s, alive, r_sum, c_sum = c
+                obs = v_observe(s)[0]
+                logits = nets.policy_network.apply(normalizer, params.policy, obs)
+                action = dist.mode(logits) if greedy else dist.sample(logits, k)
+                s = v_step(s, action)
+                _, r, cost, term = v_observe(s)
+                r_sum, c_sum = r_sum + alive * r, c_sum + alive * cost
+                return (s, alive * (term < 0.5), r_sum, c_sum), None
+
+            zero = jnp.zeros((n_eval,), jnp.float32)
+            (_, _, r_sum, c_sum), _ = jax.lax.scan(body, (start, zero + 1.0, zero, zero),
+                                                   jax.random.split(k_act, T))
+            return r_sum, c_sum
+
+        er, ec = rollout(False)
+        gr, gc = rollout(True)
+        return EvalOut(er, ec, gr, gc)
+
+    def template() -> dict[str, Any]:
+        params = jax.eval_shape(init_params, jax.random.PRNGKey(0))
+        params = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), params)
+        return checkpoint_payload(params, normalizer_init(env.obs_size), jnp.zeros((), jnp.float32))
+
+    return Trainer(config, env, nets, init, iterate, evaluate, template, slots)
+
+
+def checkpoint_payload(params: Params, normalizer: Any, multiplier: jax.Array) -> dict[str, Any]:
+    """The checkpointed pytree: policy, both critics, observation normaliser, multiplier."""
+    return {"policy": params.policy, "value": params.value, "cost_value": params.cost_value,
+            "normalizer": {"count": normalizer.count, "mean": normalizer.mean,
+                           "summed_variance": normalizer.summed_variance, "std": normalizer.std},
+            "multiplier": multiplier}
+
+
+def eval_key(seed: int, iterate: int) -> jax.Array:
+    """Evaluation key of (seed, iterate): identical for every algorithm, so rollouts are paired."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(EVAL_TAG), seed), iterate)

@@ -1,0 +1,51 @@
+"""Environment adapters: a minimal functional protocol shared by CRAX tasks and the toy task.
+
+`EnvFns.reset(key) -> state` and `EnvFns.step(state, action) -> state` act on ONE env (the trainer
+vmaps them); `EnvFns.observe(state) -> (obs [obs_size], reward, cost, terminated)` reads a state.
+Time limits and resets are handled by the trainer, never by the env (no brax AutoResetWrapper: every
+reset draws a fresh layout from a fresh key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from train.config import TASKS
+
+
+class EnvFns(NamedTuple):
+    """Single-env functional interface (see module docstring)."""
+
+    reset: Callable[[Any], Any]
+    step: Callable[[Any, Any], Any]
+    observe: Callable[[Any], tuple[Any, Any, Any, Any]]
+    obs_size: int
+    action_size: int
+    name: str
+
+
+def import_crax() -> Any:
+    """Import `crax.envs` with mujoco's "Failed to import warp" prints silenced."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        import crax.envs
+
+    return crax.envs
+
+
+def make_crax_env(task: str, episode_length: int) -> EnvFns:
+    """CRAX Safe Point Level-1 task `task` (short name: goal/circle/push/button), MJX backend."""
+    import jax.numpy as jnp
+
+    envs = import_crax()
+    name = TASKS[task]
+    env = envs.get_environment(name, level=1, episode_length=episode_length)
+
+    def observe(state: Any) -> tuple[Any, Any, Any, Any]:
+        cost = state.info["cost"]
+        return state.obs, state.reward, jnp.asarray(cost, jnp.float32), state.done
+
+    return EnvFns(reset=env.reset, step=env.step, observe=observe, obs_size=int(env.observation_size),
+                  action_size=int(env.action_size), name=name)

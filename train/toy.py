@@ -1,0 +1,52 @@
+"""A tiny pure-JAX constrained task for tests: reward and cost pull the same way.
+
+One action a in [-1, 1]; every step pays reward (1 + a) / 2 and cost (1 + a) / 2, so an unconstrained
+learner drives a -> 1 and the episodic cost -> T, while a constrained learner must keep the mean
+per-step cost at d / T, i.e. a = 2 d / T - 1. Observation: [sin, cos] of the step phase, a bias 1 and
+a noise value. Never terminates (the trainer cuts episodes at T). Compiles in about a second.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from train.envs import EnvFns
+
+
+class ToyState(NamedTuple):
+    """State of one toy env: step counter, observation, last reward/cost, key."""
+
+    t: Any
+    obs: Any
+    reward: Any
+    cost: Any
+    key: Any
+
+
+def make_toy_env(period: int = 16) -> EnvFns:
+    """The toy task (obs size 4, action size 1)."""
+    import jax
+    import jax.numpy as jnp
+
+    def _obs(t: Any, key: Any) -> Any:
+        phase = 2.0 * jnp.pi * t / period
+        noise = jax.random.normal(key, ())
+        return jnp.stack([jnp.sin(phase), jnp.cos(phase), jnp.ones(()), noise]).astype(jnp.float32)
+
+    def reset(key: Any) -> ToyState:
+        k_obs, k_next = jax.random.split(key)
+        t = jax.random.randint(key, (), 0, period)
+        zero = jnp.zeros((), jnp.float32)
+        return ToyState(t=t, obs=_obs(t, k_obs), reward=zero, cost=zero, key=k_next)
+
+    def step(state: ToyState, action: Any) -> ToyState:
+        k_obs, k_next = jax.random.split(state.key)
+        a = jnp.clip(action[0], -1.0, 1.0)
+        value = (1.0 + a) / 2.0
+        t = state.t + 1
+        return ToyState(t=t, obs=_obs(t, k_obs), reward=value, cost=value, key=k_next)
+
+    def observe(state: ToyState) -> tuple[Any, Any, Any, Any]:
+        return state.obs, state.reward, state.cost, jnp.zeros((), jnp.float32)
+
+    return EnvFns(reset=reset, step=step, observe=observe, obs_size=4, action_size=1, name="toy")
