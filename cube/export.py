@@ -2,9 +2,11 @@
 
 Kinds: `aggregate` (stats.aggregate_table), `conditions` (stats.condition_table), `cdf` (stats.cdf_curves).
 CSV and JSON carry full precision (long format, NaN -> empty / null); Markdown and LaTeX are the
-paper-style tables, rounded to `digits` decimals. In Markdown/LaTeX aggregate tables the best value of
+paper-style tables, rounded to `digits` decimals; Markdown tier cells add the share of bootstrap
+replicates that give the same tier, e.g. `2 (83%)`. In Markdown/LaTeX aggregate tables the best value of
 each column is bold (highest IQM(R), lowest of the others) over the algorithms other than `baseline`,
-which is shown greyed (LaTeX) or italic (Markdown), like PPO in the paper's Table 2.
+which is shown greyed (LaTeX) or italic (Markdown), like PPO in the paper's Table 2. Tables of
+synthetic cubes say so (JSON `synthetic`, a first line in Markdown and LaTeX).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ FORMATS = ("csv", "json", "markdown", "latex")
 METRIC_TEX = {"R": r"\bar{R}", "C": r"\bar{C}", "Dnorm": r"D_{\text{norm}}", "V": "V", "Dplus": r"D_{\text{norm}^+}"}
 SETTING_NAMES = {"train": "Train", "final_expl": "Final (expl)", "final_greedy": "Final (greedy)"}
 CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
+SYNTHETIC_MARK = {"markdown": "> SYNTHETIC DEMO DATA, not training results\n\n",
+                  "latex": "% SYNTHETIC DEMO DATA, not training results\n"}
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -34,8 +38,8 @@ def _num(x: float) -> float | None:
 
 
 def _full(x: float) -> str:
-    """Full-precision CSV number; NaN -> empty."""
-    return "" if _num(x) is None else format(float(x), ".10g")
+    """Full-precision CSV number (shortest round-trip repr); NaN -> empty."""
+    return "" if _num(x) is None else repr(float(x))
 
 
 def _fmt(x: float, digits: int) -> str:
@@ -47,7 +51,7 @@ def _tier_text(t: int) -> str:
 
 
 def _meta(ds: xr.Dataset, kind: str) -> dict:
-    meta = {"kind": kind}
+    meta = {"kind": kind, "synthetic": bool(ds.attrs.get("synthetic", False))}
     for k in ("boot", "ci", "rng_seed"):
         if k in ds.attrs:
             meta[k] = ds.attrs[k].item() if hasattr(ds.attrs[k], "item") else ds.attrs[k]
@@ -103,15 +107,26 @@ def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
     return f"{_fmt(v['value'].item(), digits)} [{_fmt(v['ci_low'].item(), digits)}, {_fmt(v['ci_high'].item(), digits)}]"
 
 
+def _stability(ds: xr.Dataset, a: str, s: str) -> float:
+    return ds["tier_stability"].sel(algo=a, setting=s).item() if "tier_stability" in ds else float("nan")
+
+
+def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
+    """Tier with the share of bootstrap replicates that agree, e.g. '2 (83%)'."""
+    t, p = int(ds["tier"].sel(algo=a, setting=s).item()), _stability(ds, a, s)
+    return _tier_text(t) if t < 0 or math.isnan(p) else f"{t} ({100 * p:.0f}%)"
+
+
 def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
     algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
     if fmt == "csv":
         rows = [[a, s, m, _full(ds["value"].sel(algo=a, setting=s, metric=m).item()),
                  _full(ds["ci_low"].sel(algo=a, setting=s, metric=m).item()),
                  _full(ds["ci_high"].sel(algo=a, setting=s, metric=m).item()),
-                 int(ds["tier"].sel(algo=a, setting=s).item()), int(a == baseline)]
+                 int(ds["tier"].sel(algo=a, setting=s).item()), _full(_stability(ds, a, s)), int(a == baseline)]
                 for a in algos for s in settings for m in metrics]
-        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high", "tier", "baseline"], rows)
+        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high", "tier", "tier_stability",
+                     "baseline"], rows)
     if fmt == "json":
         rows = []
         for a in algos:
@@ -119,7 +134,7 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
                 t = int(ds["tier"].sel(algo=a, setting=s).item())
                 rows.append({
                     "algo": a, "setting": s, "baseline": a == baseline, "tier": t,
-                    "tier_label": TIER_LABELS[t] if t >= 0 else None,
+                    "tier_label": TIER_LABELS[t] if t >= 0 else None, "tier_stability": _num(_stability(ds, a, s)),
                     "n_conditions": int(ds["n_conditions"].sel(algo=a, setting=s).item()) if "n_conditions" in ds else None,
                     "metrics": {m: {k: _num(ds[k].sel(algo=a, setting=s, metric=m).item())
                                     for k in ("value", "ci_low", "ci_high")} for m in metrics},
@@ -135,7 +150,7 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
             for m, s in cols:
                 c = _agg_cell(ds, a, s, m, digits)
                 cells.append(f"**{c}**" if best[(s, m)] == a else c)
-            tiers = [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
+            tiers = [_tier_md(ds, a, s) for s in settings]
             name = f"*{a} (baseline)*" if a == baseline else a
             rows.append([name, *cells, *tiers])
         return _markdown(header, rows)
@@ -233,7 +248,11 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
     if baseline is not None and baseline not in obj["algo"].values:
         raise CubeError(f"baseline {baseline!r} is not among the algorithms ({', '.join(map(str, obj['algo'].values))})")
     if kind == "aggregate":
-        return _aggregate(obj, fmt, baseline, digits)
-    if kind == "conditions":
-        return _conditions(obj, fmt, baseline, digits)
-    return _cdf(obj, fmt, digits)
+        text = _aggregate(obj, fmt, baseline, digits)
+    elif kind == "conditions":
+        text = _conditions(obj, fmt, baseline, digits)
+    else:
+        text = _cdf(obj, fmt, digits)
+    if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
+        text = SYNTHETIC_MARK[fmt] + text
+    return text

@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="table: aggregate (IQM, CI, tier), conditions (per task/bound), cdf, or all (default aggregate)")
     p.add_argument("--format", choices=export.FORMATS, default=None,
                    help="output format (default: from --output's suffix, else markdown)")
-    p.add_argument("--settings", default=",".join(stats.SETTINGS),
-                   help=f"comma-separated settings from {', '.join(stats.SETTINGS)} (default all)")
+    p.add_argument("--settings",
+                   help=f"comma-separated settings from {', '.join(stats.SETTINGS)} (default: all with episodes)")
     p.add_argument("--algos", help="comma-separated algorithms (default all)")
     p.add_argument("--tasks", help="comma-separated tasks (default all)")
     p.add_argument("--bounds", help="comma-separated safety bounds (default all)")
@@ -103,12 +103,13 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = _format(args)
     kinds = export.KINDS if args.kind == "all" else (args.kind,)
-    settings = stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
+    settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
+                if args.settings is not None else None)
     selection = parse_selection(args.algos, args.tasks, args.bounds, args.seeds, args.iterates)
     if args.boot < 1 or not 0 < args.ci < 1:
         raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
-    if args.baseline and selection.algos and args.baseline not in selection.algos:
-        raise CubeError(f"--baseline {args.baseline} is not among --algos {','.join(selection.algos)}")
+    if not 0 <= args.digits <= 12:
+        raise CubeError(f"--digits must be between 0 and 12, got {args.digits}")
     multi_file = args.kind == "all" and fmt != "markdown"
     if multi_file and not args.output:
         raise CubeError(f"--kind all with --format {fmt} writes one file per table: give --output DIR")
@@ -118,7 +119,12 @@ def run(args: argparse.Namespace) -> int:
                                   progress=lambda d, t: bar.update(task, completed=d, total=t))
         bar.update(task, visible=False)
         ss = stats.select(ss, selection)
-        tables = _tables(ss, kinds, args, settings, bar)
+        if args.baseline and args.baseline not in ss["algo"].values:
+            raise CubeError(f"--baseline {args.baseline} is not among the selected algorithms "
+                            f"({', '.join(map(str, ss['algo'].values))})")
+        if settings is not None:
+            stats.require_data(ss, settings)
+        tables = _tables(ss, kinds, args, stats.settings_arg(settings, ss), bar)
     texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits) for k, v in tables.items()}
     for note in _notes(ss):
         err_console.print(f"note: {note}", highlight=False)

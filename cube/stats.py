@@ -32,6 +32,7 @@ from cube.suffstats import RUN_DIMS, SUM_VARS, load_suffstats
 __all__ = [
     "SETTINGS", "METRICS", "TIER_LABELS", "load_suffstats", "select", "run_metrics", "iterate_metrics",
     "condition_table", "aggregate_table", "cdf_curves", "iqm", "tier", "settings_arg",
+    "available_settings", "require_data", "stratified_bootstrap_means", "stratified_bootstrap_weights",
 ]
 
 SETTINGS = ("train", "final_expl", "final_greedy")
@@ -55,7 +56,7 @@ def _match(ss: xr.Dataset, dim: str, wanted: Sequence) -> list:
     if unknown:
         shown = ", ".join(str(h) for h in have)
         raise CubeError(f"unknown {dim} {', '.join(map(str, unknown))}: the cube has {shown}")
-    return picked
+    return list(dict.fromkeys(picked))  # a label given twice must not count twice
 
 
 def select(ss: xr.Dataset, selection: Selection) -> xr.Dataset:
@@ -190,16 +191,35 @@ def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.take(x, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
 
 
-def settings_arg(settings: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalize a settings argument (None = all) and check the names."""
+def available_settings(ss: xr.Dataset) -> tuple[str, ...]:
+    """The settings whose mode holds at least one episode in `ss` (in SETTINGS order)."""
+    modes = list(ss["mode"].values)
+    return tuple(s for s in SETTINGS if _MODE[s] in modes and int(ss["n"].sel(mode=_MODE[s]).sum()) > 0)
+
+
+def settings_arg(settings: str | Sequence[str] | None, ss: xr.Dataset | None = None) -> tuple[str, ...]:
+    """Normalize a settings argument and check the names; None = every setting with episodes in `ss`
+    (all SETTINGS when `ss` is not given). A named setting without data gives NaN rows (tier -1)."""
     if settings is None:
-        return SETTINGS
+        out = SETTINGS if ss is None else available_settings(ss)
+        if not out:
+            raise CubeError("the selection holds no episodes at all: pick other runs or write episodes first")
+        return out
     out = (settings,) if isinstance(settings, str) else tuple(settings)
     for s in out:
         _check_setting(s)
     if not out:
         raise CubeError(f"no settings given: use one or more of {', '.join(SETTINGS)}")
     return out
+
+
+def require_data(ss: xr.Dataset, settings: Sequence[str]) -> None:
+    """CubeError when a requested setting has no episodes at all in `ss` (the tables would be empty)."""
+    have = available_settings(ss)
+    missing = [s for s in settings if s not in have]
+    if missing:
+        raise CubeError(f"no {_MODE[missing[0]]!r} episodes in the selection for setting {missing[0]!r}: "
+                        f"use settings with data ({', '.join(have) or 'none'})")
 
 
 # ------------------------------------------------------------------------------ condition table
@@ -210,7 +230,7 @@ def _seed_stats(x: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
 def condition_table(ss: xr.Dataset, settings=None, iterates=None) -> xr.Dataset:
     """Per condition: dims (algo, task, bound, setting); vars {m}_mean, {m}_std (over seeds, ddof=1),
     n_seeds (runs with episodes in that setting) and tier (from the seed means; -1 = no data)."""
-    settings = settings_arg(settings)
+    settings = settings_arg(settings, ss)
     parts = []
     for s in settings:
         rm = run_metrics(ss, s, iterates)
@@ -242,21 +262,42 @@ def _strata(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.where(np.isnan(packed), 0.0, packed)[keep], k[keep]
 
 
+def stratified_bootstrap_weights(k: np.ndarray, kmax: int, boot: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each seed is drawn: (boot, P, kmax) counts; row p of a replicate sums to k[p].
+
+    Each replicate draws k[p] seeds uniformly with replacement from stratum p's first k[p] seeds
+    (seed floor(u * k[p]) for u ~ U[0, 1) from rng.random((boot, P, kmax))); strata are independent.
+    """
+    p = k.size
+    u = rng.random((boot, p, kmax))
+    idx = np.minimum((u * k[None, :, None]).astype(np.int64), k[None, :, None] - 1)
+    use = np.broadcast_to(np.arange(kmax)[None, None, :] < k[None, :, None], idx.shape)
+    flat = ((np.arange(boot)[:, None, None] * p + np.arange(p)[None, :, None]) * kmax + idx)[use]
+    return np.bincount(flat, minlength=boot * p * kmax).reshape(boot, p, kmax).astype(np.float64)
+
+
 def stratified_bootstrap_means(values: np.ndarray, k: np.ndarray, boot: int,
                                rng: np.random.Generator) -> np.ndarray:
     """Seed means per stratum under resampling of seeds with replacement within each stratum.
 
-    values: (P, Kmax, F), the first k[p] rows of stratum p valid; returns (boot, P, F).
-    Each replicate draws k[p] seeds uniformly with replacement from stratum p's k[p] seeds.
+    values: (P, Kmax, F), the first k[p] rows of stratum p valid (the rest finite padding);
+    returns (boot, P, F).
     """
-    p, kmax, _ = values.shape
-    u = rng.random((boot, p, kmax))
-    idx = np.minimum((u * k[None, :, None]).astype(np.int64), k[None, :, None] - 1)
-    use = np.arange(kmax)[None, None, :] < k[None, :, None]
-    flat = ((np.arange(boot)[:, None, None] * p + np.arange(p)[None, :, None]) * kmax + idx)[
-        np.broadcast_to(use, idx.shape)]
-    w = np.bincount(flat, minlength=boot * p * kmax).reshape(boot, p, kmax).astype(np.float64)
-    return np.einsum("bpk,pkf->bpf", w, values, optimize=True) / k[None, :, None]
+    w = stratified_bootstrap_weights(k, values.shape[1], boot, rng) / k[None, :, None]
+    return np.matmul(w.transpose(1, 0, 2), values).transpose(1, 0, 2)
+
+
+_BATCH = 2048  # replicates per batch: bounds memory; the random stream (and so the result) is the same
+
+
+def _replicates(packed: np.ndarray, k: np.ndarray, boot: int, rng: np.random.Generator,
+                stat: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Stack stat(w) over batches of replicates; w = (b, P, Kmax) resampling weights / k[p]."""
+    out = []
+    for start in range(0, boot, _BATCH):
+        b = min(_BATCH, boot - start)
+        out.append(stat(stratified_bootstrap_weights(k, packed.shape[1], b, rng) / k[None, :, None]))
+    return np.concatenate(out)
 
 
 def _percentile_ci(reps: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -285,14 +326,17 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
     """IQM over conditions of seed means, with stratified-bootstrap percentile CIs, and the tier.
 
     Returns dims (algo, setting, metric): value, ci_low, ci_high; (algo, setting): tier (-1 = no data),
-    n_conditions (conditions with at least one run).
+    tier_stability (fraction of bootstrap replicates whose IQMs give the same tier: how close the tier
+    is to a threshold, cf. the paper's discussion) and n_conditions (conditions with at least one run).
     """
-    settings = settings_arg(settings)
+    settings = settings_arg(settings, ss)
     _check_boot(boot, ci)
     algos = list(ss["algo"].values)
     shape = (len(algos), len(settings), len(METRICS))
     value, lo, hi = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     n_cond = np.zeros(shape[:2], dtype=np.int64)
+    stability = np.full(shape[:2], np.nan)
+    mi = {m: METRICS.index(m) for m in ("Dnorm", "V", "Dplus")}
     total, done = len(algos) * len(settings), 0
     for si, s in enumerate(settings):
         rm = run_metrics(ss, s, iterates)
@@ -303,8 +347,11 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
             if k.size:
                 means = np.einsum("pkf->pf", packed) / k[:, None]
                 value[ai, si] = iqm(means, axis=0)
-                reps = iqm(stratified_bootstrap_means(packed, k, boot, _rng(rng_seed, a, s)), axis=1)
+                reps = _replicates(packed, k, boot, _rng(rng_seed, a, s),
+                                   lambda w, x=packed: iqm(np.matmul(w.transpose(1, 0, 2), x).transpose(1, 0, 2), axis=1))
                 lo[ai, si], hi[ai, si] = _percentile_ci(reps, ci)
+                point = tier(*(value[ai, si, mi[m]] for m in mi))
+                stability[ai, si] = np.mean(tier(*(reps[:, mi[m]] for m in mi)) == point)
             done += 1
             if progress:
                 progress(done, total)
@@ -313,7 +360,8 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
     dims3, dims2 = ("algo", "setting", "metric"), ("algo", "setting")
     out = xr.Dataset(
         {"value": (dims3, value), "ci_low": (dims3, lo), "ci_high": (dims3, hi),
-         "tier": (dims2, tier(im["Dnorm"], im["V"], im["Dplus"])), "n_conditions": (dims2, n_cond)},
+         "tier": (dims2, tier(im["Dnorm"], im["V"], im["Dplus"])), "tier_stability": (dims2, stability),
+         "n_conditions": (dims2, n_cond)},
         coords=coords,
     )
     out.attrs.update(ss.attrs)
@@ -328,7 +376,7 @@ def cdf_curves(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: int = 
 
     Returns dims (algo, setting, kappa): cdf, ci_low, ci_high (NaN where an algorithm has no data).
     """
-    settings = settings_arg(settings)
+    settings = settings_arg(settings, ss)
     _check_boot(boot, ci)
     if "le" not in ss:
         raise CubeError("these sufficient statistics have no CDF counts: recompute them with load_suffstats")
@@ -344,7 +392,10 @@ def cdf_curves(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: int = 
             packed, k = _strata(arr, ~np.isnan(arr[..., 0]))
             if k.size:
                 cdf[ai, si] = (packed.sum(1) / k[:, None]).mean(0)
-                reps = stratified_bootstrap_means(packed, k, boot, _rng(rng_seed, a, s)).mean(1)
+                # The CDF is linear in the seed means: each replicate is one weighted sum over all runs.
+                flat = packed.reshape(-1, packed.shape[2]) / k.size
+                reps = _replicates(packed, k, boot, _rng(rng_seed, a, s),
+                                   lambda w, x=flat: w.reshape(w.shape[0], -1) @ x)
                 lo[ai, si], hi[ai, si] = _percentile_ci(reps, ci)
             done += 1
             if progress:

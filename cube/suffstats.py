@@ -10,25 +10,29 @@ present (NaN = no episode) and bound d:
 
 Sums are float64 accumulations of the float32 episodes; counts are exact. Every paper metric and CDF is a
 function of these. The result is cached in a Zarr store under the group `_derived/suffstats`, keyed by a
-fingerprint of the episode arrays' files and the kappa grid, and recomputed when they change.
+fingerprint of the grid (labels, kappa) and one per run (size and mtime of its reward and cost chunk
+files): after new episodes are written only the runs that changed are recomputed (all of them when the
+grid changed, or when more than half the runs did); the patched cache is written back once more than
+WRITE_BACK_FRACTION of the runs differ from it. Stores not chunked one run per chunk are keyed by
+all their episode files instead. The cache is replaced atomically (temporary group, then a rename).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
-from dask.callbacks import Callback
 
+from cube.cluster import compute
 from cube.errors import CubeError
 from cube.store import open_cube
 
@@ -37,6 +41,9 @@ CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
 CACHE_GROUP = "_derived/suffstats"
 SUFFSTATS_VERSION = 1
+# A patched cache is written back only when more than this share of runs changed: re-patching a few
+# runs costs milliseconds, rewriting the cache (hundreds of MB at the paper's scale) seconds.
+WRITE_BACK_FRACTION = 0.02
 Progress = Callable[[int, int], None]
 
 
@@ -50,129 +57,195 @@ def default_kappa() -> np.ndarray:
 def _block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray) -> np.ndarray:
     """Per-cell statistics of one block.
 
-    reward, cost: (..., E) episodes last; d: bounds broadcastable to (..., 1); kappa: (G,) sorted.
-    Returns (..., 6 + G) float64: SUM_VARS then le[0..G-1].
+    reward, cost: (..., E, M) in the store's layout (episode, then mode); d: bounds broadcastable to
+    (..., 1, 1); kappa: (G,) sorted. Returns (..., M, 6 + G) float64: SUM_VARS then le[0..G-1].
     """
-    r = reward.astype(np.float64)
-    c = cost.astype(np.float64)
-    has_c = ~np.isnan(c)
-    viol = c > d  # NaN compares False
-    fields = [
-        (~np.isnan(r)).sum(-1),
-        np.nansum(r, -1),
-        has_c.sum(-1),
-        np.nansum(c, -1),
-        viol.sum(-1),
-        np.where(viol, c - d, 0.0).sum(-1),
-    ]
-    g = kappa.size
-    x = (c - d) / d
-    # idx = number of grid points strictly below x; the episode counts at every g >= idx.
-    idx = np.where(has_c, np.searchsorted(kappa, x, side="left"), g)
-    rows = int(np.prod(idx.shape[:-1]))
-    flat = (np.arange(rows).reshape(idx.shape[:-1] + (1,)) * (g + 1) + idx).ravel()
-    hist = np.bincount(flat, minlength=rows * (g + 1)).reshape(rows, g + 1)
-    le = np.cumsum(hist, axis=1)[:, :g].reshape(idx.shape[:-1] + (g,))
-    out = np.concatenate([np.stack(fields, -1), le.astype(np.float64)], axis=-1)
-    return out
+    # One contiguous float64 copy with episodes last, so every reduction runs over contiguous memory.
+    r = np.moveaxis(reward, -1, -2).astype(np.float64, order="C")
+    c = np.moveaxis(cost, -1, -2).astype(np.float64, order="C")
+    d = np.asarray(d, dtype=np.float64)
+    has_r, has_c = ~np.isnan(r), ~np.isnan(c)
+    n = has_c.sum(-1)
+    le = _cdf_counts((c - d) / d, n, kappa)
+    r[~has_r] = 0.0
+    c[~has_c] = 0.0
+    over = c - d
+    np.maximum(over, 0.0, out=over)  # missing episodes hold c = 0 < d, so they add nothing
+    fields = [has_r.sum(-1), r.sum(-1), n, c.sum(-1), (over > 0).sum(-1), over.sum(-1)]
+    return np.concatenate([np.stack(fields, -1), le.astype(np.float64)], axis=-1)
+
+
+def _cdf_counts(x: np.ndarray, n: np.ndarray, kappa: np.ndarray) -> np.ndarray:
+    """le[..., g] = #{i: x[..., i] <= kappa[g]} for x (..., E) with NaN = no episode; n = non-NaN counts.
+
+    Each cell's episodes are sorted once (NaN last) and the grid is located in them: O(E log E + G log E).
+    """
+    flat = x.reshape(-1, x.shape[-1])
+    xs = np.sort(flat, axis=1)
+    counts = n.reshape(-1)
+    le = np.zeros((flat.shape[0], kappa.size), dtype=np.int64)
+    for i in np.flatnonzero(counts):
+        le[i] = np.searchsorted(xs[i, : counts[i]], kappa, side="right")
+    return le.reshape(x.shape[:-1] + (kappa.size,))
+
+
+def _kappa_grid(kappa: np.ndarray | None) -> np.ndarray:
+    """The CDF grid (default_kappa() if None), checked: finite, strictly increasing, non-empty."""
+    kappa = default_kappa() if kappa is None else np.asarray(kappa, dtype=np.float64)
+    if kappa.ndim != 1 or kappa.size == 0 or np.any(np.diff(kappa) <= 0) or not np.isfinite(kappa).all():
+        raise CubeError("the kappa grid must be a non-empty, strictly increasing 1-D list of finite numbers")
+    return kappa
 
 
 def _map_block(r, c, *, bounds: np.ndarray, kappa: np.ndarray, block_info=None) -> np.ndarray:
     lo, hi = block_info[0]["array-location"][2]
-    d = bounds[lo:hi].reshape(1, 1, -1, 1, 1, 1, 1)
+    d = bounds[lo:hi].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against (..., M, E)
     return _block_stats(r, c, d, kappa)
-
-
-class _DaskProgress(Callback):
-    """Report finished dask tasks to a `progress(done, total)` callable."""
-
-    def __init__(self, progress: Progress) -> None:
-        super().__init__()
-        self._progress = progress
-        self._done = 0
-        self._total = 0
-
-    def _start_state(self, dsk, state) -> None:
-        self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
-        self._progress(0, self._total)
-
-    def _posttask(self, key, result, dsk, state, worker_id) -> None:
-        self._done += 1
-        self._progress(self._done, self._total)
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
     missing = [v for v in ("reward", "cost") if v not in ds]
     if missing:
         raise CubeError(f"the cube has no {' or '.join(missing)} variable: is this a saferl results cube?")
-    dims = (*RUN_DIMS, "iterate", "mode", "episode")
+    dims = (*RUN_DIMS, "iterate", "episode", "mode")
     try:
         return ds["reward"].transpose(*dims), ds["cost"].transpose(*dims)
     except ValueError:
         raise CubeError(f"reward/cost must have dims {dims}, found {ds['cost'].dims}") from None
 
 
-def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None) -> xr.Dataset:
-    """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring)."""
-    kappa = default_kappa() if kappa is None else np.asarray(kappa, dtype=np.float64)
-    if kappa.ndim != 1 or kappa.size == 0 or np.any(np.diff(kappa) <= 0):
-        raise CubeError("the kappa grid must be a non-empty, strictly increasing 1-D list of numbers")
+def _check_bounds(ds: xr.Dataset) -> np.ndarray:
     bounds = np.asarray(ds["bound"].values, dtype=np.float64)
     if np.any(~(bounds > 0)):
         raise CubeError(f"safety bounds must be > 0 (found {bounds[~(bounds > 0)].tolist()}): fix the cube's bound labels")
-    reward, cost = _episodes(ds)
-    r = da.asarray(reward.data).rechunk({6: -1})
-    c = da.asarray(cost.data).rechunk(r.chunks)
-    nf = len(SUM_VARS) + kappa.size
-    out = da.map_blocks(_map_block, r, c, bounds=bounds, kappa=kappa, dtype=np.float64,
-                        chunks=(*r.chunks[:6], (nf,)))
-    with dask.config.set(scheduler="threads"), _DaskProgress(progress) if progress else nullcontext():
-        arr = np.asarray(out.compute())
+    return bounds
+
+
+def _to_dataset(arr: np.ndarray, ds: xr.Dataset, kappa: np.ndarray) -> xr.Dataset:
+    """(A, T, B, S, J, M, 6 + G) block statistics -> the suffstats Dataset."""
     coords = {d: ds[d].values for d in CELL_DIMS}
     data = {v: (CELL_DIMS, arr[..., i]) for i, v in enumerate(SUM_VARS)}
-    data["le"] = ((*CELL_DIMS, "kappa"), arr[..., len(SUM_VARS):].astype(np.int32))
+    data["le"] = ((*CELL_DIMS, "kappa"), arr[..., len(SUM_VARS):].astype(_le_dtype(ds.sizes["episode"])))
     ss = xr.Dataset(data, coords={**coords, "kappa": kappa})
     for v in ("n_r", "n", "n_viol"):
         ss[v] = ss[v].astype(np.int64)
     return ss
 
 
-def fingerprint(path: Path, kappa: np.ndarray) -> str:
-    """Hash of the names, sizes and mtimes of the files that hold episodes and coords, plus the grid."""
-    h = hashlib.sha256()
-    h.update(f"v{SUFFSTATS_VERSION}".encode())
+def _le_dtype(n_episodes: int) -> type:
+    """CDF counts never exceed the episode slots E: uint16 when E fits (halves the cache), else int32."""
+    return np.uint16 if n_episodes <= np.iinfo(np.uint16).max else np.int32
+
+
+def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None) -> xr.Dataset:
+    """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring)."""
+    kappa = _kappa_grid(kappa)
+    bounds = _check_bounds(ds)
+    reward, cost = _episodes(ds)
+    r = da.asarray(reward.data).rechunk({5: -1, 6: -1})
+    c = da.asarray(cost.data).rechunk(r.chunks)
+    nf = len(SUM_VARS) + kappa.size
+    out = da.map_blocks(_map_block, r, c, bounds=bounds, kappa=kappa, dtype=np.float64,
+                        chunks=(*r.chunks[:5], (r.shape[6],), (nf,)))
+    return _to_dataset(np.asarray(compute(out, progress)), ds, kappa)
+
+
+def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None) -> xr.Dataset:
+    """Recompute the statistics of the runs at positions `runs` ((n, 4) indices) in place; returns ss."""
+    kappa, bounds = ss["kappa"].values, _check_bounds(ds)
+    reward, cost = _episodes(ds)
+    r, c = da.asarray(reward.data), da.asarray(cost.data)
+    tasks = [dask.delayed(_block_stats)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa) for i in runs]
+    blocks = compute(tasks, progress)
+    idx = tuple(runs.T)
+    for f, v in enumerate(SUM_VARS):
+        ss[v].values[idx] = np.stack([b[..., f] for b in blocks])
+    ss["le"].values[idx] = np.stack([b[..., len(SUM_VARS):] for b in blocks]).astype(ss["le"].dtype)
+    return ss
+
+
+# ------------------------------------------------------------------------------------------ cache
+def grid_fingerprint(ds: xr.Dataset, kappa: np.ndarray) -> str:
+    """Hash of the schema version, the kappa grid and every dimension's labels (the cache's shape)."""
+    h = hashlib.sha256(f"v{SUFFSTATS_VERSION}".encode())
     h.update(np.ascontiguousarray(kappa, dtype=np.float64).tobytes())
-    for name in ("reward", "cost", *CELL_DIMS, "episode"):
-        top = path / name
-        if not top.exists():
-            continue
-        for root, _dirs, files in sorted(os.walk(top)):
-            for f in sorted(files):
-                st = os.stat(os.path.join(root, f))
-                h.update(f"{os.path.relpath(os.path.join(root, f), path)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for d in (*CELL_DIMS, "episode"):
+        h.update(f"{d}:{[str(v) for v in ds[d].values]};".encode())
     return h.hexdigest()[:32]
 
 
-def _read_cache(path: Path, fp: str) -> xr.Dataset | None:
-    if not (path / CACHE_GROUP).exists():
+def _stat_key(path: Path) -> bytes:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return b"-"
+    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+
+
+def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
+    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys."""
+    for name in ("reward", "cost"):
+        try:
+            meta = json.loads((path / name / "zarr.json").read_text())
+            shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
+            enc = meta["chunk_key_encoding"]
+        except (OSError, KeyError, ValueError):
+            return False
+        full = [ds.sizes[d] for d in ("iterate", "episode", "mode")]
+        sharded = any(c.get("name") == "sharding_indexed" for c in meta.get("codecs", []))
+        if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or sharded or enc.get("name") != "default"
+                or enc.get("configuration", {}).get("separator", "/") != "/"
+                or meta.get("dimension_names") != [*RUN_DIMS, "iterate", "episode", "mode"]):
+            return False
+    return True
+
+
+def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:
+    """Per run (algo, task, bound, seed): uint64 hash of the size and mtime of its reward and cost chunk
+    files; None when the store is not chunked one run per chunk (then the whole store is hashed)."""
+    if not _one_run_chunks(path, ds):
+        return None
+    shape = tuple(ds.sizes[d] for d in RUN_DIMS)
+    out = np.empty(shape, dtype=np.uint64)
+    tail = "/".join("0" * 3)
+    for idx in np.ndindex(*shape):
+        key = "/".join(map(str, idx)) + "/" + tail
+        h = hashlib.blake2b(_stat_key(path / "reward" / "c" / key) + b"|" + _stat_key(path / "cost" / "c" / key),
+                            digest_size=8)
+        out[idx] = int.from_bytes(h.digest(), "little")
+    return out
+
+
+def store_fingerprint(path: Path) -> str:
+    """Hash of the names, sizes and mtimes of every file of the reward and cost arrays."""
+    h = hashlib.sha256()
+    for name in ("reward", "cost"):
+        for root, _dirs, files in sorted(os.walk(path / name)):
+            for f in sorted(files):
+                full = os.path.join(root, f)
+                h.update(f"{os.path.relpath(full, path)}:".encode() + _stat_key(Path(full)) + b";")
+    return h.hexdigest()[:32]
+
+
+def _read_cache(path: Path) -> xr.Dataset | None:
+    if not (path / CACHE_GROUP / "zarr.json").exists():
         return None
     try:
-        cached = xr.open_zarr(path, group=CACHE_GROUP, consolidated=False)
-    except Exception:  # a broken cache is simply recomputed
+        cached = xr.open_zarr(path, group=CACHE_GROUP, consolidated=False).load()
+    except Exception:  # a broken or half-replaced cache is simply recomputed
         return None
-    if cached.attrs.get("fingerprint") != fp:
-        return None
-    cached = cached.load()
     return cached.assign_coords({d: np.array([str(v) for v in cached[d].values]) for d in ("algo", "task", "mode")})
 
 
-def _write_cache(path: Path, ss: xr.Dataset, fp: str) -> None:
+def _write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None) -> None:
     """Write the cache to a temporary group, then swap it in, so readers never see a partial cache.
 
     Best effort: a read-only store or a concurrent writer just leaves the cache as it is.
     """
-    out = ss.drop_vars("run_status", errors="ignore")
-    out.attrs = {"fingerprint": fp}
+    out = ss.drop_vars(["run_status", "run_fp"], errors="ignore")
+    if run_fp is not None:
+        out["run_fp"] = (RUN_DIMS, run_fp)
+    out.attrs = dict(attrs)
     for name in ("algo", "task", "mode"):
         out[name] = out[name].astype(object)
         out[name].encoding = {}
@@ -190,25 +263,46 @@ def _write_cache(path: Path, ss: xr.Dataset, fp: str) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
+def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None) -> xr.Dataset:
+    """Cached statistics brought up to date: reused, patched run by run, or recomputed."""
+    grid = grid_fingerprint(ds, kappa)
+    run_fp = run_fingerprints(path, ds)  # taken before any data is read: a later write makes it stale
+    attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else ""}
+    cached = _read_cache(path)
+    if cached is not None and cached.attrs.get("grid") == grid:
+        if run_fp is None and cached.attrs.get("store") == attrs["store"]:
+            return cached.drop_vars("run_fp", errors="ignore")
+        if run_fp is not None and "run_fp" in cached:
+            stale = np.argwhere(cached["run_fp"].values != run_fp)
+            if stale.shape[0] == 0:
+                return cached.drop_vars("run_fp")
+            if stale.shape[0] <= run_fp.size // 2:
+                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress)
+                if stale.shape[0] > WRITE_BACK_FRACTION * run_fp.size:
+                    _write_cache(path, ss, attrs, run_fp)
+                return ss
+    ss = compute_suffstats(ds, kappa, progress)
+    _write_cache(path, ss, attrs, run_fp)
+    return ss
+
+
 def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
                    kappa: np.ndarray | None = None, cache: bool = True) -> xr.Dataset:
     """Sufficient statistics for a cube path or Dataset; cached in Zarr stores (see module docstring).
 
     Returns an in-memory Dataset with dims (algo, task, bound, seed, iterate, mode[, kappa]).
-    `progress(done, total)` is called as dask tasks finish (not called on a cache hit).
+    In a Zarr store chunked one run per chunk, only runs whose chunk files changed since the cache
+    was written are recomputed. `progress(done, total)` is called as dask tasks finish.
     """
-    kappa = default_kappa() if kappa is None else np.asarray(kappa, dtype=np.float64)
+    kappa = _kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
         return _attach_run_info(compute_suffstats(source, kappa, progress), source)
     path = Path(source)
     ds = open_cube(path)
-    zarr_dir = path.is_dir() and cache
-    fp = fingerprint(path, kappa) if zarr_dir else ""
-    ss = _read_cache(path, fp) if zarr_dir else None
-    if ss is None:
+    if cache and path.is_dir():
+        ss = _from_cache(path, ds, kappa, progress)
+    else:
         ss = compute_suffstats(ds, kappa, progress)
-        if zarr_dir:
-            _write_cache(path, ss, fp)
     return _attach_run_info(ss, ds)
 
 

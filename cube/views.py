@@ -140,20 +140,26 @@ def final_costs(ds: xr.Dataset, task: str, bound: float, modes: Sequence[str] = 
     return out
 
 
-def cost_histograms(costs: Mapping[str, Mapping[str, np.ndarray]], bins: int = 20) -> tuple[np.ndarray, dict]:
-    """Histogram counts on one set of edges shared by all algorithms and modes of a condition.
+def cost_histograms(costs: Mapping[str, Mapping[str, np.ndarray]], bins: int = 20,
+                    include: Sequence[float] = ()) -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """Histogram counts per algorithm, on edges shared by that algorithm's modes.
 
-    ``costs`` is :func:`final_costs` output. Returns ``(edges, {algo: {mode: counts}})`` with
-    ``edges`` of length ``bins + 1`` spanning the pooled min..max (a unit range around a constant).
+    ``costs`` is :func:`final_costs` output. For each algorithm the ``bins + 1`` edges span
+    min(0, costs, include)..max(costs, include) (``include``: values that must be on the axis, e.g.
+    the bound d; a unit range around a constant). Returns ``{algo: (edges, {mode: counts})}``; the
+    counts of a mode sum to its number of episodes.
     """
-    pooled = [v for modes in costs.values() for v in modes.values() if v.size]
-    allv = np.concatenate(pooled) if pooled else np.zeros(1)
-    lo, hi = float(allv.min()), float(allv.max())
-    if hi <= lo:
-        lo, hi = lo - 0.5, hi + 0.5
-    edges = np.linspace(lo, hi, bins + 1)
-    hist = {a: {m: np.histogram(v, bins=edges)[0] for m, v in modes.items()} for a, modes in costs.items()}
-    return edges, hist
+    out = {}
+    for algo, modes in costs.items():
+        pooled = [v for v in modes.values() if v.size] + [np.asarray(include, dtype=np.float64)]
+        allv = np.concatenate(pooled) if pooled else np.zeros(1)
+        allv = allv if allv.size else np.zeros(1)
+        lo, hi = min(0.0, float(allv.min())), float(allv.max())
+        if hi <= lo:
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = np.linspace(lo, hi, bins + 1)
+        out[algo] = (edges, {m: np.histogram(v, bins=edges)[0] for m, v in modes.items()})
+    return out
 
 
 def _config_summary(manifest: str, width: int = 60) -> str:
@@ -208,9 +214,9 @@ def run_rows(ds: xr.Dataset) -> list[dict]:
 
 
 def _fmt(v: Any) -> str:
-    """Plain text for a table cell (floats with up to 6 significant digits)."""
+    """Plain text for a table cell (floats with 10 significant digits, NaN empty)."""
     if isinstance(v, float | np.floating):
-        return "" if not np.isfinite(v) else f"{float(v):.6g}"
+        return "" if not np.isfinite(v) else format(float(v), ".10g")
     return str(v)
 
 

@@ -9,12 +9,12 @@ switching views or going back to an earlier selection re-renders without recompu
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
 
 from cube import stats, views
@@ -95,8 +95,10 @@ class CubeModel:
         self.rng_seed = int(rng_seed)
         self.ds: xr.Dataset | None = None
         self.ss: xr.Dataset | None = None
+        self.ss_small: xr.Dataset | None = None
         self.info: CubeInfo | None = None
         self._cache: dict[Hashable, Any] = {}
+        self._recent: OrderedDict[Hashable, xr.Dataset] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
@@ -118,6 +120,7 @@ class CubeModel:
         self.ds = ds
         try:
             self.ss = stats.load_suffstats(self.path, progress=_progress_adapter(progress))
+            self.ss_small = self.ss.drop_vars("le", errors="ignore")
         except CubeError:
             raise
         except Exception as exc:
@@ -149,37 +152,99 @@ class CubeModel:
         with self._lock:
             return key in self._cache
 
-    def _ss(self, sel: UISelection) -> xr.Dataset:
-        """Sufficient statistics of the selection (CubeError when nothing is left)."""
+    def _check(self, sel: UISelection) -> None:
         if not sel.n_runs:
             raise CubeError("the selection is empty: select at least one algorithm, task, bound and seed")
-        assert self.ss is not None, "load() first"
-        key = ("ss", _sel_key(sel))
-        return self._cached(key, lambda: stats.select(self.ss, sel.cube_selection()))
+        assert self.ss is not None and self.ss_small is not None, "load() first"
+
+    def _ss_small(self, sel: UISelection, algos: tuple[str, ...] | None = None) -> xr.Dataset:
+        """Selected sufficient statistics without the CDF counts (all that tables need; cheap to copy)."""
+        self._check(sel)
+        algos = sel.algos if algos is None else algos
+        key = ("ss_small", algos, *_sel_key(sel)[1:])
+        with self._lock:
+            if key in self._recent:
+                self._recent.move_to_end(key)
+                return self._recent[key]
+        value = stats.select(self.ss_small, replace(sel, algos=algos).cube_selection())
+        with self._lock:
+            self._recent[key] = value
+            while len(self._recent) > 4:  # selected copies are large: keep only the last few
+                self._recent.popitem(last=False)
+        return value
+
+    def _by_algo(self, key: tuple, algos: tuple[str, ...], compute: Callable[[tuple[str, ...]], xr.Dataset]
+                 ) -> xr.Dataset:
+        """A per-algorithm result for ``algos``, derived only for algorithms not derived before.
+
+        Valid for statistics in which an algorithm's values do not depend on the other algorithms
+        (true of every ``cube.stats`` table: each bootstrap is seeded per algorithm and setting), so
+        toggling algorithms reuses what is already known. ``key`` names everything else it depends on.
+        """
+        with self._lock:
+            have = self._cache.get(key)
+        known = set() if have is None else {str(a) for a in have["algo"].values}
+        missing = tuple(a for a in algos if a not in known)
+        if missing:
+            fresh = compute(missing)
+            have = fresh if have is None else xr.concat([have, fresh], dim="algo")
+            with self._lock:
+                self._cache[key] = have
+        assert have is not None
+        return have.sel(algo=list(algos))
 
     # ------------------------------------------------------------------ derived statistics
-    def aggregate(self, sel: UISelection) -> xr.Dataset:
-        """``stats.aggregate_table`` for all three settings (train restricted to the iterates)."""
-        key = ("aggregate", _sel_key(sel), self.boot, self.rng_seed)
-        return self._cached(key, lambda: stats.aggregate_table(self._ss(sel), SETTINGS, boot=self.boot,
-                                                                rng_seed=self.rng_seed, ci=0.95))
+    def _setting_key(self, sel: UISelection, setting: str) -> tuple:
+        """What a per-setting result depends on besides the algorithms."""
+        return (sel.tasks, sel.bounds, sel.seeds, sel.iterates if setting == "train" else None, setting)
 
-    def conditions(self, sel: UISelection) -> xr.Dataset:
-        """``stats.condition_table`` for all three settings."""
-        key = ("conditions", _sel_key(sel))
-        return self._cached(key, lambda: stats.condition_table(self._ss(sel), SETTINGS))
+    def aggregate(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
+        """``stats.aggregate_table`` of the selection for ``settings`` (train restricted to the iterates).
 
-    def cdf(self, sel: UISelection) -> xr.Dataset:
-        """``stats.cdf_curves`` for all three settings."""
-        key = ("cdf", _sel_key(sel), self.boot, self.rng_seed)
-        return self._cached(key, lambda: stats.cdf_curves(self._ss(sel), SETTINGS, boot=self.boot,
-                                                           rng_seed=self.rng_seed, ci=0.95))
+        Cached per setting and algorithm (see :meth:`_by_algo`): toggling algorithms or switching the
+        setting reuses every piece already derived.
+        """
+        self._check(sel)
+        parts = []
+        for s in settings:
+            key = ("aggregate", *self._setting_key(sel, s), self.boot, self.rng_seed)
+            parts.append(self._by_algo(key, sel.algos, lambda algos, s=s: stats.aggregate_table(
+                self._ss_small(sel, algos), (s,), boot=self.boot, rng_seed=self.rng_seed, ci=0.95)))
+        return _concat_settings(parts).transpose("algo", "setting", "metric")
+
+    def conditions(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
+        """``stats.condition_table`` of the selection for ``settings`` (cached per setting and algorithm)."""
+        self._check(sel)
+        parts = []
+        for s in settings:
+            key = ("conditions", *self._setting_key(sel, s))
+            parts.append(self._by_algo(key, sel.algos, lambda algos, s=s: stats.condition_table(
+                self._ss_small(sel, algos), (s,))))
+        return _concat_settings(parts)
+
+    def cdf(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
+        """``stats.cdf_curves`` of the selection for ``settings`` (cached per setting and algorithm).
+
+        The selection of the full statistics (with the CDF counts, the bulk of the memory) is made
+        for the algorithms not derived yet and not kept.
+        """
+        self._check(sel)
+        parts = []
+        for s in settings:
+            key = ("cdf", *self._setting_key(sel, s), self.boot, self.rng_seed)
+
+            def compute(algos: tuple[str, ...], s: str = s) -> xr.Dataset:
+                full = stats.select(self.ss, replace(sel, algos=algos).cube_selection())
+                return stats.cdf_curves(full, (s,), boot=self.boot, rng_seed=self.rng_seed, ci=0.95)
+
+            parts.append(self._by_algo(key, sel.algos, compute))
+        return _concat_settings(parts)
 
     def iterate_metrics(self, sel: UISelection) -> xr.Dataset:
         """``stats.iterate_metrics`` (train mode) of the selection, all iterates."""
         full = replace(sel, iterates=None, setting="train")
         key = ("iterate_metrics", _sel_key(full))
-        return self._cached(key, lambda: stats.iterate_metrics(self._ss(full), mode="train"))
+        return self._cached(key, lambda: stats.iterate_metrics(self._ss_small(full), mode="train"))
 
     def curves(self, sel: UISelection, window: int) -> tuple[xr.Dataset, xr.Dataset | None]:
         """Smoothed seed mean/std of R and C per iterate, and of the multiplier (None if absent)."""
@@ -187,32 +252,42 @@ class CubeModel:
 
         def compute() -> tuple[xr.Dataset, xr.Dataset | None]:
             im = self.iterate_metrics(sel)
-            mult = views.multiplier_curves(self._cube(sel), window)
+            mult = views.multiplier_curves(views.select_cube(self._run_vars(), sel.cube_selection()), window)
             return views.training_curves(im, window), mult
 
         return self._cached(key, compute)
 
-    def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[np.ndarray, dict, dict]:
-        """Final-episode cost histograms of one condition: (edges, counts, raw costs)."""
-        key = ("hist", sel.algos, sel.seeds, task, float(bound), bins)
+    def _run_vars(self) -> xr.Dataset:
+        """The cube's small per-run and per-iterate variables, read once and kept in memory."""
+        assert self.ds is not None, "load() first"
+        names = [v for v in self.ds.data_vars if v not in ("reward", "cost")]
+        return self._cached(("run_vars",), lambda: self.ds[names].load())
 
-        def compute() -> tuple[np.ndarray, dict, dict]:
-            costs = views.final_costs(self._cube(sel), task, bound)
-            edges, counts = views.cost_histograms(costs, bins=bins)
-            return edges, counts, costs
+    def final_costs(self, sel: UISelection, task: str, bound: float) -> dict:
+        """Final-iterate episodic costs of one condition per algorithm and mode (``views.final_costs``)."""
+        key = ("final_costs", sel.algos, sel.seeds, task, float(bound))
+        return self._cached(key, lambda: views.final_costs(self._cube(sel), task, bound))
 
-        return self._cached(key, compute)
+    def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[dict, dict]:
+        """Final-episode cost histograms of one condition: ({algo: (edges, counts)}, raw costs)."""
+        costs = self.final_costs(sel, task, bound)
+        return views.cost_histograms(costs, bins=bins, include=(bound,)), costs
 
     def runs(self, sel: UISelection) -> list[dict]:
         """The run manifest rows of the selection."""
+        self._check(sel)
         key = ("runs", sel.algos, sel.tasks, sel.bounds, sel.seeds)
-        return self._cached(key, lambda: views.run_rows(self._cube(sel)))
+        return self._cached(key, lambda: views.run_rows(views.select_cube(self._run_vars(), sel.cube_selection())))
 
     def _cube(self, sel: UISelection) -> xr.Dataset:
-        if not sel.n_runs:
-            raise CubeError("the selection is empty: select at least one algorithm, task, bound and seed")
+        self._check(sel)
         assert self.ds is not None, "load() first"
         return views.select_cube(self.ds, sel.cube_selection())
+
+
+def _concat_settings(parts: list[xr.Dataset]) -> xr.Dataset:
+    """Join per-setting results along ``setting``."""
+    return xr.concat(parts, dim="setting") if len(parts) > 1 else parts[0]
 
 
 def _sel_key(sel: UISelection) -> tuple:
@@ -241,4 +316,6 @@ def export_text(kind: str, obj: Any, fmt: str, baseline: str | None) -> str:
     """``cube.export.render`` for the kinds it knows (aggregate, conditions, cdf)."""
     from cube import export
 
+    if baseline is not None and baseline not in [str(a) for a in obj["algo"].values]:
+        baseline = None
     return export.render(obj, kind=kind, fmt=fmt, baseline=baseline)

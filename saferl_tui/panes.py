@@ -47,7 +47,7 @@ def fmt(v: float, digits: int = 2) -> str:
 def fmt_tier(t: float) -> str:
     """A tier as shown on screen (integer, "–" when undefined)."""
     t = float(t)
-    return "–" if not math.isfinite(t) else str(int(t))
+    return "–" if not math.isfinite(t) or t < 0 else str(int(t))
 
 
 def algo_colors(algos: tuple[str, ...], baseline: str | None) -> dict[str, str]:
@@ -65,6 +65,13 @@ def algo_colors(algos: tuple[str, ...], baseline: str | None) -> dict[str, str]:
 def condition_label(task: str, bound: float) -> str:
     """'goal d=25' style label of a (task, bound) condition."""
     return f"{task} d={bound:g}"
+
+
+def add_columns(table: DataTable, columns: list[tuple[str, str]], rows: list[list[Text]]) -> None:
+    """Add columns sized to their widest line (DataTable under-measures multi-line cells)."""
+    for i, (label, key) in enumerate(columns):
+        lines = [line for r in rows for line in r[i].plain.split("\n")] + label.split("\n")
+        table.add_column(label, key=key, width=max(len(line) for line in lines))
 
 
 class ResultView(Vertical):
@@ -139,73 +146,103 @@ class SummaryView(ResultView):
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(classes="view-body"):
             yield Static("", id="summary-title", classes="table-title")
-            yield DataTable(id="summary-table", zebra_stripes=True, cursor_type="row")
+            yield DataTable(id="summary-table", zebra_stripes=True, cursor_type="row", header_height=2)
             yield Static("", id="summary-ci-title", classes="table-title")
             yield DataTable(id="summary-ci", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        return model.aggregate(sel)
+        return model.aggregate(sel, tuple(dict.fromkeys(("train", sel.final_setting, sel.setting))))
 
     def _pair(self) -> tuple[str, str]:
         assert self.selection is not None
         return "train", self.selection.final_setting
 
+    NARROW = 110
+    """Below this width (columns) the tables switch to a long layout: one row per algorithm and setting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._narrow_layout: bool | None = None
+
+    def narrow(self) -> bool:
+        """Whether the view is too narrow for train and final side by side."""
+        return 0 < self.size.width < self.NARROW
+
+    def on_resize(self) -> None:
+        if self._narrow_layout is not None and self.narrow() != self._narrow_layout and self.data is not None:
+            self.render_data(self.data)
+
     def render_data(self, agg: xr.Dataset) -> None:
         sel = self.selection
         assert sel is not None
         pair = self._pair()
-        algos = [str(a) for a in agg["algo"].values]
-        best = _best_per_column(agg, pair, sel.baseline)
+        cube = _AggArrays(agg)
+        best = _best_per_column(cube, pair, sel.baseline)
+        self._narrow_layout = narrow = self.narrow()
         table = self.query_one("#summary-table", DataTable)
         table.clear(columns=True)
+        table.header_height = 1 if narrow else 2
         table.add_column("Algorithm", key="algo")
-        for m in METRICS:
-            for s in pair:
-                table.add_column(f"{METRIC_LABELS[m]} {_short(s)}", key=f"{m}:{s}")
-        for s in pair:
-            table.add_column(f"Tier {_short(s)}", key=f"tier:{s}")
-        for a in algos:
-            dim = a == sel.baseline
-            cells: list[Text] = [Text(a, style="dim" if dim else "bold")]
+        if narrow:
+            table.add_column("Setting", key="setting")
+            for m in METRICS:
+                table.add_column(Text(f"IQM {METRIC_LABELS[m]}", justify="right"), key=m)
+            table.add_column("Tier", key="tier")
+        else:
             for m in METRICS:
                 for s in pair:
-                    v = float(agg["value"].sel(algo=a, setting=s, metric=m))
-                    style = "dim" if dim else ("bold" if best.get((m, s)) == a else "")
-                    cells.append(Text(fmt(v), style=style, justify="right"))
+                    table.add_column(Text(f"{METRIC_LABELS[m]}\n{_short(s)}", justify="right"), key=f"{m}:{s}")
             for s in pair:
-                cells.append(Text(fmt_tier(agg["tier"].sel(algo=a, setting=s)), style="dim" if dim else "",
-                                  justify="right"))
+                table.add_column(Text(f"Tier\n{_short(s)}", justify="right"), key=f"tier:{s}")
+
+        def cell(a: str, m: str, s: str) -> Text:
+            style = "dim" if a == sel.baseline else ("bold" if best.get((m, s)) == a else "")
+            return Text(fmt(cube.get("value", a, s, m)), style=style, justify="right")
+
+        for a in cube.algos:
+            dim = "dim" if a == sel.baseline else ""
+            if narrow:
+                for i, s in enumerate(pair):
+                    cells = [Text(a if i == 0 else "", style=dim or "bold"), Text(_short(s), style=dim)]
+                    cells += [cell(a, m, s) for m in METRICS]
+                    cells.append(Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right"))
+                    table.add_row(*cells, key=f"{a}:{s}")
+                continue
+            cells = [Text(a, style=dim or "bold")] + [cell(a, m, s) for m in METRICS for s in pair]
+            cells += [Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right") for s in pair]
             table.add_row(*cells, key=a)
         it = _iter_text(sel)
         self.query_one("#summary-title", Static).update(
             f"IQM over {len(sel.tasks) * len(sel.bounds)} task-bound pairs · Train{it} | {SETTING_LABELS[pair[1]]}"
             f" · bold = best excl. baseline ({sel.baseline or 'none'}), lower is better except R̄")
-        self._render_ci(agg)
+        self._render_ci(cube, narrow)
 
-    def _render_ci(self, agg: xr.Dataset) -> None:
+    def _render_ci(self, cube: _AggArrays, narrow: bool) -> None:
         sel = self.selection
         assert sel is not None
         s = sel.setting
         table = self.query_one("#summary-ci", DataTable)
         table.clear(columns=True)
-        table.add_column("Algorithm", key="algo")
-        for m in METRICS:
-            table.add_column(f"IQM {METRIC_LABELS[m]}", key=m)
-        table.add_column("Tier", key="tier")
-        for a in [str(x) for x in agg["algo"].values]:
+        rows = []
+        for a in cube.algos:
             dim = "dim" if a == sel.baseline else ""
             cells = [Text(a, style=dim)]
             for m in METRICS:
-                p = agg.sel(algo=a, setting=s, metric=m)
-                cells.append(Text(f"{fmt(p['value'])}\n[{fmt(p['ci_low'])}, {fmt(p['ci_high'])}]", style=dim,
-                                  justify="right"))
-            t = agg["tier"].sel(algo=a, setting=s)
-            tier = fmt_tier(t)
-            cells.append(Text(f"{tier}\n{TIER_LABELS.get(int(t), '') if tier != '–' else ''}", style=dim))
-            table.add_row(*cells, key=a, height=2)
+                v, lo, hi = (fmt(cube.get(k, a, s, m)) for k in ("value", "ci_low", "ci_high"))
+                text = f"{v}\n{lo}\n{hi}" if narrow else f"{v}\n[{lo}, {hi}]"
+                cells.append(Text(text, style=dim, justify="right"))
+            t = cube.tier(a, s)
+            cells.append(Text(f"{fmt_tier(t)}\n{TIER_LABELS.get(int(t), '')}", style=dim))
+            rows.append((a, cells))
+        columns = [("Algorithm", "algo"), *[(f"IQM {METRIC_LABELS[m]}", m) for m in METRICS], ("Tier", "tier")]
+        add_columns(table, columns, [c for _, c in rows])
+        for a, cells in rows:
+            table.add_row(*cells, key=a, height=3 if narrow else 2)
+        layout = " (rows: IQM, CI low, CI high)" if narrow else ""
         self.query_one("#summary-ci-title", Static).update(
-            f"{SETTING_LABELS[s]}{_iter_text(sel) if s == 'train' else ''}: IQM with 95% stratified-bootstrap CI")
+            f"{SETTING_LABELS[s]}{_iter_text(sel) if s == 'train' else ''}: IQM with 95% stratified-bootstrap CI"
+            f"{layout}")
 
     def export_tables(self) -> list[tuple[str, str]]:
         if self.data is None or self.selection is None:
@@ -216,7 +253,7 @@ class SummaryView(ResultView):
 
 
 def _short(setting: str) -> str:
-    return {"train": "train", "final_expl": "fin.expl", "final_greedy": "final"}[setting]
+    return "train" if setting == "train" else "final"
 
 
 def _iter_text(sel: UISelection) -> str:
@@ -227,13 +264,32 @@ def _iter_text(sel: UISelection) -> str:
     return f" (iterates {sel.iterates[0]}..{sel.iterates[1]})"
 
 
-def _best_per_column(agg: xr.Dataset, settings: tuple[str, ...], baseline: str | None) -> dict:
+class _AggArrays:
+    """Plain-numpy lookups into a ``stats.aggregate_table`` result (fast enough for every redraw)."""
+
+    def __init__(self, agg: xr.Dataset) -> None:
+        agg = agg.transpose("algo", "setting", "metric")
+        self.algos = [str(a) for a in agg["algo"].values]
+        self._a = {a: i for i, a in enumerate(self.algos)}
+        self._s = {str(s): i for i, s in enumerate(agg["setting"].values)}
+        self._m = {str(m): i for i, m in enumerate(agg["metric"].values)}
+        self._v = {k: np.asarray(agg[k].values, dtype=np.float64) for k in ("value", "ci_low", "ci_high")}
+        self._t = np.asarray(agg["tier"].transpose("algo", "setting").values, dtype=np.float64)
+
+    def get(self, var: str, algo: str, setting: str, metric: str) -> float:
+        return float(self._v[var][self._a[algo], self._s[setting], self._m[metric]])
+
+    def tier(self, algo: str, setting: str) -> float:
+        return float(self._t[self._a[algo], self._s[setting]])
+
+
+def _best_per_column(cube: _AggArrays, settings: tuple[str, ...], baseline: str | None) -> dict:
     """{(metric, setting): algo} of the best finite value per column, the baseline excluded."""
     out = {}
-    algos = [str(a) for a in agg["algo"].values if str(a) != baseline]
+    algos = [a for a in cube.algos if a != baseline]
     for m in METRICS:
         for s in settings:
-            vals = {a: float(agg["value"].sel(algo=a, setting=s, metric=m)) for a in algos}
+            vals = {a: cube.get("value", a, s, m) for a in algos}
             vals = {a: v for a, v in vals.items() if math.isfinite(v)}
             if vals:
                 pick = max if m in HIGHER_IS_BETTER else min
@@ -258,14 +314,15 @@ class ConditionsView(ResultView):
         super().__init__()
         self.sort_key = "algo"
         self.sort_desc = False
+        self._narrow_layout: bool | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="conditions-title", classes="table-title")
-        yield DataTable(id="conditions-table", zebra_stripes=True, cursor_type="row")
+        yield DataTable(id="conditions-table", zebra_stripes=True, cursor_type="row", header_height=2)
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        return model.conditions(sel)
+        return model.conditions(sel, (sel.setting,))
 
     def rows(self) -> list[dict]:
         """Rows of the current setting as plain values, in the current sort order."""
@@ -294,29 +351,49 @@ class ConditionsView(ResultView):
         rows.sort(key=key, reverse=self.sort_desc)
         return rows
 
+    NARROW = 112
+    """Below this width (columns): mean and ± std on two lines, no seeds column (counts in the title)."""
+
+    def on_resize(self) -> None:
+        if self._narrow_layout is not None and (0 < self.size.width < self.NARROW) != self._narrow_layout:
+            self._resort()
+
     def render_data(self, ct: xr.Dataset) -> None:
         sel = self.selection
         assert sel is not None
+        self._narrow_layout = narrow = 0 < self.size.width < self.NARROW
         table = self.query_one("#conditions-table", DataTable)
         cursor = table.cursor_row
         table.clear(columns=True)
+        table.header_height = 1 if narrow else 2
         heads = {"algo": "Algorithm", "task": "Task", "bound": "d", "n_seeds": "Seeds", "tier": "Tier"}
-        for k in self.SORT_KEYS:
-            label = heads.get(k) or f"{METRIC_LABELS[k]} mean ± std"
-            arrow = (" ▼" if self.sort_desc else " ▲") if k == self.sort_key else ""
-            table.add_column(label + arrow, key=k)
-        for i, r in enumerate(self.rows()):
+        keys = [k for k in self.SORT_KEYS if not (narrow and k == "n_seeds")]
+        labels = []
+        for k in keys:
+            label = heads.get(k) or (METRIC_LABELS[k] if narrow else f"{METRIC_LABELS[k]}\nmean ± std")
+            labels.append(label + ((" ▼" if self.sort_desc else " ▲") if k == self.sort_key else ""))
+        rows = self.rows()
+        sep = "\n±" if narrow else " ± "
+        all_cells = []
+        for r in rows:
             dim = "dim" if r["algo"] == sel.baseline else ""
             cells = [Text(r["algo"], style=dim), Text(r["task"], style=dim), Text(f"{r['bound']:g}", style=dim)]
-            cells += [Text(f"{fmt(r[m])} ± {fmt(r[m + '_std'])}", style=dim, justify="right") for m in METRICS]
-            cells += [Text(str(r["n_seeds"]), style=dim, justify="right"),
-                      Text(fmt_tier(r["tier"]), style=dim, justify="right")]
-            table.add_row(*cells, key=str(i))
+            cells += [Text(f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", style=dim, justify="right") for m in METRICS]
+            if not narrow:
+                cells.append(Text(str(r["n_seeds"]), style=dim, justify="right"))
+            cells.append(Text(fmt_tier(r["tier"]), style=dim, justify="right"))
+            all_cells.append(cells)
+        add_columns(table, list(zip(labels, keys, strict=True)), all_cells)
+        for i, cells in enumerate(all_cells):
+            table.add_row(*cells, key=str(i), height=2 if narrow else 1)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
+        seeds = sorted({r["n_seeds"] for r in rows})
+        n_seeds = f" · seeds per condition: {seeds[0]}" + (f"–{seeds[-1]}" if len(seeds) > 1 else "") if seeds else ""
         self.query_one("#conditions-title", Static).update(
             f"{SETTING_LABELS[sel.setting]}{_iter_text(sel) if sel.setting == 'train' else ''}: seed mean ± std"
-            f" per condition · sorted by {self.sort_key} {'desc' if self.sort_desc else 'asc'} (o / O, or click a header)")
+            f" per condition{n_seeds if narrow else ''} · sorted by {self.sort_key}"
+            f" {'desc' if self.sort_desc else 'asc'} (o / O, or click a header)")
 
     def _resort(self) -> None:
         if self.data is not None and self.selection is not None:
@@ -378,9 +455,12 @@ class CdfView(ResultView):
             for s in SETTINGS:
                 yield PlotextPlot(id=f"cdf-{s}", classes="cdf-plot")
 
+    def params(self) -> tuple:
+        return (self.all_panels,)
+
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        return model.cdf(sel)
+        return model.cdf(sel, SETTINGS if params[0] else (sel.setting,))
 
     def shown_settings(self) -> tuple[str, ...]:
         """The settings drawn: all three, or the current one."""
@@ -408,11 +488,13 @@ class CdfView(ResultView):
                 continue
             plt = widget.plt
             plt.clear_figure()
-            for a, c in colors.items():
+            for a, c in colors.items():  # band edges first, so the curves are drawn over them
                 p = shown.sel(algo=a, setting=s)
-                plt.plot(kappa, p["cdf"].values.tolist(), color=c, label=a, marker="braille")
-                plt.plot(kappa, p["ci_low"].values.tolist(), color=c, marker="·")
-                plt.plot(kappa, p["ci_high"].values.tolist(), color=c, marker="·")
+                plt.plot(kappa, _nan_none(p["ci_low"].values), color=c, marker="·")
+                plt.plot(kappa, _nan_none(p["ci_high"].values), color=c, marker="·")
+            for a, c in colors.items():
+                plt.plot(kappa, _nan_none(shown["cdf"].sel(algo=a, setting=s).values), color=c, label=a,
+                         marker="braille")
             plt.vline(0.0, "gray")
             plt.title(f"{SETTING_LABELS[s]}{_iter_text(sel) if s == 'train' else ''}")
             plt.xlabel("κ = (c − d)/d")
@@ -432,7 +514,7 @@ class CdfView(ResultView):
     def action_toggle_panels(self) -> None:
         """Show all three settings side by side, or only the current one."""
         self.all_panels = not self.all_panels
-        self._redraw()
+        self.request_data()
 
     def action_wider(self) -> None:
         """Extend the x-range (0.5, 1, 2, 4, 8, full)."""
@@ -473,7 +555,11 @@ class ConditionCycler:
         n = len(self.conditions())
         if n:
             self.cond_index = (self.cond_index + step) % n
-            self.request_data()  # type: ignore[attr-defined]
+            self.condition_changed()
+
+    def condition_changed(self) -> None:
+        """New data is needed for the new condition (overridden where the data holds every condition)."""
+        self.request_data()  # type: ignore[attr-defined]
 
 
 # ======================================================================== Curves
@@ -535,6 +621,7 @@ class CurvesView(ConditionCycler, ResultView):
                 plt.hline(bound, "gray")
             plt.title(title)
             plt.xlabel("iterate")
+            _int_ticks(plt, x)
             self.query_one(f"#{wid}", PlotextPlot).refresh()
         mplot = self.query_one("#curves-mult", PlotextPlot)
         plt = mplot.plt
@@ -546,6 +633,7 @@ class CurvesView(ConditionCycler, ResultView):
                     _band(plt, x, m, mult["mult_std"].sel(algo=a).values, c, a)
         plt.title("Multiplier (λ / κ / ν)" if mult is not None else "no multiplier in this cube")
         plt.xlabel("iterate")
+        _int_ticks(plt, x)
         mplot.refresh()
         n = len(self.conditions())
         self.query_one("#curves-title", Static).update(
@@ -555,6 +643,10 @@ class CurvesView(ConditionCycler, ResultView):
     def action_next_condition(self) -> None:
         """Show the next (task, bound) condition."""
         self.step_condition(1)
+
+    def condition_changed(self) -> None:
+        if self.data is not None and self.selection is not None:
+            self.render_data(self.data)
 
     def action_prev_condition(self) -> None:
         """Show the previous (task, bound) condition."""
@@ -592,9 +684,16 @@ class CurvesView(ConditionCycler, ResultView):
 
 def _band(plt: Any, x: list[float], mean: np.ndarray, std: np.ndarray, color: str, label: str) -> None:
     """Plot a mean line (labelled) and mean ± std as dotted lines of the same colour."""
-    plt.plot(x, _nan_none(mean), color=color, label=label, marker="braille")
     plt.plot(x, _nan_none(mean - std), color=color, marker="·")
     plt.plot(x, _nan_none(mean + std), color=color, marker="·")
+    plt.plot(x, _nan_none(mean), color=color, label=label, marker="braille")
+
+
+def _int_ticks(plt: Any, x: list[float], n: int = 6) -> None:
+    """Integer x ticks (iterates) spread over the axis."""
+    if x:
+        ticks = sorted({int(round(t)) for t in np.linspace(min(x), max(x), min(n, len(x)))})
+        plt.xticks(ticks, [str(t) for t in ticks])
 
 
 def _nan_none(a: np.ndarray) -> list[float]:
@@ -657,25 +756,27 @@ class HistogramsView(ConditionCycler, ResultView):
             self.run_worker(self._render_async(data), exclusive=True, group="hist-render")
 
     async def _render_async(self, data: Any) -> None:
-        (task, bound), (edges, counts, _costs) = data
-        algos = list(counts)
-        await self._ensure_plots(algos)
+        _cond, (hists, _costs) = data
+        await self._ensure_plots(list(hists))
         self.render_data(data)
 
     def render_data(self, data: Any) -> None:
         sel = self.selection
         assert sel is not None
-        (task, bound), (edges, counts, costs) = data
-        centers = 0.5 * (edges[:-1] + edges[1:])
-        width = float(edges[1] - edges[0])
-        for widget, a in zip(self.query(".hist-plot").results(PlotextPlot), counts, strict=False):
+        (task, bound), (hists, costs) = data
+        for widget, a in zip(self.query(".hist-plot").results(PlotextPlot), hists, strict=False):
+            edges, counts = hists[a]
+            centers = 0.5 * (edges[:-1] + edges[1:])
+            width = float(edges[1] - edges[0])
             plt = widget.plt
             plt.clear_figure()
-            plt.bar((centers - width / 4).tolist(), counts[a]["expl"].tolist(), color="blue", label="expl",
-                    width=0.4)
-            plt.bar((centers + width / 4).tolist(), counts[a]["greedy"].tolist(), color="orange", label="greedy",
+            plt.bar((centers - width / 4).tolist(), counts["expl"].tolist(), color="blue", label="expl", width=0.4)
+            plt.bar((centers + width / 4).tolist(), counts["greedy"].tolist(), color="orange", label="greedy",
                     width=0.4)
             plt.vline(bound, "red")
+            ticks = np.linspace(edges[0], edges[-1], 5)
+            plt.xticks(ticks.tolist(), [f"{t:.3g}" for t in ticks])
+            plt.xlim(float(edges[0]), float(edges[-1]))
             n_e, n_g = costs[a]["expl"].size, costs[a]["greedy"].size
             plt.title(f"{a}  (expl n={n_e}, greedy n={n_g})")
             plt.xlabel("final episodic cost (red: d)")
@@ -683,7 +784,7 @@ class HistogramsView(ConditionCycler, ResultView):
         n = len(self.conditions())
         self.query_one("#hist-title", Static).update(
             f"{condition_label(task, bound)} ({self.cond_index % n + 1}/{n}, c / C) · final policy episodic cost,"
-            f" all selected seeds pooled · {self.bins} bins (+ / −) · red line: d")
+            f" selected seeds pooled · blue expl, orange greedy · {self.bins} bins (+ / −) · red line: d")
 
     def action_next_condition(self) -> None:
         """Show the next (task, bound) condition."""
@@ -703,11 +804,10 @@ class HistogramsView(ConditionCycler, ResultView):
     def export_tables(self) -> list[tuple[str, str]]:
         if self.data is None:
             return []
-        (task, bound), (edges, counts, _costs) = self.data
-        header = ["bin_low", "bin_high"] + [f"{a}_{m}" for a in counts for m in ("expl", "greedy")]
-        rows = [[float(edges[i]), float(edges[i + 1])] + [int(counts[a][m][i]) for a in counts
-                                                          for m in ("expl", "greedy")]
-                for i in range(len(edges) - 1)]
+        (task, bound), (hists, _costs) = self.data
+        header = ["algo", "bin_low", "bin_high", "expl", "greedy"]
+        rows = [[a, float(edges[i]), float(edges[i + 1]), int(counts["expl"][i]), int(counts["greedy"][i])]
+                for a, (edges, counts) in hists.items() for i in range(len(edges) - 1)]
         stem = f"saferl_hist_{task}_d{bound:g}"
         caption = f"Final episodic cost histogram, {condition_label(task, bound)} (counts)"
         return [(f"{stem}.csv", cube_views.table_csv(header, rows)),

@@ -60,6 +60,11 @@ class PickList(SelectionList[str]):
         Binding("n", "none", "Select none", id="selection.none"),
     ]
 
+    def _on_focus(self, event: object) -> None:
+        super()._on_focus(event)  # type: ignore[arg-type]
+        if self.highlighted is None and self.option_count:
+            self.highlighted = 0
+
     def action_all(self) -> None:
         """Select every entry."""
         self.select_all()

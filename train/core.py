@@ -37,10 +37,14 @@ class Params(NamedTuple):
 
 
 class RolloutState(NamedTuple):
-    """Batched env state plus per-env episode accumulators (`[n]` each)."""
+    """Batched env state plus per-env flags and episode accumulators (`[n]` each).
+
+    `pending` marks envs whose episode ended: they are reset with fresh keys (fresh layouts) before
+    their next step. At init every env is pending, so no reset is compiled outside the loop.
+    """
 
     env_state: Any
-    obs: jax.Array
+    pending: jax.Array
     t: jax.Array
     ep_reward: jax.Array
     ep_cost: jax.Array
@@ -125,6 +129,11 @@ def _networks(config: TrainConfig, env: EnvFns) -> Any:
                          config.cost_value_hidden, config.normalize_observations)
 
 
+def _strong(tree: Any) -> Any:
+    """Drop weak types (env resets produce some) so the compiled loop's carry types never change."""
+    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype=jnp.asarray(x).dtype), tree)
+
+
 def _select(done: jax.Array, new: Any, old: Any) -> Any:
     def sel(a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b)
@@ -154,10 +163,10 @@ def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
     def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array) -> TrainState:
         k_par, k_env, k_loop = jax.random.split(key, 3)
         params = init_params(k_par)
-        env_state = v_reset(jax.random.split(k_env, n))
-        obs = v_observe(env_state)[0]
+        shapes = jax.eval_shape(v_reset, jax.random.split(k_env, n))
+        env_state = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
         zeros = jnp.zeros((n,), jnp.float32)
-        rollout = RolloutState(env_state, obs, jnp.zeros((n,), jnp.int32), zeros, zeros)
+        rollout = RolloutState(env_state, jnp.ones((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros)
         return TrainState(params, tx.init(params), normalizer_init(env.obs_size),
                           jnp.asarray(multiplier0, jnp.float32), jnp.asarray(d_step, jnp.float32),
                           jnp.asarray(algo_id, jnp.int32), rollout, k_loop)
@@ -166,11 +175,17 @@ def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
                  normalizer: Any) -> tuple[tuple[RolloutState, EpisodeBuffer], Transition]:
         ro, buf = carry
         k_act, k_reset = jax.random.split(key)
-        logits = nets.policy_network.apply(normalizer, policy_params, ro.obs)
+
+        def reset_pending(state: Any) -> Any:
+            return _select(ro.pending, _strong(v_reset(jax.random.split(k_reset, n))), state)
+
+        env_state = jax.lax.cond(ro.pending.any(), reset_pending, lambda s: s, ro.env_state)
+        obs = v_observe(env_state)[0]
+        logits = nets.policy_network.apply(normalizer, policy_params, obs)
         gauss = dist.create_dist(logits)
         raw = gauss.sample(k_act)
         log_prob = dist.log_prob(logits, raw)
-        env_state = v_step(ro.env_state, dist.postprocess(raw))
+        env_state = v_step(env_state, dist.postprocess(raw))
         next_obs, reward, cost, term = v_observe(env_state)
         term = term > 0.5
         t = ro.t + 1
@@ -181,16 +196,10 @@ def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
         buf = EpisodeBuffer(buf.reward.at[slot, idx].set(jnp.where(done, ep_r, buf.reward[slot, idx])),
                             buf.cost.at[slot, idx].set(jnp.where(done, ep_c, buf.cost[slot, idx])),
                             buf.count + done.astype(jnp.int32))
-
-        def reset_done(state: Any) -> Any:
-            return _select(done, v_reset(jax.random.split(k_reset, n)), state)
-
-        env_state = jax.lax.cond(done.any(), reset_done, lambda s: s, env_state)
         zero = jnp.zeros_like(ep_r)
-        new_ro = RolloutState(env_state, v_observe(env_state)[0], jnp.where(done, 0, t),
-                              jnp.where(done, zero, ep_r), jnp.where(done, zero, ep_c))
-        tr = Transition(ro.obs, raw, log_prob, gauss.loc, gauss.scale, reward, cost,
-                        term.astype(jnp.float32),
+        new_ro = RolloutState(env_state, done, jnp.where(done, 0, t), jnp.where(done, zero, ep_r),
+                              jnp.where(done, zero, ep_c))
+        tr = Transition(obs, raw, log_prob, gauss.loc, gauss.scale, reward, cost, term.astype(jnp.float32),
                         (time_up & ~term).astype(jnp.float32), next_obs)
         return (new_ro, buf), tr
 
@@ -315,27 +324,23 @@ def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
     def evaluate(params: Params, normalizer: Any, key: jax.Array) -> EvalOut:
         n_eval = config.eval_episodes
         k_reset, k_act = jax.random.split(key)
-        start = v_reset(jax.random.split(k_reset, n_eval))
+        start = _strong(v_reset(jax.random.split(k_reset, n_eval)))
+        # expl rollouts in rows [0, N), greedy ones in [N, 2N): same initial states, one env trace
+        start = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, x]), start)
+        greedy = (jnp.arange(2 * n_eval) >= n_eval)[:, None]
 
-        def rollout(greedy: bool) -> tuple[jax.Array, jax.Array]:
-            def body(c: Any, k: jax.Array) -> Any:
-                s, alive, r_sum, c_sum = c
-                obs = v_observe(s)[0]
-                logits = nets.policy_network.apply(normalizer, params.policy, obs)
-                action = dist.mode(logits) if greedy else dist.sample(logits, k)
-                s = v_step(s, action)
-                _, r, cost, term = v_observe(s)
-                r_sum, c_sum = r_sum + alive * r, c_sum + alive * cost
-                return (s, alive * (term < 0.5), r_sum, c_sum), None
+        def body(c: Any, k: jax.Array) -> Any:
+            s, alive, r_sum, c_sum = c
+            logits = nets.policy_network.apply(normalizer, params.policy, v_observe(s)[0])
+            action = jnp.where(greedy, dist.mode(logits), dist.sample(logits, k))
+            s = v_step(s, action)
+            _, r, cost, term = v_observe(s)
+            r_sum, c_sum = r_sum + alive * r, c_sum + alive * cost
+            return (s, alive * (term < 0.5), r_sum, c_sum), None
 
-            zero = jnp.zeros((n_eval,), jnp.float32)
-            (_, _, r_sum, c_sum), _ = jax.lax.scan(body, (start, zero + 1.0, zero, zero),
-                                                   jax.random.split(k_act, T))
-            return r_sum, c_sum
-
-        er, ec = rollout(False)
-        gr, gc = rollout(True)
-        return EvalOut(er, ec, gr, gc)
+        zero = jnp.zeros((2 * n_eval,), jnp.float32)
+        (_, _, r_sum, c_sum), _ = jax.lax.scan(body, (start, zero + 1.0, zero, zero), jax.random.split(k_act, T))
+        return EvalOut(r_sum[:n_eval], c_sum[:n_eval], r_sum[n_eval:], c_sum[n_eval:])
 
     def template() -> dict[str, Any]:
         params = jax.eval_shape(init_params, jax.random.PRNGKey(0))

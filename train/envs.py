@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -41,7 +42,9 @@ def make_crax_env(task: str, episode_length: int) -> EnvFns:
 
     envs = import_crax()
     name = TASKS[task]
-    env = envs.get_environment(name, level=1, episode_length=episode_length)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+        env = envs.get_environment(name, level=1, episode_length=episode_length)
 
     def observe(state: Any) -> tuple[Any, Any, Any, Any]:
         cost = state.info["cost"]

@@ -1,0 +1,124 @@
+"""Throughput: PPO-Lag on CRAX safe_goal_point, this project's trainer vs CRAX's own `ppo_lag` trainer.
+
+Same machine, same process, same config (envs, episode length, unroll, batch, minibatches, epochs,
+networks, normalisation, reward scaling). Prints env steps/s after compilation for both, the compile
+time of each (reported apart), and the ratio ours / crax. Ours is measured through the full runner:
+each iterate's every episode is transferred and written to a results cube, so logging is included.
+
+    .venv/bin/python bench/train_throughput.py                 # small CPU config
+    .venv/bin/python bench/train_throughput.py --num-envs 2048 --episode-length 2000 \\
+        --batch-size 1024 --num-minibatches 32 --iterates 4      # the paper's sizes (GPU)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--episode-length", type=int, default=256)
+    p.add_argument("--unroll-length", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-minibatches", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--iterates", type=int, default=3, help="our iterates (the first one includes compile)")
+    p.add_argument("--bound", type=float, default=25.0)
+    p.add_argument("--skip-crax", action="store_true")
+    p.add_argument("--skip-ours", action="store_true")
+    return p.parse_args()
+
+
+def run_ours(cfg: Any, bound: float) -> dict[str, float]:
+    from train.envs import make_crax_env
+    from train.runner import Runner, prepare_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.zarr"
+        prepare_store(out, cfg, ["ppo_lag"], ["goal"], [bound], [0])
+        runner = Runner(out, cfg, "goal", make_crax_env)
+        t0 = time.perf_counter()
+        res = runner.run("ppo_lag", bound, 0)
+        total = time.perf_counter() - t0
+    steps, wall = np.array(res.iterate_steps[1:]), np.array(res.iterate_wall_s[1:])
+    first_work = res.iterate_steps[0] * wall.sum() / steps.sum()  # time iterate 0 would take compiled
+    return {"sps": steps.sum() / wall.sum(), "compile_s": res.iterate_wall_s[0] - first_work,
+            "measured_steps": float(steps.sum()), "total_s": total}
+
+
+def run_crax(cfg: Any, bound: float) -> dict[str, float]:
+    from train.envs import import_crax
+
+    envs = import_crax()
+    from crax.training.agents.ppo_lag import train as ppo_lag
+
+    env = envs.get_environment("safe_goal_point", level=1, episode_length=cfg.episode_length)
+    epochs: list[dict[str, float]] = []
+
+    def progress(step: int, metrics: dict[str, Any]) -> None:
+        if "training/sps" in metrics:
+            epochs.append({"step": step, "sps": float(metrics["training/sps"]),
+                           "walltime": float(metrics["training/walltime"])})
+
+    per_epoch = (cfg.n_iterates - 1) * cfg.num_envs * cfg.episode_length  # same measured work as ours
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        ppo_lag.train(
+            environment=env, num_timesteps=2 * per_epoch, episode_length=cfg.episode_length,
+            num_envs=cfg.num_envs, learning_rate=cfg.learning_rate, entropy_cost=cfg.entropy_cost,
+            discounting=cfg.discount, unroll_length=cfg.unroll_length, batch_size=cfg.batch_size,
+            num_minibatches=cfg.num_minibatches, num_updates_per_batch=cfg.num_epochs,
+            normalize_observations=True, reward_scaling=cfg.reward_scaling, clipping_epsilon=cfg.clip_epsilon,
+            gae_lambda=cfg.gae_lambda, seed=0, safety_bound=bound, lagrangian_coef_rate=cfg.ppo_lag.lr,
+            initial_lambda_lagr=cfg.ppo_lag.init, num_evals=3, num_eval_envs=cfg.eval_episodes,
+            progress_fn=progress)
+    total = time.perf_counter() - t0
+    first, second = epochs[0], epochs[1]
+    t1 = first["walltime"]
+    t2 = second["walltime"] - first["walltime"]
+    return {"sps": second["sps"], "compile_s": t1 - t2, "measured_steps": float(second["step"] - first["step"]),
+            "total_s": total}
+
+
+def main() -> int:
+    a = _args()
+    from train.config import TrainConfig
+
+    cfg = TrainConfig(total_env_steps=a.iterates * a.num_envs * a.episode_length, episode_length=a.episode_length,
+                      num_envs=a.num_envs, unroll_length=a.unroll_length, batch_size=a.batch_size,
+                      num_minibatches=a.num_minibatches, num_epochs=a.epochs, eval_episodes=8)
+    cfg.validate()
+    import jax
+
+    print(f"device: {jax.devices()[0].platform} x{len(jax.devices())}; PPO-Lag on safe_goal_point; "
+          f"envs {cfg.num_envs}, T {cfg.episode_length}, unroll {cfg.unroll_length}, batch {cfg.batch_size}, "
+          f"minibatches {cfg.num_minibatches}, epochs {cfg.num_epochs}, networks policy {cfg.policy_hidden} "
+          f"value/cost {cfg.value_hidden}", flush=True)
+    rows = {}
+    if not a.skip_ours:
+        rows["saferl"] = run_ours(cfg, a.bound)
+        print(f"saferl: {rows['saferl']}", flush=True)
+    if not a.skip_crax:
+        rows["crax"] = run_crax(cfg, a.bound)
+        print(f"crax:   {rows['crax']}", flush=True)
+    print(f"{'trainer':<8} {'env steps/s':>12} {'compile s':>10} {'measured steps':>15} {'total s':>8}")
+    for name, r in rows.items():
+        print(f"{name:<8} {r['sps']:>12,.0f} {r['compile_s']:>10.1f} {r['measured_steps']:>15,.0f} "
+              f"{r['total_s']:>8.1f}")
+    if len(rows) == 2:
+        print(f"ratio saferl / crax: {rows['saferl']['sps'] / rows['crax']['sps']:.2f}x "
+              "(saferl writes every episode to a cube; target >= 1.0x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Run cube's dask computations on an existing dask.distributed cluster, or locally.
+
+    with scheduler_context(args.scheduler):          # None -> $DASK_SCHEDULER_ADDRESS -> local threads
+        ss = stats.load_suffstats(path)              # the one dask pass runs on the cluster's workers
+
+With an address (argument, else the environment variable ``DASK_SCHEDULER_ADDRESS``) a
+``distributed.Client`` is connected for the duration of the block and configured as dask's scheduler, so
+every dask computation inside runs on that cluster; cube's own passes call :func:`compute`, which keeps
+that cluster and otherwise uses the local threaded scheduler. Workers read the episodes straight from the
+store, so the store's path must be the same on every worker (a shared filesystem).
+
+``distributed`` is imported only inside the functions that need it, never when ``cube`` is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import dask
+from dask.callbacks import Callback
+
+from cube.errors import CubeError
+
+ENV_VAR = "DASK_SCHEDULER_ADDRESS"
+CONNECT_TIMEOUT_S = 5.0
+Progress = Callable[[int, int], None]
+
+__all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "resolve_address", "connect", "scheduler_context", "active_client",
+           "compute"]
+
+
+def resolve_address(address: str | None) -> str | None:
+    """The scheduler address to use: `address`, else $DASK_SCHEDULER_ADDRESS, else None (local)."""
+    for value in (address, os.environ.get(ENV_VAR)):
+        if value is not None and value.strip():
+            return value.strip()
+    return None
+
+
+def _import_client() -> type:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CubeError("a dask scheduler address needs the 'distributed' package: pip install distributed") from None
+    return Client
+
+
+def _unreachable(address: str, timeout: float, exc: BaseException) -> CubeError:
+    reason = " ".join(str(exc).split())[:160] or type(exc).__name__
+    return CubeError(f"cannot reach the dask scheduler at {address!r} within {timeout:g}s ({reason}): start it "
+                     f"(`dask scheduler`) or fix --scheduler / ${ENV_VAR}")
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Open and close one comm to `address` (in a fresh thread, so a running event loop is no obstacle)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as comm_connect
+
+    async def once() -> None:
+        comm = await comm_connect(address, timeout=timeout)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, once()).result()
+
+
+def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A `distributed.Client` connected to `address` (not made the default); CubeError if unreachable."""
+    client_cls = _import_client()
+    try:
+        _probe(address, timeout)
+        return client_cls(address, timeout=timeout, set_as_default=False)
+    except Exception as exc:  # unreachable, refused, not a dask scheduler, bad address: all one line
+        raise _unreachable(address, timeout, exc) from None
+
+
+@contextmanager
+def scheduler_context(address: str | None = None, timeout: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+    """Run the dask computations of the block on the scheduler at `address` (see module docstring).
+
+    Yields the connected `distributed.Client`, or None when no address is given (local threaded
+    scheduler). The client is closed when the block ends; the cluster itself is left running.
+    """
+    address = resolve_address(address)
+    if address is None:
+        yield None
+        return
+    client = connect(address, timeout)
+    try:
+        with dask.config.set(scheduler=client), client.as_current():
+            yield client
+    finally:
+        client.close()
+
+
+def active_client() -> Any | None:
+    """The distributed Client dask is configured to use (scheduler_context or a default Client), or None."""
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler is None:
+        return None
+    if type(scheduler).__name__ == "Client" and hasattr(scheduler, "get"):
+        return scheduler
+    if scheduler in ("dask.distributed", "distributed"):
+        from distributed import default_client
+
+        try:
+            return default_client()
+        except ValueError:
+            return None
+    return None
+
+
+class _LocalProgress(Callback):
+    """Report finished tasks of the local scheduler to `progress(done, total)`."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__()
+        self._progress = progress
+        self._done = 0
+        self._total = 0
+
+    def _start_state(self, dsk, state) -> None:
+        self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+        self._progress(0, self._total)
+
+    def _posttask(self, key, result, dsk, state, worker_id) -> None:
+        self._done += 1
+        self._progress(self._done, self._total)
+
+
+def compute(thing: Any, progress: Progress | None = None) -> Any:
+    """`dask.compute(thing)[0]` on the active cluster (if any), else on the local threaded scheduler.
+
+    `thing`: a dask collection or a list/tuple of them. `progress(done, total)` is called as work
+    finishes: per task locally, per output chunk on a cluster.
+    """
+    client = active_client()
+    if client is None:
+        with dask.config.set(scheduler="threads"), _LocalProgress(progress) if progress else nullcontext():
+            return dask.compute(thing)[0]
+    return _compute_on(client, thing, progress)
+
+
+def _compute_on(client: Any, thing: Any, progress: Progress | None) -> Any:
+    from distributed import as_completed, futures_of
+
+    with client.as_current():
+        persisted = client.persist(thing)
+        if progress is not None:
+            futures = futures_of(persisted)
+            progress(0, len(futures))
+            for done, _ in enumerate(as_completed(futures), start=1):
+                progress(done, len(futures))
+        return dask.compute(persisted, scheduler=client)[0]

@@ -1,0 +1,302 @@
+"""Sweeps through train.executors: local and dask executors, and a real SLURM cluster (marked `slurm`).
+
+The SLURM test needs a running SLURM with an idle node (`.ci/slurm_setup.sh` starts one on localhost);
+it is skipped with the reason otherwise. It runs a sweep of 4 synthetic runs as 2 concurrent SLURM jobs,
+holds two runs mid-way (behind a gate file) on two different jobs, cancels one of those jobs with
+`scancel`, then opens the gate, and checks that every run completes with each iterate written once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cube import CubeError, CubeWriter, RunKey, create_store, open_cube, read_manifests
+from train.executors import (
+    DaskExecutor,
+    LocalExecutor,
+    SlurmExecutor,
+    SlurmSpec,
+    add_executor_arguments,
+    current_placement,
+    executor_from_args,
+    read_cluster_table,
+)
+
+N_ITERATES = 4
+N_SLOTS = 6
+HOLD_AT = 2  # runs wait at this iterate until the gate file exists
+KEYS = [RunKey(a, "goal", 25.0, s) for a in ("ppo", "ppo_lag") for s in (0, 1)]
+
+
+def expected_episodes(key: RunKey, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """The deterministic episodes of run `key` at iterate j: 3..5 of them (reward, cost)."""
+    n = 3 + (j + key.seed + len(key.algo)) % 3
+    base = 100.0 * key.seed + 10.0 * j + (0.5 if key.algo == "ppo" else 0.0)
+    return base + np.arange(n), base / 4 + np.arange(n)
+
+
+def iterates_done(store: Path, key: RunKey) -> int:
+    """Leading iterates already committed (env_steps is written after the episodes of an iterate)."""
+    steps = open_cube(store)["env_steps"].sel(algo=key.algo, task=key.task, bound=key.bound, seed=key.seed).values
+    return int(np.argmin(np.append(~np.isnan(steps), False)))
+
+
+def wait_for(what: str, check: Callable[[], bool], deadline_s: float, every_s: float = 0.2) -> None:
+    """Poll `check` until it holds; fail the test naming `what` after `deadline_s` seconds."""
+    end = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > end:
+            pytest.fail(f"timed out after {deadline_s:g}s waiting for {what}")
+        time.sleep(every_s)
+
+
+@dataclass(frozen=True)
+class SyntheticRun:
+    """run_one for the tests: resumable, writes N_ITERATES iterates of synthetic episodes, then `complete`.
+
+    Each iterate written appends "iterate placement-json" to `log_dir/<run>.log`, so a test can count
+    how often every iterate was written across attempts. `gate`: if set, the run waits before
+    iterate HOLD_AT until that file exists.
+    """
+
+    store: str
+    log_dir: str
+    gate: str | None = None
+    fail_first: bool = False
+
+    def __call__(self, key: RunKey) -> dict:
+        writer = CubeWriter(self.store)
+        where = current_placement()
+        writer.set_run_manifest(key, status="partial", manifest={**where, "notes": "running"})
+        log = Path(self.log_dir) / f"{key.algo}-{key.seed}.log"
+        if self.fail_first and not log.exists():
+            log.write_text("")
+            raise RuntimeError("first attempt fails on purpose")
+        start = iterates_done(Path(self.store), key)
+        for j in range(start, N_ITERATES):
+            if j == HOLD_AT and self.gate is not None:
+                self._wait_gate()
+            reward, cost = expected_episodes(key, j)
+            writer.write_episodes(key, "train", j, reward, cost)
+            writer.write_iterate_vars(key, j, {"env_steps": 1000.0 * (j + 1)})
+            with log.open("a") as f:
+                f.write(f"{j} {json.dumps(where)}\n")
+        writer.set_run_manifest(key, status="complete", manifest={**where, "iterates": N_ITERATES})
+        return {"resumed_at": start, **where}
+
+    def _wait_gate(self) -> None:
+        end = time.monotonic() + 300
+        while not Path(self.gate).exists():
+            if time.monotonic() > end:
+                raise TimeoutError(f"gate {self.gate} never opened")
+            time.sleep(0.1)
+
+
+def make_store(tmp_path: Path) -> Path:
+    store = tmp_path / "sweep.zarr"
+    create_store(store, algos=["ppo", "ppo_lag"], tasks=["goal"], bounds=[25.0], seeds=[0, 1],
+                 n_iterates=N_ITERATES, n_episodes=N_SLOTS)
+    (tmp_path / "logs").mkdir()
+    return store
+
+
+def written(tmp_path: Path, key: RunKey) -> list[tuple[int, dict]]:
+    path = tmp_path / "logs" / f"{key.algo}-{key.seed}.log"
+    if not path.exists():
+        return []
+    rows = [line.split(" ", 1) for line in path.read_text().splitlines() if line]
+    return [(int(j), json.loads(w)) for j, w in rows]
+
+
+def check_store(store: Path, tmp_path: Path) -> None:
+    """Every run complete, each iterate written exactly once, episodes exactly the expected ones."""
+    ds = open_cube(store)
+    for key in KEYS:
+        one = ds.sel(algo=key.algo, task=key.task, bound=key.bound, seed=key.seed, mode="train")
+        for j in range(N_ITERATES):
+            reward, cost = expected_episodes(key, j)
+            got_r, got_c = one["reward"].values[j], one["cost"].values[j]
+            assert np.count_nonzero(~np.isnan(got_c)) == reward.size, (key, j)
+            np.testing.assert_array_equal(got_r[: reward.size], reward.astype(np.float32))
+            np.testing.assert_array_equal(got_c[: cost.size], cost.astype(np.float32))
+        assert sorted(j for j, _ in written(tmp_path, key)) == list(range(N_ITERATES)), key
+    rows = read_manifests(store)
+    assert [r["status"] for r in rows] == ["complete"] * len(KEYS)
+
+
+# ------------------------------------------------------------------------------ without a cluster
+def test_local_executor_runs_and_retries(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    seen = []
+    with LocalExecutor(retries=1) as ex:
+        out = ex.map(SyntheticRun(str(store), str(tmp_path / "logs"), fail_first=True), KEYS, seen.append)
+    assert [o.key for o in out] == KEYS and seen == out
+    assert all(o.status == "complete" and o.retries == 1 and o.host for o in out)
+    assert out[0].manifest_fields()["retries"] == 1
+    check_store(store, tmp_path)
+
+
+def test_local_executor_gives_up_after_retries(tmp_path: Path) -> None:
+    def broken(key: RunKey) -> dict:
+        raise ValueError(f"bad run {key.seed}")
+
+    out = LocalExecutor(retries=2).map(broken, KEYS[:1])
+    assert out[0].status == "failed" and out[0].retries == 2
+    assert out[0].error == "ValueError: bad run 0"
+
+
+def test_dask_executor_on_local_cluster(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    store = make_store(tmp_path)
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as lc:
+        import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        try:
+            with DaskExecutor(lc.scheduler_address, retries=1) as ex:
+                out = ex.map(SyntheticRun(str(store), str(tmp_path / "logs"), fail_first=True), KEYS)
+        finally:
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        workers = set(lc.scheduler_info["workers"])
+    assert all(o.status == "complete" for o in out), [o.error for o in out]
+    assert all(o.retries == 1 and o.worker in workers and o.executor == "dask" for o in out)
+    check_store(store, tmp_path)
+
+
+def test_executor_flags_and_cluster_table(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_executor_arguments(parser)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[cluster]\nexecutor = "slurm"\npartition = "gpu"\naccount = "rl"\ngpus-per-job = 1\n'
+                   'walltime = "02:30:00"\njobs = 8\nretries = 3\nprologue = ["source venv/bin/activate"]\n')
+    table = read_cluster_table(cfg)
+    ex = executor_from_args(parser.parse_args(["--jobs", "16", "--memory", "32GB"]), table)
+    assert isinstance(ex, SlurmExecutor) and ex.retries == 3
+    assert ex.spec == SlurmSpec(partition="gpu", account="rl", gpus_per_job=1, walltime="02:30:00", jobs=16,
+                                memory="32GB", prologue=("source venv/bin/activate",))
+    assert isinstance(executor_from_args(parser.parse_args([]), {}), LocalExecutor)
+    dask_ex = executor_from_args(parser.parse_args(["--executor", "dask", "tcp://h:8786"]), table)
+    assert isinstance(dask_ex, DaskExecutor) and dask_ex.address == "tcp://h:8786"
+    for argv, match in ((["--executor", "pbs"], "unknown executor"), (["--executor", "local", "x"], "no argument"),
+                        (["--executor", "slurm", "--walltime", "2h"], "walltime"),
+                        (["--executor", "slurm", "--jobs", "0"], "jobs"),
+                        (["--executor", "slurm", "--memory", "lots"], "memory")):
+        with pytest.raises(CubeError, match=match):
+            executor_from_args(parser.parse_args(argv), {})
+    with pytest.raises(CubeError, match="unknown key 'nodes'"):
+        SlurmSpec.from_table({"nodes": 2})
+
+
+def test_slurm_job_script_has_the_requested_resources() -> None:
+    pytest.importorskip("dask_jobqueue")
+    spec = SlurmSpec(partition="gpu", account="rl", gpus_per_job=2, gpu_type="a100", cpus_per_job=8, memory="32GB",
+                     walltime="1-00:00:00", prologue=("module load cuda",), job_extra=("--qos=high",))
+    script = SlurmExecutor(spec).job_script()
+    for line in ("#SBATCH -p gpu", "#SBATCH -A rl", "#SBATCH --cpus-per-task=8", "#SBATCH -t 1-00:00:00",
+                 "#SBATCH --gres=gpu:a100:2", "#SBATCH --qos=high", "module load cuda", "--resources run=1",
+                 sys.executable):
+        assert line in script, line
+
+
+# ---------------------------------------------------------------------------------------- SLURM
+def _idle_slurm() -> str | None:
+    """None if a SLURM node is idle (or partly used), else why the test cannot run."""
+    if shutil.which("sinfo") is None or shutil.which("squeue") is None:
+        return "SLURM is not installed (no sinfo/squeue); run .ci/slurm_setup.sh as root to start one"
+    try:
+        res = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=10)
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer within 10s: slurmctld is not running (run .ci/slurm_setup.sh)"
+    states = res.stdout.split()
+    if res.returncode != 0 or not any(s in ("idle", "mix") for s in states):
+        return f"no idle SLURM node (sinfo: {(res.stdout + res.stderr).strip()[:120] or 'nothing'})"
+    return None
+
+
+def _squeue(name: str) -> dict[str, str]:
+    res = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i %T"], capture_output=True, text=True, check=True)
+    return dict(line.split() for line in res.stdout.splitlines() if line.strip())
+
+
+@pytest.mark.slurm
+def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
+    reason = _idle_slurm()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("dask_jobqueue")
+    import cloudpickle
+
+    store = make_store(tmp_path)
+    gate = tmp_path / "gate"
+    name = f"saferl-test-{tmp_path.name[-12:]}"
+    spec = SlurmSpec(cpus_per_job=1, memory="2GB", walltime="00:10:00", jobs=2, job_name=name,
+                     log_directory=str(tmp_path / "slurm-logs"))
+    run_one = SyntheticRun(str(store), str(tmp_path / "logs"), gate=str(gate))
+    outcomes: list = []
+    errors: list[BaseException] = []
+    t0 = time.perf_counter()
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ex = SlurmExecutor(spec, retries=2)
+
+    def sweep() -> None:
+        try:
+            outcomes.extend(ex.map(run_one, KEYS))
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=sweep, daemon=True)
+    thread.start()
+    try:
+        # Two runs reach the gate on two different, concurrently running jobs.
+        def held() -> dict[str, RunKey]:
+            at_gate = {}
+            for key in KEYS:
+                rows = written(tmp_path, key)
+                if len(rows) == HOLD_AT:
+                    at_gate[rows[-1][1]["slurm_job_id"]] = key
+            return at_gate
+
+        wait_for("two runs held mid-way on two SLURM jobs", lambda: len(held()) >= 2 or bool(errors), 90)
+        assert not errors, errors
+        at_gate = held()
+        jobs = _squeue(name)
+        assert all(jobs.get(j) == "RUNNING" for j in at_gate), (at_gate, jobs)
+        victim_job = sorted(at_gate)[0]
+        victim = at_gate[victim_job]
+        subprocess.run(["scancel", victim_job], check=True)
+        wait_for(f"job {victim_job} to end", lambda: victim_job not in _squeue(name), 60)
+        gate.touch()
+        thread.join(timeout=150)
+        assert not thread.is_alive(), "the sweep did not finish within 150s of the cancellation"
+        assert not errors, errors
+    finally:
+        gate.touch()
+        ex.close()
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    took = time.perf_counter() - t0
+    print(f"\nSLURM sweep of {len(KEYS)} runs on 2 jobs, one cancelled: {took:.1f}s")
+
+    by_key = {o.key: o for o in outcomes}
+    assert set(by_key) == set(KEYS) and all(o.status == "complete" for o in outcomes), [o.error for o in outcomes]
+    lost = by_key[victim]
+    assert lost.retries >= 1 and lost.attempts[0]["slurm_job_id"] == victim_job
+    assert lost.slurm_job_id not in (None, victim_job) and lost.result["resumed_at"] == HOLD_AT
+    assert all(o.slurm_job_id and o.host for o in outcomes)
+    check_store(store, tmp_path)
+    history = written(tmp_path, victim)
+    assert {w["slurm_job_id"] for j, w in history if j < HOLD_AT} == {victim_job}
+    assert victim_job not in {w["slurm_job_id"] for j, w in history if j >= HOLD_AT}
+    manifests = {(r["algo"], r["seed"]): r for r in read_manifests(store)}
+    assert manifests[(victim.algo, victim.seed)]["slurm_job_id"] == lost.slurm_job_id

@@ -1,0 +1,166 @@
+"""Sufficient statistics from stores: cache hit, invalidation on new data, netCDF input, selection."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cube import CubeError, RunKey, export_netcdf, extend_store, stats, write_episodes
+from cube import suffstats as sfs
+from cube.selection import Selection, parse_selection
+
+
+@pytest.fixture
+def demo_copy(small_demo_cube: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "demo.zarr"
+    shutil.copytree(small_demo_cube, path)
+    shutil.rmtree(path / "_derived", ignore_errors=True)
+    return path
+
+
+def _small_copy(tmp_path: Path) -> Path:
+    from cube.demo import make_demo_cube
+
+    return make_demo_cube(tmp_path / "src.zarr", algos=("ppo", "p3o"), tasks=("goal",), bounds=(15.0,),
+                          n_seeds=2, n_iterates=2, n_train_episodes=4, n_eval_episodes=3)
+
+
+def _same(a, b) -> None:
+    for v in (*sfs.SUM_VARS, "le"):
+        np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+    for d in ("algo", "task", "bound", "seed", "iterate", "mode"):
+        assert a[d].values.tolist() == b[d].values.tolist()
+
+
+def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    full, patched = [], []
+    real_full, real_update = sfs.compute_suffstats, sfs._update_runs
+    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    monkeypatch.setattr(sfs, "_update_runs", lambda ss, ds, runs, p: patched.append(runs) or real_update(ss, ds, runs, p))
+    monkeypatch.setattr(sfs, "WRITE_BACK_FRACTION", 0.1)  # 1 changed run of 48 is not written back
+    first = sfs.load_suffstats(demo_copy)
+    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists()
+    _same(first, sfs.load_suffstats(demo_copy))
+    assert len(full) == 1 and not patched
+
+    key = RunKey("ppo_lag", "goal", 15.0, 0)
+    write_episodes(demo_copy, key, "greedy", 4, [1.0, 2.0], [0.0, 100.0])
+    third = sfs.load_suffstats(demo_copy)
+    assert len(full) == 1 and [r.tolist() for r in patched] == [[[1, 0, 0, 0]]]
+    cell = third.sel(algo="ppo_lag", task="goal", bound=15.0, seed=0, iterate=4, mode="greedy")
+    assert int(cell["n"]) == 2 and float(cell["sum_c"]) == 100.0 and int(cell["n_viol"]) == 1
+    _same(third, sfs.load_suffstats(demo_copy, cache=False))  # a full pass (the 2nd)
+    _same(third, sfs.load_suffstats(demo_copy))  # patched again, not written back
+    assert len(patched) == 2 and len(full) == 2
+    monkeypatch.setattr(sfs, "WRITE_BACK_FRACTION", 0.0)
+    sfs.load_suffstats(demo_copy)  # now it is written back ...
+    _same(third, sfs.load_suffstats(demo_copy))
+    assert len(patched) == 3 and len(full) == 2  # ... and the next load is a plain hit
+
+
+def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path):
+    sfs.load_suffstats(demo_copy)
+    rng = np.random.default_rng(0)
+    for algo in ("ppo", "ppo_lag", "p3o"):
+        for task in ("goal", "circle"):
+            for bound in (15.0, 25.0):
+                for seed in range(3):
+                    r, c = rng.normal(size=3), rng.gamma(2.0, 10.0, 3)
+                    write_episodes(demo_copy, RunKey(algo, task, bound, seed), "train", 1, r, c)
+    _same(sfs.load_suffstats(demo_copy), sfs.load_suffstats(demo_copy, cache=False))
+
+
+def test_store_not_chunked_per_run_uses_a_whole_store_fingerprint(tmp_path: Path):
+    import xarray as xr
+
+    ds = xr.open_zarr(str(_small_copy(tmp_path)), consolidated=False).load()
+    path = tmp_path / "rechunked.zarr"
+    for v in ds.variables.values():
+        v.encoding = {}
+    ds.chunk({"seed": -1}).to_zarr(path, consolidated=False)
+    assert sfs.run_fingerprints(path, sfs.open_cube(path)) is None
+    first = sfs.load_suffstats(path)
+    _same(first, sfs.load_suffstats(path))
+    cost = ds["cost"].values.copy()
+    cost[0, 0, 0, 0, 0, 0, 0] = 1234.0
+    ds["cost"].values[:] = cost
+    ds.chunk({"seed": -1}).to_zarr(path, mode="a", consolidated=False)
+    again = sfs.load_suffstats(path)
+    assert float(again["sum_c"][0, 0, 0, 0, 0, 0]) != float(first["sum_c"][0, 0, 0, 0, 0, 0])
+    _same(again, sfs.load_suffstats(path, cache=False))
+
+
+def test_extending_the_grid_invalidates_the_cache(demo_copy: Path):
+    assert sfs.load_suffstats(demo_copy).sizes["seed"] == 3
+    extend_store(demo_copy, seeds=[3])
+    ss = sfs.load_suffstats(demo_copy)
+    assert ss.sizes["seed"] == 4 and int(ss["n"].sel(seed=3).sum()) == 0
+    rm = stats.run_metrics(ss, "train")
+    assert rm["C"].sel(seed=3).isnull().all()  # a pending run is left out, not counted as zero cost
+
+
+def test_progress_is_reported_and_no_cache_leaves_store_untouched(demo_copy: Path):
+    seen = []
+    sfs.load_suffstats(demo_copy, progress=lambda d, t: seen.append((d, t)), cache=False)
+    assert seen and seen[-1][0] == seen[-1][1] > 0
+    assert not (demo_copy / "_derived").exists()
+
+
+def test_netcdf_source_gives_the_same_statistics(demo_copy: Path, tmp_path: Path):
+    nc = export_netcdf(demo_copy, tmp_path / "demo.nc")
+    a, b = sfs.load_suffstats(demo_copy, cache=False), sfs.load_suffstats(nc)
+    for v in (*sfs.SUM_VARS, "le"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    assert a.attrs["synthetic"] and b.attrs["synthetic"]
+
+
+def test_bad_sources_are_one_line_cube_errors(tmp_path: Path):
+    with pytest.raises(CubeError, match="does not exist"):
+        stats.load_suffstats(tmp_path / "missing.zarr")
+    with pytest.raises(CubeError, match="strictly increasing"):
+        stats.load_suffstats(tmp_path, kappa=np.array([1.0, 0.0]))
+
+
+def test_selection_subsets_runs_and_rejects_unknown_labels(small_demo_cube: Path):
+    ss = stats.load_suffstats(small_demo_cube, cache=False)
+    sel = stats.select(ss, parse_selection(algos="p3o,ppo", bounds="25", seeds="0-1"))
+    assert list(sel["algo"].values) == ["p3o", "ppo"]
+    assert sel["bound"].values.tolist() == [25.0] and sel["seed"].values.tolist() == [0, 1]
+    assert stats.select(ss, parse_selection(seeds="1,1,0")).seed.values.tolist() == [1, 0]
+    with pytest.raises(CubeError, match="unknown task nope: the cube has goal, circle"):
+        stats.select(ss, Selection(tasks=("nope",)))
+    with pytest.raises(CubeError, match="no iterates in 50..60"):
+        stats.select(ss, Selection(iterates=(50, 60)))
+
+
+def test_iterate_selection_masks_training_only(small_demo_cube: Path):
+    ss = stats.load_suffstats(small_demo_cube, cache=False)
+    sel = stats.select(ss, Selection(iterates=(1, 2)))
+    n = sel["n"].sel(mode="train").sum(["algo", "task", "bound", "seed"]).values
+    assert n[0] == 0 and n[3] == 0 and n[1] > 0 and n[2] > 0
+    xr_eq = sel["n"].sel(mode="greedy").values == ss["n"].sel(mode="greedy").values
+    assert xr_eq.all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"seeds": "a-b"}, "cannot read seeds"),
+        ({"bounds": "x"}, "cannot read bounds"),
+        ({"iterates": "3:x"}, "cannot read iterates"),
+        ({"iterates": "5:2"}, "invalid"),
+        ({"seeds": ","}, "empty seeds"),
+    ],
+)
+def test_parse_selection_errors(kwargs, message):
+    with pytest.raises(CubeError, match=message):
+        parse_selection(**kwargs)
+
+
+def test_parse_selection_values():
+    s = parse_selection(algos="a, b", tasks="goal", bounds="15,25.5", seeds="0,3,5-7", iterates="10:20")
+    assert s == Selection(("a", "b"), ("goal",), (15.0, 25.5), (0, 3, 5, 6, 7), (10, 20))
+    assert parse_selection(iterates="4").iterates == 4

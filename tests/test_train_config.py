@@ -1,0 +1,112 @@
+"""Config, TOML overrides and `saferl train` bad-input errors (no jax needed, nothing compiles)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cube.errors import CubeError
+from train.config import SMOKE, TrainConfig, load_toml, with_overrides
+
+
+def test_defaults_are_the_paper_table() -> None:
+    c = TrainConfig()
+    assert (c.total_env_steps, c.episode_length, c.num_envs, c.unroll_length) == (500_000_000, 2000, 2048, 8)
+    assert (c.batch_size, c.num_minibatches, c.num_epochs, c.learning_rate) == (1024, 32, 6, 5e-4)
+    assert (c.discount, c.gae_lambda, c.clip_epsilon, c.entropy_cost, c.reward_scaling) == (
+        0.99, 0.95, 0.3, 5e-3, 0.1)
+    assert (c.ppo_lag.lr, c.ppo_lag.init) == (3.0, 0.0)
+    assert (c.focops.nu_init, c.focops.nu_lr, c.focops.nu_max) == (0.1, 1.0, 100.0)
+    assert (c.focops.temperature, c.focops.kl_threshold) == (1.5, 0.02)
+    assert (c.p3o.kappa_init, c.p3o.increase, c.p3o.kappa_max) == (0.01, 1.1, 50.0)
+    # 2048 envs x 2000 steps per iterate: 122 iterates for 5e8 steps; 16 unrolls of 8 steps per update
+    assert c.n_iterates == 122 and c.unrolls_per_update == 16 and c.steps_per_update == 128
+
+
+def test_toml_overrides_nested(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text("num_envs = 64\nbatch_size = 64\nnum_minibatches = 4\npolicy_hidden = [8, 8]\n"
+                 "[ppo_lag]\nlr = 0.5\n[focops]\nnu_max = 10\n")
+    c = load_toml(p)
+    assert c.num_envs == 64 and c.policy_hidden == (8, 8) and c.ppo_lag.lr == 0.5 and c.focops.nu_max == 10.0
+    assert c.learning_rate == 5e-4  # untouched
+
+
+@pytest.mark.parametrize("text, match", [
+    ("nope = 1\n", "unknown key 'nope'"),
+    ("[p3o]\nkappa = 1\n", "unknown key 'p3o.kappa'"),
+    ("num_envs = 'many'\n", "num_envs must be an integer"),
+    ("num_envs = 3\n", "multiple of num_envs"),
+])
+def test_toml_errors_are_one_line(tmp_path: Path, text: str, match: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(CubeError, match=match) as info:
+        load_toml(p)
+    assert "\n" not in str(info.value)
+
+
+def test_smoke_config_is_consistent() -> None:
+    SMOKE.validate()
+    assert with_overrides(SMOKE, {}).n_iterates == 3
+
+
+def _saferl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from cube.cli import main
+
+    rc = main(list(args))
+    return rc, capsys.readouterr().err
+
+
+def test_bad_input_is_caught_before_jax_is_imported(tmp_path: Path) -> None:
+    code = ("import sys; from cube.cli import main; "
+            "rc = main(['train', '--algo', 'trpo', '--task', 'circle', '--bound', '1', '--seed', '0', "
+            f"'--out', {str(tmp_path / 'c.zarr')!r}]); "
+            "assert 'jax' not in sys.modules, 'jax imported'; sys.exit(rc)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "unknown algorithm 'trpo'" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--algo", "trpo", "--task", "circle", "--bound", "25", "--seed", "0"], "unknown algorithm 'trpo'"),
+    (["--algo", "ppo", "--task", "maze", "--bound", "25", "--seed", "0"], "unknown task 'maze'"),
+    (["--algo", "ppo", "--task", "circle", "--bound", "0", "--seed", "0"], "safety bound must be a number > 0"),
+    (["--algo", "ppo", "--task", "circle", "--bound", "-3", "--seed", "0"], "safety bound must be a number > 0"),
+    (["--algo", "ppo", "--task", "circle", "--seed", "0"], "--bound is required"),
+])
+def test_train_bad_input_one_line_error(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
+                                        match: str) -> None:
+    rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), *args)
+    assert rc == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "error:" in lines[0] and match in lines[0], err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_train_unknown_config_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("learning_rat = 1e-3\n")
+    rc, err = _saferl(capsys, "train", "--preset", "smoke", "--config", str(cfg), "--out", str(tmp_path / "c.zarr"))
+    assert rc == 2 and "unknown key 'learning_rat'" in err and "Traceback" not in err
+
+
+def test_train_refuses_cube_of_other_grid(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from cube import create_store
+
+    out = tmp_path / "other.zarr"
+    create_store(out, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0], n_iterates=5, n_episodes=7)
+    rc, err = _saferl(capsys, "train", "--preset", "smoke", "--out", str(out))
+    assert rc == 2 and "different grid" in err and "Traceback" not in err, err
+
+
+def test_evaluate_without_checkpoints_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("crax")
+    from cube import create_store
+
+    out = tmp_path / "c.zarr"
+    create_store(out, algos=["ppo"], tasks=["circle"], bounds=[15.0], seeds=[0], n_iterates=2, n_episodes=3)
+    rc, err = _saferl(capsys, "evaluate", str(out), "--iterate", "1")
+    assert rc == 2 and "no checkpoint at iterate 1" in err, err

@@ -1,0 +1,149 @@
+"""The trainer on the pure-JAX toy task: constraint satisfaction, and the cube written by the runner.
+
+Toy task (train/toy.py): per-step reward = per-step cost = (1 + a) / 2, T = 32, d = 8, so PPO drives the
+episodic cost to ~32 while the constrained algorithms must hold it at d = 8 (a = -0.5).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("optax")
+
+from cube import open_cube, read_manifests  # noqa: E402
+from train.config import TrainConfig  # noqa: E402
+from train.core import make_train  # noqa: E402
+from train.losses import ALGO_IDS  # noqa: E402
+from train.runner import evaluate_store, multiplier_init, run_grid  # noqa: E402
+from train.toy import make_toy_env  # noqa: E402
+
+D = 8.0
+TOY = TrainConfig(total_env_steps=400 * 64 * 32, episode_length=32, num_envs=64, unroll_length=8,
+                  batch_size=64, num_minibatches=4, num_epochs=4, learning_rate=1e-3, reward_scaling=1.0,
+                  policy_hidden=(16, 16), value_hidden=(32, 32), cost_value_hidden=(32, 32), eval_episodes=16)
+TOLERANCE = 0.15
+"""Constrained runs must end with mean episodic cost <= (1 + TOLERANCE) d, the cost averaged over the last
+half of training (the multipliers make the cost oscillate around d; over seeds 0-3 these means were
+7.5-8.7 for d = 8, PPO's about 31.5)."""
+
+
+@pytest.fixture(scope="module")
+def toy_fns():
+    tr = make_train(TOY, make_toy_env())
+    return jax.jit(tr.init), jax.jit(tr.iterate)
+
+
+def _final_cost(toy_fns, algo: str, n_iterates: int = 400) -> tuple[float, float]:
+    init, iterate = toy_fns
+    state = init(jax.random.PRNGKey(0), ALGO_IDS[algo], multiplier_init(algo, TOY), D / TOY.episode_length)
+    costs = []
+    for _ in range(n_iterates):
+        state, out = iterate(state)
+        costs.append(float(np.nanmean(np.asarray(out.episodes.cost))))
+    return float(np.mean(costs[-n_iterates // 2:])), float(state.multiplier)
+
+
+def test_ppo_ignores_the_constraint(toy_fns) -> None:
+    cost, _ = _final_cost(toy_fns, "ppo")
+    assert cost > 3 * D  # unconstrained: far above d (max possible is 32)
+
+
+@pytest.mark.parametrize("algo", ["ppo_lag", "p3o", "focops"])
+def test_constrained_algorithms_end_at_or_below_d(toy_fns, algo: str) -> None:
+    cost, mult = _final_cost(toy_fns, algo)
+    assert cost <= (1 + TOLERANCE) * D, f"{algo}: mean cost over the last half {cost:.2f} > d={D}"
+    assert cost > 0.25 * D  # and not trivially safe by doing nothing (reward = cost here)
+    assert mult > 0
+
+
+def toy_factory(task: str, episode_length: int):
+    return make_toy_env()
+
+
+SMALL = TrainConfig(total_env_steps=3 * 8 * 20, episode_length=20, num_envs=8, unroll_length=4,
+                    batch_size=8, num_minibatches=2, num_epochs=1, policy_hidden=(8,), value_hidden=(8,),
+                    cost_value_hidden=(8,), eval_episodes=5, eval_every=2)
+
+
+def test_runner_writes_every_episode_and_paired_evals(tmp_path: Path) -> None:
+    out = tmp_path / "toy.zarr"
+    run_grid(out, SMALL, ["ppo", "ppo_lag"], ["toy"], [4.0], [0, 1], env_factory=toy_factory,
+             known_tasks=("toy",))
+    ds = open_cube(out)
+    assert ds.sizes["iterate"] == 3 and ds.sizes["episode"] == 8  # 8 envs x 1 episode, >= 5 eval
+    train = ds["cost"].sel(mode="train").load()
+    assert (train.notnull().sum("episode") == 8).all()  # every env's episode at every iterate
+    assert (train.fillna(0) >= 0).all()
+    # evaluations at iterates 1 (eval_every=2) and 2 (final): 5 episodes each, expl and greedy
+    for mode in ("expl", "greedy"):
+        n = ds["cost"].sel(mode=mode).notnull().sum("episode").load()
+        assert (n.sel(iterate=[1, 2]) == 5).all() and (n.sel(iterate=0) == 0).all()
+    # the toy's reward equals its cost episode by episode
+    np.testing.assert_allclose(ds["reward"].sel(mode="greedy", iterate=2).load(),
+                               ds["cost"].sel(mode="greedy", iterate=2).load())
+    mult = ds["multiplier"].load()
+    assert mult.sel(algo="ppo").isnull().all() and mult.sel(algo="ppo_lag").notnull().all()
+    steps = ds["env_steps"].sel(algo="ppo", seed=0).values.ravel()
+    # updates of 8 steps per env; episodes of 20 steps end during updates 3, 5 and 8 (steps 20, 40, 60)
+    np.testing.assert_array_equal(steps, [3 * 64, 5 * 64, 8 * 64])
+    np.testing.assert_array_equal(ds["n_updates"].sel(algo="ppo", seed=0).values.ravel(), [3, 2, 3])
+    rows = read_manifests(out)
+    assert {r["status"] for r in rows} == {"complete"}
+    for r in rows:
+        assert r["iterates_done"] == 3 and r["config"]["episode_length"] == 20 and "versions" in r
+        assert r["eval_iterates"] == [1, 2]
+
+    before = ds["cost"].sel(mode="greedy", iterate=1).load().copy()
+    ds.close()
+    # re-evaluating stored checkpoints reproduces the same paired rollouts
+    n = evaluate_store(out, 1, env_factory=toy_factory, report=lambda s: None)
+    assert n == 4
+    again = open_cube(out)["cost"].sel(mode="greedy", iterate=1).load()
+    np.testing.assert_allclose(again, before, rtol=1e-5)
+
+
+def test_eval_initial_states_identical_across_algorithms(tmp_path: Path) -> None:
+    from train.core import eval_key
+
+    tr = make_train(SMALL, make_toy_env())
+    st_a = tr.init(jax.random.PRNGKey(0), ALGO_IDS["ppo"], 0.0, 0.2)
+    st_b = tr.init(jax.random.PRNGKey(0), ALGO_IDS["focops"], 0.1, 0.2)
+    # identical parameters -> identical rollouts only if the initial states (and noise) are identical
+    ev_a = tr.evaluate(st_a.params, st_a.normalizer, eval_key(0, 3))
+    ev_b = tr.evaluate(st_b.params, st_b.normalizer, eval_key(0, 3))
+    np.testing.assert_array_equal(ev_a.greedy_cost, ev_b.greedy_cost)
+    np.testing.assert_array_equal(ev_a.expl_cost, ev_b.expl_cost)
+    assert not np.array_equal(ev_a.expl_cost, tr.evaluate(st_a.params, st_a.normalizer, eval_key(0, 4)).expl_cost)
+
+
+class _Interrupt:
+    """Progress stub that presses Ctrl-C after the second iterate."""
+
+    def start_run(self, key, config):
+        return 0
+
+    def advance(self, tid, steps, res, key, elapsed):
+        if res.iterates_done == 2:
+            raise KeyboardInterrupt
+
+    def finish_run(self, tid):
+        pass
+
+
+def test_ctrl_c_leaves_valid_store_with_partial_run(tmp_path: Path) -> None:
+    out = tmp_path / "int.zarr"
+    with pytest.raises(KeyboardInterrupt):
+        run_grid(out, SMALL, ["ppo"], ["toy"], [4.0], [0], env_factory=toy_factory, known_tasks=("toy",),
+                 progress=_Interrupt())
+    ds = open_cube(out)
+    (row,) = read_manifests(out)
+    assert row["status"] == "partial" and row["iterates_done"] == 2 and "interrupted" in row["notes"]
+    n = ds["cost"].sel(mode="train").notnull().sum("episode").values.ravel()
+    assert list(n) == [8, 8, 0]
+    assert json.loads(json.dumps(row["config"]))["num_envs"] == 8

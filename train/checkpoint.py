@@ -1,0 +1,87 @@
+"""Checkpoints next to the cube: `<store>/_checkpoints/<algo>/<task>/<bound>/<seed>/iter_<j>.msgpack`.
+
+Each run folder holds `run.json` (config, labels, env sizes) and one msgpack file per evaluated
+iterate with the policy, both critics, the observation normaliser and the multiplier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from cube.errors import CubeError
+from cube.schema import RunKey
+
+CHECKPOINT_DIR = "_checkpoints"
+
+
+_MARKER = {"zarr_format": 3, "node_type": "group",
+           "attributes": {"description": "saferl checkpoints (msgpack files, not Zarr arrays)"}}
+
+
+def run_dir(store: str | os.PathLike[str], key: RunKey) -> Path:
+    """Folder of one run's checkpoints."""
+    return Path(store) / CHECKPOINT_DIR / key.algo / key.task / f"{float(key.bound):g}" / str(int(key.seed))
+
+
+def _make_run_dir(store: str | os.PathLike[str], key: RunKey) -> Path:
+    """Create the run folder; mark `_checkpoints` as an (empty) Zarr group so opening the store stays silent."""
+    d = run_dir(store, key)
+    d.mkdir(parents=True, exist_ok=True)
+    marker = Path(store) / CHECKPOINT_DIR / "zarr.json"
+    if not marker.exists():
+        _atomic_write(marker, json.dumps(_MARKER).encode())
+    return d
+
+
+def write_run_meta(store: str | os.PathLike[str], key: RunKey, meta: dict[str, Any]) -> None:
+    """Write `run.json` (config and labels) for a run."""
+    d = _make_run_dir(store, key)
+    _atomic_write(d / "run.json", json.dumps(meta, indent=1, sort_keys=True).encode())
+
+
+def read_run_meta(store: str | os.PathLike[str], key: RunKey) -> dict[str, Any]:
+    """Read `run.json` of a run (CubeError if the run has no checkpoints)."""
+    p = run_dir(store, key) / "run.json"
+    if not p.exists():
+        raise CubeError(f"run {key.algo}/{key.task}/d={key.bound:g}/seed={key.seed} has no checkpoints in {store}")
+    return json.loads(p.read_text())
+
+
+def save(store: str | os.PathLike[str], key: RunKey, iterate: int, payload: Any) -> Path:
+    """Serialise a pytree payload (see `core.checkpoint_payload`) for `iterate`."""
+    from flax import serialization
+
+    path = _make_run_dir(store, key) / f"iter_{iterate}.msgpack"
+    _atomic_write(path, serialization.to_bytes(payload))
+    return path
+
+
+def load(store: str | os.PathLike[str], key: RunKey, iterate: int, template: Any) -> Any:
+    """Restore the payload of `iterate` into the structure of `template`."""
+    from flax import serialization
+
+    path = run_dir(store, key) / f"iter_{iterate}.msgpack"
+    if not path.exists():
+        have = available_iterates(store, key)
+        raise CubeError(f"no checkpoint at iterate {iterate} for {key.algo}/{key.task}/d={key.bound:g}/"
+                        f"seed={key.seed}; checkpoints exist at iterates {have or 'none'}")
+    return serialization.from_bytes(template, path.read_bytes())
+
+
+def available_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
+    """Iterates with a stored checkpoint, ascending."""
+    d = run_dir(store, key)
+    if not d.exists():
+        return []
+    found = (re.fullmatch(r"iter_(\d+)\.msgpack", p.name) for p in d.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
