@@ -56,10 +56,12 @@ def run_ours(cfg: Any, bound: float) -> dict[str, float]:
 
 
 def run_crax(cfg: Any, bound: float) -> dict[str, float]:
+    import importlib
+
     from train.envs import import_crax
 
     envs = import_crax()
-    from crax.training.agents.ppo_lag import train as ppo_lag
+    ppo_lag = importlib.import_module("crax.training.agents.ppo_lag.train")  # the module, not the function
 
     env = envs.get_environment("safe_goal_point", level=1, episode_length=cfg.episode_length)
     epochs: list[dict[str, float]] = []

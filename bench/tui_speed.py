@@ -11,7 +11,8 @@ the store first, so "start" means opening a cube that ``saferl report`` or the T
 For each cube it prints, next to its target: time from ``build_app`` to the rendered Summary table;
 the time from a key press that changes the selection to the re-rendered Summary, cold (statistics of
 that selection not derived yet) and warm (derived before); and, side by side, what the same statistics
-cost when called directly through ``cube.stats`` (the floor the TUI can reach). Times are wall-clock
+cost when called directly through ``cube.stats`` (the floor the TUI can reach); and, without a
+target, how long each other view takes the first time it is shown. Times are wall-clock
 seconds of one run each (no repetition: every cold case can happen only once per process).
 """
 
@@ -109,6 +110,14 @@ async def drive(path: Path, boot: int) -> dict[str, float]:
         await change(["t"], "setting final expl -> final greedy (cold)")
         await change(["t"], "setting back to train (warm)")
         await change(["t"], "setting train -> final expl (warm)")
+        await change(["t", "t"], "setting back to train (warm) ")
+
+        for key, view in (("2", "conditions"), ("3", "cdf"), ("4", "curves"), ("5", "histograms"), ("6", "runs"),
+                          ("1", "summary")):
+            t1 = time.perf_counter()
+            app.simulate_key(key)
+            t2 = await wait_until(pilot, lambda view=view: s._shown.get(view, (None, None))[1] == s.selection)
+            out[f"view {view} (first time)" if view != "summary" else "back to summary (warm)"] = t2 - t1
     return out
 
 
@@ -145,6 +154,9 @@ def main() -> None:
         lib = direct(path, args.boot)
         print(f"   {'measure':42s} {'seconds':>8s} {'target':>7s} {'ratio':>6s}")
         for label, secs in tui.items():
+            if label.startswith("view "):
+                print(f"   {label:42s} {secs:8.3f} {'-':>7s} {'-':>6s}")
+                continue
             target = SUMMARY_TARGET_S if label.startswith("start") else CHANGE_TARGET_S
             print(f"   {label:42s} {secs:8.3f} {target:7.2f} {secs / target:6.2f}")
         for label, secs in lib.items():

@@ -29,9 +29,9 @@ _TASK_PROFILE = {
 # Per algorithm: final cost / d, oscillation amplitude, reward fraction of PPO's, multiplier scale.
 _ALGO_PROFILE = {
     "ppo": (None, 0.0, 1.0, np.nan),
-    "ppo_lag": (1.02, 0.22, 0.55, 2.0),
-    "p3o": (0.82, 0.10, 0.45, 5.0),
-    "focops": (1.06, 0.15, 0.60, 1.0),
+    "ppo_lag": (0.93, 0.22, 0.55, 2.0),
+    "p3o": (0.78, 0.10, 0.45, 5.0),
+    "focops": (1.0, 0.15, 0.60, 1.0),
 }
 _COLLAPSE = ("p3o", "circle", 15.0)
 
@@ -116,9 +116,9 @@ def _synthetic_run(
         target_final = mean_cost[-1]
     else:
         target = d * (final_ratio + seed_offset)
-        start = ppo_cost * 0.5
+        start = ppo_cost * 0.3
         phase = rng.uniform(0, 2 * np.pi)
-        settle = target + (start - target) * np.exp(-j / max(n_iter / 8.0, 1.0))
+        settle = target + (start - target) * np.exp(-j / max(n_iter / 14.0, 1.0))
         mean_cost = settle * (1.0 + wobble * np.sin(j / 2.5 + phase) * (0.4 + 0.6 * np.exp(-j / n_iter)))
         target_final = target
     mean_cost = np.maximum(mean_cost, 0.05 * d)

@@ -14,6 +14,9 @@ import sys
 import uuid
 from pathlib import Path
 
+import xarray as xr
+from rich.progress import Progress
+
 from cube import export, stats
 from cube.errors import CubeError
 from cube.selection import parse_selection
@@ -66,11 +69,15 @@ def _write(path: Path, text: str) -> None:
     if not path.parent.exists():
         raise CubeError(f"folder {path.parent} does not exist: create it or choose another --output")
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --output") from None
 
 
-def _notes(ss) -> list[str]:
+def _notes(ss: xr.Dataset) -> list[str]:
     notes = []
     if ss.attrs.get("synthetic"):
         notes.append("this cube is SYNTHETIC demo data, not training results")
@@ -81,7 +88,8 @@ def _notes(ss) -> list[str]:
     return notes
 
 
-def _tables(ss, kinds: tuple[str, ...], args: argparse.Namespace, settings, bar) -> dict[str, object]:
+def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, settings: tuple[str, ...],
+            bar: Progress) -> dict[str, xr.Dataset]:
     out = {}
     for kind in kinds:
         if kind == "conditions":
@@ -134,7 +142,12 @@ def run(args: argparse.Namespace) -> int:
 def _emit(texts: dict[str, str], fmt: str, args: argparse.Namespace) -> int:
     if args.kind == "all" and fmt != "markdown":
         out = Path(args.output)
-        out.mkdir(parents=True, exist_ok=True)
+        if out.exists() and not out.is_dir():
+            raise CubeError(f"{out} is a file: --kind all writes one file per table into a directory")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CubeError(f"cannot create {out} ({exc.strerror or type(exc).__name__}): choose another --output") from None
         for kind, text in texts.items():
             _write(out / f"{kind}{FORMAT_SUFFIX[fmt]}", text)
         print(f"wrote {', '.join(str(out / (k + FORMAT_SUFFIX[fmt])) for k in texts)}")

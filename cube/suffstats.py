@@ -34,9 +34,9 @@ import xarray as xr
 
 from cube.cluster import compute
 from cube.errors import CubeError
+from cube.schema import RUN_DIMS
 from cube.store import open_cube
 
-RUN_DIMS = ("algo", "task", "bound", "seed")
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
 CACHE_GROUP = "_derived/suffstats"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,11 +22,20 @@ def demo_path() -> Path:
 
 
 def build_demo(path: str, progress: Callable[[int, int], None]) -> None:
-    """Create the default synthetic demo cube at ``path`` (parents created)."""
+    """Create the default synthetic demo cube at ``path`` (parents created).
+
+    Written under a temporary name and renamed when complete, so an interrupted build never leaves a
+    half-written cube at ``path``.
+    """
     from cube.demo import make_demo_cube
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    make_demo_cube(path, seed=0, progress=progress)
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(final.name + ".partial")
+    if partial.exists():
+        shutil.rmtree(partial)
+    make_demo_cube(partial, seed=0, progress=progress)
+    os.replace(partial, final)
 
 
 def parser() -> argparse.ArgumentParser:

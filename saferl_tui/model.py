@@ -26,6 +26,7 @@ SETTING_LABELS = {"train": "Train", "final_expl": "Final expl", "final_greedy": 
 METRICS = ("R", "C", "Dnorm", "V", "Dplus")
 METRIC_LABELS = {"R": "R̄", "C": "C̄", "Dnorm": "D_norm", "V": "V", "Dplus": "D_norm+"}
 HIGHER_IS_BETTER = {"R"}
+_NETCDF_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class CubeInfo:
 ProgressFn = Callable[[float, str], None]
 
 
+class LoadCancelled(Exception):
+    """Raised by a progress callback to abort loading (the app is closing)."""
+
+
 class CubeModel:
     """Opened cube + sufficient statistics + cache of derived statistics (thread-safe)."""
 
@@ -112,18 +117,20 @@ class CubeModel:
         if not Path(self.path).exists():
             raise CubeError(f"{self.path} does not exist: give the path of a results cube (.zarr or .nc)")
         try:
-            ds = open_cube(self.path)
+            ds = self._read(lambda: open_cube(self.path))
         except CubeError:
             raise
         except Exception as exc:  # corrupt stores raise anything from zarr/xarray internals
             raise CubeError(f"cannot open {self.path} as a results cube ({type(exc).__name__}: {exc})") from None
         self.ds = ds
         try:
-            self.ss = stats.load_suffstats(self.path, progress=_progress_adapter(progress))
+            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(progress)))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
-        except CubeError:
+        except (CubeError, LoadCancelled):
             raise
         except Exception as exc:
+            if any(isinstance(e, LoadCancelled) for e in _chain(exc)):
+                raise LoadCancelled from None
             raise CubeError(f"cannot read the episodes of {self.path} ({type(exc).__name__}: {exc})") from None
         self.info = CubeInfo(
             path=self.path,
@@ -252,21 +259,48 @@ class CubeModel:
 
         def compute() -> tuple[xr.Dataset, xr.Dataset | None]:
             im = self.iterate_metrics(sel)
-            mult = views.multiplier_curves(views.select_cube(self._run_vars(), sel.cube_selection()), window)
+            mult = views.multiplier_curves(views.select_cube(self._run_vars(("multiplier",)), sel.cube_selection()),
+                                           window)
             return views.training_curves(im, window), mult
 
         return self._cached(key, compute)
 
-    def _run_vars(self) -> xr.Dataset:
-        """The cube's small per-run and per-iterate variables, read once and kept in memory."""
+    def _raw(self) -> xr.Dataset:
+        """The cube opened without dask: reads of many one-run chunks go straight to zarr / netCDF,
+        several times faster than through dask. Coordinates are the normalised ones of ``open_cube``."""
         assert self.ds is not None, "load() first"
-        names = [v for v in self.ds.data_vars if v not in ("reward", "cost")]
-        return self._cached(("run_vars",), lambda: self.ds[names].load())
+
+        def open_raw() -> xr.Dataset:
+            path = Path(self.path)
+            if not path.is_dir():  # netCDF: keep the one dask-backed handle (HDF5 is not thread-safe)
+                assert self.ds is not None
+                return self.ds
+            raw = xr.open_zarr(path, consolidated=False, chunks=None)
+            dims = [d for d in self.ds.dims if d in raw.dims]
+            return raw.assign_coords({d: self.ds[d].values for d in dims})
+
+        return self._cached(("raw",), open_raw)
+
+    def _run_vars(self, names: tuple[str, ...]) -> xr.Dataset:
+        """Those of ``names`` the cube has (per-run / per-iterate variables), read once and kept."""
+        assert self.ds is not None, "load() first"
+        have = tuple(n for n in names if n in self.ds.data_vars)
+        return self._cached(("run_vars", have), lambda: self._read(lambda: self._raw()[list(have)].load()))
+
+    def _read(self, fn: Callable[[], Any]) -> Any:
+        """Run a store read; reads of netCDF files are serialised (the HDF5 library is not thread-safe
+        and a cancelled worker may still be reading when the next one starts)."""
+        if Path(self.path).is_dir():
+            return fn()
+        with _NETCDF_LOCK:
+            return fn()
 
     def final_costs(self, sel: UISelection, task: str, bound: float) -> dict:
         """Final-iterate episodic costs of one condition per algorithm and mode (``views.final_costs``)."""
         key = ("final_costs", sel.algos, sel.seeds, task, float(bound))
-        return self._cached(key, lambda: views.final_costs(self._cube(sel), task, bound))
+        self._check(sel)
+        return self._cached(key, lambda: self._read(lambda: views.final_costs(
+            views.select_cube(self._raw(), sel.cube_selection()), task, bound)))
 
     def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[dict, dict]:
         """Final-episode cost histograms of one condition: ({algo: (edges, counts)}, raw costs)."""
@@ -277,12 +311,19 @@ class CubeModel:
         """The run manifest rows of the selection."""
         self._check(sel)
         key = ("runs", sel.algos, sel.tasks, sel.bounds, sel.seeds)
-        return self._cached(key, lambda: views.run_rows(views.select_cube(self._run_vars(), sel.cube_selection())))
+        run_vars = ("run_status", "run_manifest", "env_steps")
+        return self._cached(key, lambda: views.run_rows(views.select_cube(self._run_vars(run_vars),
+                                                                          sel.cube_selection())))
 
-    def _cube(self, sel: UISelection) -> xr.Dataset:
-        self._check(sel)
-        assert self.ds is not None, "load() first"
-        return views.select_cube(self.ds, sel.cube_selection())
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """An exception and its causes/contexts."""
+    out: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
 
 
 def _concat_settings(parts: list[xr.Dataset]) -> xr.Dataset:

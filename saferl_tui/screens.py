@@ -26,7 +26,7 @@ from saferl_tui.messages import (
     ViewParamsChanged,
     ViewReady,
 )
-from saferl_tui.model import SETTINGS, CubeModel, UISelection
+from saferl_tui.model import SETTINGS, CubeModel, LoadCancelled, UISelection
 from saferl_tui.panes import VIEW_CLASSES, ResultView
 from saferl_tui.widgets import InfoBar, LoadingPanel, PickList, SelectionPanel
 
@@ -103,8 +103,9 @@ class MainScreen(Screen):
         worker = get_current_worker()
 
         def progress(fraction: float, text: str) -> None:
-            if not worker.is_cancelled:
-                self.post_message(LoadProgress(fraction, text))
+            if worker.is_cancelled:  # app closing or another cube opened: abort the pass
+                raise LoadCancelled
+            self.post_message(LoadProgress(fraction, text))
 
         try:
             builder = self.saferl_app.demo_builder
@@ -112,6 +113,8 @@ class MainScreen(Screen):
                 self.post_message(LoadProgress(0.0, f"building the demo cube at {self.model.path}"))
                 builder(self.model.path, lambda d, t: progress(d / max(t, 1), "building the demo cube"))
             info = self.model.load(progress)
+        except LoadCancelled:
+            return
         except CubeError as exc:
             self.post_message(LoadFailed(str(exc)))
             return

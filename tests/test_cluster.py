@@ -112,3 +112,33 @@ def test_cube_does_not_import_distributed() -> None:
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+def _report_takes_scheduler() -> bool:
+    from cube.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return "--scheduler" in sub.choices["report"]._option_string_actions
+
+
+@pytest.mark.skipif(not _report_takes_scheduler(), reason="saferl report has no --scheduler flag yet")
+def test_saferl_report_on_cluster_equals_local(cluster, cube_path: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from cube.cli import main
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    common = ["report", str(cube_path), "--kind", "all", "--format", "json", "--no-cache", "--boot", "200"]
+    assert main([*common, "-o", str(tmp_path / "local")]) == 0
+    client = distributed.Client(cluster.scheduler_address, set_as_default=False)
+    try:
+        with distributed.get_task_stream(client=client) as stream:
+            assert main([*common, "--scheduler", cluster.scheduler_address, "-o", str(tmp_path / "remote")]) == 0
+    finally:
+        client.close()
+    assert any("_map_block" in str(t["key"]) for t in stream.data), "saferl report did not use the cluster"
+    local = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert local and local == sorted(p.name for p in (tmp_path / "remote").iterdir())
+    for name in local:
+        assert (tmp_path / "local" / name).read_text() == (tmp_path / "remote" / name).read_text(), name
+    bad = f"tcp://127.0.0.1:{_free_port()}"
+    assert main([*common, "--scheduler", bad, "-o", str(tmp_path / "bad")]) == 2

@@ -100,3 +100,12 @@ def test_cube_still_training_reports_train_only(tiny_store, tiny_key, capsys):
     assert lag["metrics"]["Dplus"]["value"] == pytest.approx((5 / 25 + 1 / 25) / 2)
     assert main(["report", str(tiny_store), "--settings", "final_greedy"]) == 2
     assert "no 'greedy' episodes in the selection" in capsys.readouterr().err
+
+
+def test_unwritable_outputs_are_one_line_errors(cube, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["report", str(cube), "--kind", "all", "--format", "csv", "--boot", "5", "-o", str(afile)]) == 2
+    assert "is a file" in capsys.readouterr().err
+    assert main(["report", str(cube), "--boot", "5", "-o", str(tmp_path / "no" / "such" / "t.md")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from train.executors import (
     current_placement,
     executor_from_args,
     read_cluster_table,
+    record_outcome,
 )
 
 N_ITERATES = 4
@@ -146,29 +147,36 @@ def test_local_executor_runs_and_retries(tmp_path: Path) -> None:
     assert all(o.status == "complete" and o.retries == 1 and o.host for o in out)
     assert out[0].manifest_fields()["retries"] == 1
     check_store(store, tmp_path)
+    for o in out:
+        record_outcome(store, o)
+    rows = read_manifests(store)
+    assert [(r["status"], r["retries"], r["executor"], len(r["attempts"])) for r in rows] == [
+        ("complete", 1, "local", 2)] * len(KEYS)
+    assert all(r["iterates"] == N_ITERATES for r in rows)  # the run's own manifest fields are kept
 
 
 def test_local_executor_gives_up_after_retries(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+
     def broken(key: RunKey) -> dict:
+        CubeWriter(store).set_run_manifest(key, status="partial", manifest={"notes": "running"})
         raise ValueError(f"bad run {key.seed}")
 
     out = LocalExecutor(retries=2).map(broken, KEYS[:1])
     assert out[0].status == "failed" and out[0].retries == 2
     assert out[0].error == "ValueError: bad run 0"
+    record_outcome(store, out[0])
+    row = read_manifests(store)[0]
+    assert (row["status"], row["retries"], row["error"]) == ("partial", 2, "ValueError: bad run 0")
 
 
 def test_dask_executor_on_local_cluster(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     store = make_store(tmp_path)
+    # LocalCluster's worker processes inherit sys.path, so they import this module like pytest did.
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as lc:
-        import cloudpickle
-
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
-        try:
-            with DaskExecutor(lc.scheduler_address, retries=1) as ex:
-                out = ex.map(SyntheticRun(str(store), str(tmp_path / "logs"), fail_first=True), KEYS)
-        finally:
-            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        with DaskExecutor(lc.scheduler_address, retries=1) as ex:
+            out = ex.map(SyntheticRun(str(store), str(tmp_path / "logs"), fail_first=True), KEYS)
         workers = set(lc.scheduler_info["workers"])
     assert all(o.status == "complete" for o in out), [o.error for o in out]
     assert all(o.retries == 1 and o.worker in workers and o.executor == "dask" for o in out)
@@ -210,6 +218,13 @@ def test_slurm_job_script_has_the_requested_resources() -> None:
         assert line in script, line
 
 
+def test_slurm_executor_without_sbatch_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("dask_jobqueue")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
+    with pytest.raises(CubeError, match="needs sbatch on PATH"):
+        SlurmExecutor(SlurmSpec()).map(len, ["x"])
+
+
 # ---------------------------------------------------------------------------------------- SLURM
 def _idle_slurm() -> str | None:
     """None if a SLURM node is idle (or partly used), else why the test cannot run."""
@@ -236,19 +251,18 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
     if reason:
         pytest.skip(reason)
     pytest.importorskip("dask_jobqueue")
-    import cloudpickle
-
     store = make_store(tmp_path)
     gate = tmp_path / "gate"
-    name = f"saferl-test-{tmp_path.name[-12:]}"
-    spec = SlurmSpec(cpus_per_job=1, memory="2GB", walltime="00:10:00", jobs=2, job_name=name,
-                     log_directory=str(tmp_path / "slurm-logs"))
+    # The jobs' workers unpickle SyntheticRun by reference: put this test directory on their path.
+    spec = SlurmSpec(cpus_per_job=1, memory="2GB", walltime="00:10:00", jobs=2, job_name="saferl-test",
+                     log_directory=str(tmp_path / "slurm-logs"),
+                     prologue=(f'export PYTHONPATH="{Path(__file__).parent}:$PYTHONPATH"',))
     run_one = SyntheticRun(str(store), str(tmp_path / "logs"), gate=str(gate))
     outcomes: list = []
     errors: list[BaseException] = []
     t0 = time.perf_counter()
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = SlurmExecutor(spec, retries=2)
+    name = ex.job_name
 
     def sweep() -> None:
         try:
@@ -268,8 +282,8 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
                     at_gate[rows[-1][1]["slurm_job_id"]] = key
             return at_gate
 
-        wait_for("two runs held mid-way on two SLURM jobs", lambda: len(held()) >= 2 or bool(errors), 90)
-        assert not errors, errors
+        wait_for("two runs held mid-way on two SLURM jobs", lambda: len(held()) >= 2 or not thread.is_alive(), 90)
+        assert thread.is_alive(), f"the sweep ended early: {errors or [o.error for o in outcomes]}"
         at_gate = held()
         jobs = _squeue(name)
         assert all(jobs.get(j) == "RUNNING" for j in at_gate), (at_gate, jobs)
@@ -284,8 +298,8 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
     finally:
         gate.touch()
         ex.close()
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     took = time.perf_counter() - t0
+    wait_for(f"the sweep's jobs ({name}) to be gone", lambda: not _squeue(name), 30)
     print(f"\nSLURM sweep of {len(KEYS)} runs on 2 jobs, one cancelled: {took:.1f}s")
 
     by_key = {o.key: o for o in outcomes}
@@ -300,3 +314,16 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
     assert victim_job not in {w["slurm_job_id"] for j, w in history if j >= HOLD_AT}
     manifests = {(r["algo"], r["seed"]): r for r in read_manifests(store)}
     assert manifests[(victim.algo, victim.seed)]["slurm_job_id"] == lost.slurm_job_id
+
+
+@pytest.mark.slurm
+def test_slurm_refusal_is_one_line_error(tmp_path: Path) -> None:
+    reason = _idle_slurm()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("dask_jobqueue")
+    ex = SlurmExecutor(SlurmSpec(partition="no-such-partition", walltime="00:05:00", memory="1GB"))
+    with pytest.raises(CubeError, match="SLURM refuses the job .*partition") as err, ex:
+        ex.map(SyntheticRun(str(tmp_path), str(tmp_path)), KEYS)
+    assert "\n" not in str(err.value)
+    assert not _squeue(ex.job_name)

@@ -524,3 +524,64 @@ def test_cli_help_and_bad_boot(capsys: pytest.CaptureFixture[str]) -> None:
     assert "demo cube" in parser().format_help()
     assert main(["x.zarr", "--boot", "0"]) == 2
     assert "--boot" in capsys.readouterr().err
+
+
+def test_load_can_be_cancelled_during_the_first_pass(cube_path: Path, tmp_path: Path) -> None:
+    from saferl_tui.model import CubeModel, LoadCancelled
+
+    fresh = tmp_path / "fresh.zarr"
+    shutil.copytree(cube_path, fresh)
+    shutil.rmtree(fresh / "_derived", ignore_errors=True)  # force the first pass
+
+    def cancel(fraction: float, text: str) -> None:
+        raise LoadCancelled
+
+    with pytest.raises(LoadCancelled):
+        CubeModel(fresh).load(cancel)
+    assert not (fresh / "_derived" / "suffstats").exists()
+    seen: list[float] = []
+    info = CubeModel(fresh).load(lambda f, t: seen.append(f))
+    assert info.algos == ("ppo", "ppo_lag", "p3o", "focops") and seen and seen[-1] == 1.0
+
+
+def test_build_demo_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saferl_tui import cli
+
+    def failing(path: Path, **kwargs: object) -> None:
+        Path(path).mkdir()
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr("cube.demo.make_demo_cube", failing)
+    target = tmp_path / "cache" / "demo.zarr"
+    with pytest.raises(RuntimeError):
+        cli.build_demo(str(target), lambda d, t: None)
+    assert not target.exists() and (tmp_path / "cache" / "demo.zarr.partial").exists()
+    monkeypatch.setattr("cube.demo.make_demo_cube", lambda path, **kw: Path(path).mkdir())
+    cli.build_demo(str(target), lambda d, t: None)
+    assert target.is_dir() and not (tmp_path / "cache" / "demo.zarr.partial").exists()
+
+
+def test_demo_path_prefers_local_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from saferl_tui import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cli.demo_path() == tmp_path / "xdg" / "saferl" / "demo.zarr"
+    (tmp_path / "demo" / "results.zarr").mkdir(parents=True)
+    assert cli.demo_path() == Path("demo") / "results.zarr"
+
+
+def test_netcdf_cube_every_view(cube_path: Path, tmp_path: Path) -> None:
+    from cube import export_netcdf
+
+    nc = export_netcdf(cube_path, tmp_path / "cube.nc")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        check_summary(screen.query_one("#summary-table", DataTable), agg_for(cube_path, Selection()), "final_greedy")
+        for key in "23456":
+            await press(pilot, key)
+            view = screen.active_view()
+            assert view.data is not None and not view.has_class("-failed"), key
+        assert len(cells(screen.query_one("#runs-table", DataTable))) == 48
+
+    run_app(build_app(nc, boot=BOOT), scenario)

@@ -10,21 +10,55 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 from textual.pilot import Pilot
 
-from cube.demo import make_demo_cube
+from cube import MODES, CubeWriter, RunKey, create_store
 from saferl_tui.app import build_app
 
 BOOT = 40
+
+
+COST_RATIO = {"ppo": 4.0, "ppo_lag": 1.05, "p3o": 0.8, "focops": 1.1}  # final mean cost / d
+
+
+def write_snapshot_cube(path: Path, seed: int = 3, n_seeds: int = 3, n_iter: int = 6, n_train: int = 16,
+                        n_eval: int = 10) -> None:
+    """A small deterministic cube written through the store API, independent of ``cube.demo`` (whose
+    tuning may change) so that the snapshots change only when the TUI or the statistics do."""
+    algos, tasks, bounds = tuple(COST_RATIO), ("goal", "circle"), (15.0, 25.0)
+    create_store(path, algos=algos, tasks=tasks, bounds=bounds, seeds=range(n_seeds), n_iterates=n_iter,
+                 n_episodes=max(n_train, n_eval), attrs={"synthetic": True, "description": "snapshot cube"})
+    writer = CubeWriter(path)
+    modes = list(MODES)
+    j = np.arange(n_iter, dtype=np.float64)
+    for a, algo in enumerate(algos):
+        for t, task in enumerate(tasks):
+            for b, d in enumerate(bounds):
+                rng = np.random.default_rng([seed, a, t, b])
+                for k in range(n_seeds):
+                    mean = d * COST_RATIO[algo] * (1.0 + 0.8 * np.exp(-j / 2.0)) * rng.uniform(0.9, 1.1)
+                    reward = np.full((n_iter, max(n_train, n_eval), 3), np.nan)
+                    cost = np.full_like(reward, np.nan)
+                    cost[:, :n_train, modes.index("train")] = rng.gamma(2.0, mean[:, None] / 2.0, (n_iter, n_train))
+                    reward[:, :n_train, modes.index("train")] = rng.normal(10.0 + j[:, None] + a, 2.0,
+                                                                            (n_iter, n_train))
+                    for m, scale in (("expl", 0.9), ("greedy", 1.1)):
+                        cost[-1, :n_eval, modes.index(m)] = rng.gamma(6.0, scale * mean[-1] / 6.0, n_eval)
+                        reward[-1, :n_eval, modes.index(m)] = rng.normal(16.0 + a, 1.0, n_eval)
+                    key = RunKey(algo, task, d, k)
+                    writer.write_run(key, reward, cost)
+                    mult = np.full(n_iter, np.nan) if algo == "ppo" else np.cumsum(rng.uniform(0, 0.5, n_iter))
+                    writer.write_iterate_vars(key, 0, {"env_steps": (j + 1) * n_train * 1000, "multiplier": mult})
+                    writer.set_run_manifest(key, status="complete", manifest={"config": {"lr": 0.0005}})
 
 
 @pytest.fixture(scope="module")
 def snap_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding ``cube.zarr``: 4 algos x 2 tasks x 2 bounds x 3 seeds x 6 iterates (seed 3)."""
     root = tmp_path_factory.mktemp("snap")
-    make_demo_cube(root / "cube.zarr", seed=3, tasks=("goal", "circle"), bounds=(15.0, 25.0), n_seeds=3,
-                   n_iterates=6, n_train_episodes=16, n_eval_episodes=10)
+    write_snapshot_cube(root / "cube.zarr")
     return root
 
 

@@ -25,7 +25,10 @@ import argparse
 import os
 import platform
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import uuid
@@ -44,7 +47,7 @@ RunOne = Callable[[Any], dict]
 OnDone = Callable[["RunOutcome"], None]
 
 __all__ = ["EXECUTORS", "SlurmSpec", "RunOutcome", "Executor", "LocalExecutor", "DaskExecutor", "SlurmExecutor",
-           "current_placement", "make_executor", "add_executor_arguments", "executor_from_args",
+           "current_placement", "record_outcome", "make_executor", "add_executor_arguments", "executor_from_args",
            "read_cluster_table"]
 
 
@@ -334,6 +337,22 @@ class SlurmSpec:
         return kwargs
 
 
+def _test_submit(script: str) -> None:
+    """CubeError (one line) if SLURM would refuse this batch script (``sbatch --test-only``, submits nothing)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="saferl-job-") as f:
+        f.write(script)
+        f.flush()
+        try:
+            res = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise CubeError("sbatch --test-only did not answer within 60s: is slurmctld reachable?") from None
+    if res.returncode != 0:
+        lines = [ln.strip() for ln in res.stderr.splitlines() if ln.strip()]
+        reason = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else f"exit {res.returncode}")
+        raise CubeError(f"SLURM refuses the job ({reason}): check --partition, --account, --gpus-per-job, "
+                        "--memory and --walltime (or the [cluster] table)")
+
+
 class SlurmExecutor(DaskExecutor):
     """Runs as SLURM jobs through dask-jobqueue; the scheduler lives in this (the submitting) process.
 
@@ -351,12 +370,14 @@ class SlurmExecutor(DaskExecutor):
         self.cluster: Any = None
         self._n_jobs = 0
         self._config: Any = None
+        # A name unique to this executor, so its jobs can be found (squeue -n) and cleaned up (scancel -n).
+        self.job_name = f"{spec.job_name}-{uuid.uuid4().hex[:6]}"
 
     def job_script(self) -> str:
         """The batch script each job runs (for inspection; starts no job)."""
         from dask_jobqueue import SLURMCluster
 
-        with SLURMCluster(**self.spec.cluster_kwargs()) as cluster:
+        with SLURMCluster(**self._cluster_kwargs()) as cluster:
             return cluster.job_script()
 
     def _client(self) -> Any:
@@ -367,14 +388,24 @@ class SlurmExecutor(DaskExecutor):
                 from dask_jobqueue import SLURMCluster
             except ImportError:
                 raise CubeError("--executor slurm needs dask-jobqueue: pip install dask-jobqueue") from None
+            if shutil.which("sbatch") is None:
+                raise CubeError("--executor slurm needs sbatch on PATH: run saferl train on a SLURM login node")
             self._config = dask.config.set({"distributed.scheduler.allowed-failures": self.retries,
                                              "distributed.deploy.lost-worker-timeout": self.lost_worker_timeout})
             self._config.__enter__()
-            self.cluster = SLURMCluster(**self.spec.cluster_kwargs())
+            self.cluster = SLURMCluster(**self._cluster_kwargs())
+            try:
+                _test_submit(self.cluster.job_script())
+            except CubeError:
+                self.close()
+                raise
             from distributed import Client
 
             self.client = Client(self.cluster, set_as_default=False)
         return self.client
+
+    def _cluster_kwargs(self) -> dict[str, Any]:
+        return {**self.spec.cluster_kwargs(), "job_name": self.job_name}
 
     def _submit_options(self) -> dict[str, Any]:
         return {"resources": {RUN_RESOURCE: 1}}
@@ -390,14 +421,44 @@ class SlurmExecutor(DaskExecutor):
         # Re-asserting the job count makes the cluster resubmit jobs whose worker vanished.
         self.cluster.scale(jobs=self._n_jobs)
 
+    def _cancel_leftovers(self) -> None:
+        """Cancel any job of this executor the cluster lost track of (e.g. one submitted while closing)."""
+        import getpass
+
+        if shutil.which("scancel"):
+            subprocess.run(["scancel", "--name", self.job_name, "--user", getpass.getuser()],
+                           capture_output=True, timeout=30, check=False)
+
     def close(self) -> None:
         super().close()
         if self.cluster is not None:
             self.cluster.close()
             self.cluster = None
+            self._cancel_leftovers()
         if self._config is not None:
             self._config.__exit__(None, None, None)
             self._config = None
+
+
+def record_outcome(store: str | os.PathLike, outcome: RunOutcome) -> None:
+    """Merge where a run ran and its retries (``outcome.manifest_fields()``) into its stored manifest.
+
+    ``outcome.key`` is the run's RunKey. The run's status is kept as the run itself wrote it, so a failed
+    outcome never marks a run complete.
+    """
+    from cube import read_manifests, set_run_manifest
+    from cube.schema import RunKey
+
+    key = outcome.key
+    if not isinstance(key, RunKey):
+        raise CubeError(f"record_outcome needs RunKey keys, got {type(key).__name__}")
+    for row in read_manifests(store):
+        if (row["algo"], row["task"], row["seed"]) == (key.algo, key.task, key.seed) and row["bound"] == key.bound:
+            status = row.pop("status")
+            set_run_manifest(store, key, status=status if status != "unknown" else "pending",
+                             manifest={**row, **outcome.manifest_fields()})
+            return
+    raise CubeError(f"run {key} is not in {store}")
 
 
 # ------------------------------------------------------------------------------------- construction

@@ -294,7 +294,8 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
 
     from cube import CubeWriter, read_manifests
     from train.config import with_overrides
-    from train.core import eval_key, make_train
+    from train.core import Params, eval_key, make_train
+    from train.nets import Normalizer
 
     if env_factory is None:
         from train.envs import make_crax_env
@@ -323,9 +324,6 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
             cache[ck] = (trainer, jax.jit(trainer.evaluate))
         trainer, evaluate = cache[ck]
         payload = checkpoint.load(store, key, iterate, trainer.template())
-        from train.core import Params
-        from train.nets import Normalizer
-
         params = Params(payload["policy"], payload["value"], payload["cost_value"])
         normalizer = Normalizer(**payload["normalizer"])
         ev = jax.device_get(evaluate(params, normalizer, eval_key(key.seed, iterate)))
