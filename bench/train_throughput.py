@@ -67,7 +67,8 @@ def run_crax(cfg: Any, bound: float) -> dict[str, float]:
     epochs: list[dict[str, float]] = []
 
     def progress(step: int, metrics: dict[str, Any]) -> None:
-        if "training/sps" in metrics:
+        # called after each training epoch and again after its evaluation (same step, same numbers)
+        if "training/sps" in metrics and all(e["step"] != step for e in epochs):
             epochs.append({"step": step, "sps": float(metrics["training/sps"]),
                            "walltime": float(metrics["training/walltime"])})
 

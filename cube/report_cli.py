@@ -51,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--digits", type=int, default=2, help="decimals in markdown/latex tables (default 2)")
     p.add_argument("-o", "--output", help="write to this file (a directory for --kind all with csv/json/latex)")
     p.add_argument("--no-cache", action="store_true", help="recompute sufficient statistics, do not cache them")
+    p.add_argument("--scheduler", help="run the pass over the episodes on this dask.distributed scheduler "
+                   "(default: $DASK_SCHEDULER_ADDRESS, else local threads); see docs/cluster.md")
     p.set_defaults(func=run)
 
 
@@ -108,6 +110,7 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
 def run(args: argparse.Namespace) -> int:
     """Compute and print (or write) the requested tables; returns the exit code."""
     from cube.cli import err_console, progress_bar
+    from cube.cluster import scheduler_context
 
     fmt = _format(args)
     kinds = export.KINDS if args.kind == "all" else (args.kind,)
@@ -123,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
         raise CubeError(f"--kind all with --format {fmt} writes one file per table: give --output DIR")
     with progress_bar() as bar:
         task = bar.add_task("sufficient statistics", total=None)
-        ss = stats.load_suffstats(args.path, cache=not args.no_cache,
-                                  progress=lambda d, t: bar.update(task, completed=d, total=t))
+        with scheduler_context(args.scheduler):
+            ss = stats.load_suffstats(args.path, cache=not args.no_cache,
+                                      progress=lambda d, t: bar.update(task, completed=d, total=t))
         bar.update(task, visible=False)
         ss = stats.select(ss, selection)
         if args.baseline and args.baseline not in ss["algo"].values:

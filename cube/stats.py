@@ -283,7 +283,11 @@ def stratified_bootstrap_means(values: np.ndarray, k: np.ndarray, boot: int,
     values: (P, Kmax, F), the first k[p] rows of stratum p valid (the rest finite padding);
     returns (boot, P, F).
     """
-    w = stratified_bootstrap_weights(k, values.shape[1], boot, rng) / k[None, :, None]
+    return _weighted_means(stratified_bootstrap_weights(k, values.shape[1], boot, rng) / k[None, :, None], values)
+
+
+def _weighted_means(w: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """(B, P, Kmax) weights x (P, Kmax, F) values -> (B, P, F), one batched matmul over strata."""
     return np.matmul(w.transpose(1, 0, 2), values).transpose(1, 0, 2)
 
 
@@ -345,10 +349,9 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
             packed, k = _strata(values, valid)
             n_cond[ai, si] = k.size
             if k.size:
-                means = np.einsum("pkf->pf", packed) / k[:, None]
-                value[ai, si] = iqm(means, axis=0)
+                value[ai, si] = iqm(packed.sum(1) / k[:, None], axis=0)
                 reps = _replicates(packed, k, boot, _rng(rng_seed, a, s),
-                                   lambda w, x=packed: iqm(np.matmul(w.transpose(1, 0, 2), x).transpose(1, 0, 2), axis=1))
+                                   lambda w, x=packed: iqm(_weighted_means(w, x), axis=1))
                 lo[ai, si], hi[ai, si] = _percentile_ci(reps, ci)
                 point = tier(*(value[ai, si, mi[m]] for m in mi))
                 stability[ai, si] = np.mean(tier(*(reps[:, mi[m]] for m in mi)) == point)

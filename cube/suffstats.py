@@ -31,6 +31,7 @@ import dask
 import dask.array as da
 import numpy as np
 import xarray as xr
+import zarr
 
 from cube.cluster import compute
 from cube.errors import CubeError
@@ -303,12 +304,26 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
         ss = _from_cache(path, ds, kappa, progress)
     else:
         ss = compute_suffstats(ds, kappa, progress)
-    return _attach_run_info(ss, ds)
+    return _attach_run_info(ss, ds, path if path.is_dir() else None)
 
 
-def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset) -> xr.Dataset:
+def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None) -> xr.Dataset:
     """Carry the cube's run_status and `synthetic` flag (not cached: they change without new episodes)."""
     if "run_status" in ds:
-        ss["run_status"] = ds["run_status"].transpose(*RUN_DIMS).load()
+        status = _zarr_run_status(path, ds) if path is not None else None
+        ss["run_status"] = status if status is not None else ds["run_status"].transpose(*RUN_DIMS).load()
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
     return ss
+
+
+def _zarr_run_status(path: Path, ds: xr.Dataset) -> xr.DataArray | None:
+    """run_status read by zarr in one concurrent call (one chunk per run makes dask's per-chunk tasks
+    several times slower); None when the store does not hold it as a plain (algo, task, bound, seed) array."""
+    try:
+        arr = zarr.open_array(path / "run_status", mode="r")
+        if tuple(arr.metadata.dimension_names or ()) != RUN_DIMS:
+            return None
+        values = np.asarray(arr[:])
+    except Exception:  # not a Zarr v3 array: let xarray read it
+        return None
+    return xr.DataArray(values, dims=RUN_DIMS, coords={d: ds[d].values for d in RUN_DIMS}, name="run_status")

@@ -87,6 +87,18 @@ class ResultView(Vertical):
     def __init__(self) -> None:
         super().__init__(id=f"view-{self.VIEW_ID}", classes="result-view")
         self.selection: UISelection | None = None
+        """The selection the view shows or is waiting for (set by the screen when it asks for data)."""
+        self.data_token: tuple | None = None
+        """(view id, selection, params) ``data`` was computed for (set by the screen with ``data``)."""
+
+    def token(self) -> tuple:
+        """What the view needs now: (view id, selection, params)."""
+        return (self.VIEW_ID, self.selection, self.params())
+
+    def is_current(self) -> bool:
+        """Whether ``data`` matches the current selection and parameters (false while new data is
+        being computed, when redrawing would mix old data with new settings)."""
+        return self.data is not None and self.selection is not None and self.data_token == self.token()
 
     def focus_body(self) -> None:
         """Focus the view's main table, or the view itself (so its key bindings apply)."""
@@ -170,7 +182,7 @@ class SummaryView(ResultView):
         return 0 < self.size.width < self.NARROW
 
     def on_resize(self) -> None:
-        if self._narrow_layout is not None and self.narrow() != self._narrow_layout and self.data is not None:
+        if self._narrow_layout is not None and self.narrow() != self._narrow_layout and self.is_current():
             self.render_data(self.data)
 
     def render_data(self, agg: xr.Dataset) -> None:
@@ -396,7 +408,7 @@ class ConditionsView(ResultView):
             f" {'desc' if self.sort_desc else 'asc'} (o / O, or click a header)")
 
     def _resort(self) -> None:
-        if self.data is not None and self.selection is not None:
+        if self.is_current():
             self.render_data(self.data)
 
     def action_sort_next(self) -> None:
@@ -508,7 +520,7 @@ class CdfView(ResultView):
             " ([ / ]) · p: all settings / one")
 
     def _redraw(self) -> None:
-        if self.data is not None and self.selection is not None:
+        if self.is_current():
             self.render_data(self.data)
 
     def action_toggle_panels(self) -> None:
@@ -645,7 +657,7 @@ class CurvesView(ConditionCycler, ResultView):
         self.step_condition(1)
 
     def condition_changed(self) -> None:
-        if self.data is not None and self.selection is not None:
+        if self.is_current():
             self.render_data(self.data)
 
     def action_prev_condition(self) -> None:

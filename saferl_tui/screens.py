@@ -160,7 +160,7 @@ class MainScreen(Screen):
         if self.model.info is None or self.selection is None:
             return
         view.selection = self.selection
-        token = (view.VIEW_ID, self.selection, view.params())
+        token = view.token()
         if self._shown.get(view.VIEW_ID) == token or self._pending.get(view.VIEW_ID) == token:
             return
         self._pending[view.VIEW_ID] = token
@@ -187,7 +187,7 @@ class MainScreen(Screen):
         if self._pending.get(msg.view_id) != msg.token:
             return
         view = self.view(msg.view_id)
-        view.selection = msg.token[1]
+        view.selection, view.data_token = msg.token[1], msg.token
         view.data = msg.data
         self._shown[msg.view_id] = msg.token
         self._pending.pop(msg.view_id, None)
@@ -260,6 +260,10 @@ class MainScreen(Screen):
     def action_export(self) -> None:
         """Write the current view's data to CSV and LaTeX in the export directory."""
         view = self.active_view()
+        if view.data is not None and not view.is_current():
+            self.notify("The view is being updated for the new selection: export again when it shows.",
+                        severity="warning", title="Export")
+            return
         try:
             files = view.export_tables()
         except CubeError as exc:

@@ -115,6 +115,9 @@ def test_netcdf_source_gives_the_same_statistics(demo_copy: Path, tmp_path: Path
     for v in (*sfs.SUM_VARS, "le"):
         np.testing.assert_array_equal(a[v].values, b[v].values)
     assert a.attrs["synthetic"] and b.attrs["synthetic"]
+    assert a["run_status"].dims == b["run_status"].dims == ("algo", "task", "bound", "seed")
+    np.testing.assert_array_equal(a["run_status"].values, b["run_status"].values)  # zarr fast path = xarray
+    assert (a["run_status"] == 2).all()
 
 
 def test_bad_sources_are_one_line_cube_errors(tmp_path: Path):

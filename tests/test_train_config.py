@@ -102,8 +102,10 @@ def test_train_refuses_cube_of_other_grid(capsys: pytest.CaptureFixture[str], tm
     assert rc == 2 and "different grid" in err and "Traceback" not in err, err
 
 
-def test_evaluate_without_checkpoints_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_evaluate_without_checkpoints_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("crax")
+    monkeypatch.setenv("SAFERL_JAX_CACHE", str(tmp_path / "jaxcache"))
     from cube import create_store
 
     out = tmp_path / "c.zarr"

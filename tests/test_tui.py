@@ -585,3 +585,22 @@ def test_netcdf_cube_every_view(cube_path: Path, tmp_path: Path) -> None:
         assert len(cells(screen.query_one("#runs-table", DataTable))) == 48
 
     run_app(build_app(nc, boot=BOOT), scenario)
+
+
+def test_stale_data_is_never_redrawn_or_exported(cube_path: Path, tmp_path: Path) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "3")
+        view = screen.query_one(CdfView)
+        assert view.is_current()
+        view.all_panels = True  # a parameter change whose data has not arrived yet
+        assert not view.is_current()
+        view.action_wider()  # must not draw the one-setting data as three panels
+        assert view.xmax == 4.0
+        await pilot.press("e")
+        await pilot.pause()
+        assert pilot.app.last_export == []  # type: ignore[attr-defined]
+        view.request_data()
+        await settle(pilot)
+        assert view.is_current() and list(view.data["setting"].values) == list(stats.SETTINGS)
+
+    run_app(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
