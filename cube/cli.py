@@ -28,13 +28,15 @@ err_console = Console(stderr=True)
 
 def progress_bar(console: Console | None = None) -> Progress:
     """The progress display used by every long CLI job."""
+    console = console or err_console
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=console or err_console,
+        console=console,
         transient=True,
+        disable=not console.is_terminal,
     )
 
 

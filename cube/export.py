@@ -1,12 +1,18 @@
-"""Render the statistics tables (`cube.stats`) as CSV, JSON, Markdown or LaTeX text.
+"""Render the statistics tables (`cube.stats`) as a rich table, CSV, JSON, Markdown or LaTeX text.
 
-Kinds: `aggregate` (stats.aggregate_table), `conditions` (stats.condition_table), `cdf` (stats.cdf_curves).
-CSV and JSON carry full precision (long format, NaN -> empty / null); Markdown and LaTeX are the
-paper-style tables, rounded to `digits` decimals; Markdown tier cells add the share of bootstrap
-replicates that give the same tier, e.g. `2 (83%)`. In Markdown/LaTeX aggregate tables the best value of
-each column is bold (highest IQM(R), lowest of the others) over the algorithms other than `baseline`,
-which is shown greyed (LaTeX) or italic (Markdown), like PPO in the paper's Table 2. Tables of
-synthetic cubes say so (JSON `synthetic`, a first line in Markdown and LaTeX).
+Kinds: `aggregate` (stats.aggregate_table), `conditions` (stats.condition_table), `cdf` (stats.cdf_curves),
+`poi` (stats.probability_of_improvement), `gap` (stats.greedy_expl_gap).
+CSV is long and tidy with full precision (NaN -> empty): aggregate `algo,setting,metric,value,ci_low,
+ci_high` (metric in R, C, Dnorm, V, Dplus, tier; the tier row has no CI); conditions `algo,task,bound,
+setting,metric,mean,std,n_seeds` (the tier row: mean = tier from the seed means, no std); cdf `algo,
+setting,kappa,cdf,ci_low,ci_high`; poi `x,y,setting,metric,value,ci_low,ci_high`; gap `algo,metric,value,
+ci_low,ci_high`. JSON carries the same numbers (null for NaN) and the run's metadata. `table` (a rich
+table, like the paper's Table 2: one row per algorithm and setting), Markdown and LaTeX are rounded to
+`digits` decimals; Markdown tier cells add the share of bootstrap replicates that give the same tier,
+e.g. `2 (83%)`. In aggregate tables the best value of each column is bold (highest IQM(R), lowest of the
+others) over the algorithms other than `baseline`, which is shown grey (LaTeX, table) or italic
+(Markdown), like PPO in the paper's Table 2; LaTeX shows CIs as subscripts and needs booktabs, multirow,
+xcolor and amsmath. Tables of synthetic cubes say so (JSON `synthetic`, a first line otherwise).
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ import xarray as xr
 from cube.errors import CubeError
 from cube.stats import METRICS, TIER_LABELS
 
-KINDS = ("aggregate", "conditions", "cdf")
-FORMATS = ("csv", "json", "markdown", "latex")
+KINDS = ("aggregate", "conditions", "cdf", "poi", "gap")
+FORMATS = ("table", "csv", "json", "markdown", "latex")
+TABLE_METRICS = {"R": "R̄", "C": "C̄", "Dnorm": "D_norm", "V": "V", "Dplus": "D_norm+"}
+LATEX_PREAMBLE = "% needs \\usepackage{booktabs,multirow,xcolor,amsmath}\n"
 METRIC_TEX = {"R": r"\bar{R}", "C": r"\bar{C}", "Dnorm": r"D_{\text{norm}}", "V": "V", "Dplus": r"D_{\text{norm}^+}"}
 SETTING_NAMES = {"train": "Train", "final_expl": "Final (expl)", "final_greedy": "Final (greedy)"}
 CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
 SYNTHETIC_MARK = {"markdown": "> SYNTHETIC DEMO DATA, not training results\n\n",
-                  "latex": "% SYNTHETIC DEMO DATA, not training results\n"}
+                  "latex": "% SYNTHETIC DEMO DATA, not training results\n",
+                  "table": "SYNTHETIC DEMO DATA, not training results\n"}
 
 
 # ----------------------------------------------------------------------------------------- helpers
@@ -120,13 +129,12 @@ def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
 def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
     algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
     if fmt == "csv":
-        rows = [[a, s, m, _full(ds["value"].sel(algo=a, setting=s, metric=m).item()),
-                 _full(ds["ci_low"].sel(algo=a, setting=s, metric=m).item()),
-                 _full(ds["ci_high"].sel(algo=a, setting=s, metric=m).item()),
-                 int(ds["tier"].sel(algo=a, setting=s).item()), _full(_stability(ds, a, s)), int(a == baseline)]
+        rows = [[a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item()) for k in ("value", "ci_low", "ci_high"))]
                 for a in algos for s in settings for m in metrics]
-        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high", "tier", "tier_stability",
-                     "baseline"], rows)
+        rows += [[a, s, "tier", _tier_csv(int(ds["tier"].sel(algo=a, setting=s).item())), "", ""]
+                 for a in algos for s in settings]
+        rows.sort(key=lambda r: (algos.index(r[0]), settings.index(r[1])))  # stable: metrics, then tier
+        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high"], rows)
     if fmt == "json":
         rows = []
         for a in algos:
@@ -142,6 +150,8 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
         return json.dumps({**_meta(ds, "aggregate"), "rows": rows}, indent=2) + "\n"
     best = _best(ds, baseline)
     cols = [(m, s) for m in metrics for s in settings]
+    if fmt == "table":
+        return _aggregate_rich(ds, best, baseline, digits)
     if fmt == "markdown":
         header = ["Algorithm", *[f"IQM({m}) {s}" for m, s in cols], *[f"Tier {s}" for s in settings]]
         rows = []
@@ -164,16 +174,64 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
         cells = []
         for m, s in cols:
             v = ds.sel(algo=a, setting=s, metric=m)
-            num = _fmt(v["value"].item(), digits)
-            num = rf"\mathbf{{{num}}}" if best[(s, m)] == a else num
-            cells.append(f"${num}$ {{\\scriptsize [{_fmt(v['ci_low'].item(), digits)}, "
-                         f"{_fmt(v['ci_high'].item(), digits)}]}}")
+            cells.append(_tex_ci(v["value"].item(), v["ci_low"].item(), v["ci_high"].item(), digits,
+                                 bold=best[(s, m)] == a))
         cells += [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
         row = [_tex_escape(a), *cells]
         if a == baseline:
             row = [rf"\textcolor{{gray}}{{{c}}}" for c in row]
         rows.append(row)
     return _latex("l" + "c" * (ns * (len(metrics) + 1)), [head1, head2], rows)
+
+
+def _tex_num(x: float, digits: int) -> str:
+    return "-" if _num(x) is None else f"{float(x):.{digits}f}"
+
+
+def _tex_ci(value: float, lo: float, hi: float, digits: int, bold: bool = False) -> str:
+    """'$0.12_{[0.10, 0.14]}$': the value with its CI as a subscript (bold value if best)."""
+    num = _tex_num(value, digits)
+    num = rf"\mathbf{{{num}}}" if bold else num
+    if _num(lo) is None and _num(hi) is None:
+        return f"${num}$"
+    return f"${num}_{{[{_tex_num(lo, digits)}, {_tex_num(hi, digits)}]}}$"
+
+
+def _tier_csv(t: int) -> str:
+    return "" if t < 0 else str(t)
+
+
+def _rich(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequence[str] | None = None):
+    """A rich Table (imported lazily: only the `table` format needs rich)."""
+    from rich.table import Table
+
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for i, h in enumerate(header):
+        table.add_column(h, justify="left" if h in ("Algorithm", "Setting", "Task") else "right", no_wrap=True)
+    for i, r in enumerate(rows):
+        table.add_row(*r, style=(styles[i] if styles else None) or None)
+    return table
+
+
+def _aggregate_rich(ds: xr.Dataset, best: dict, baseline: str | None, digits: int):
+    """Rich table like the paper's Table 2: per algorithm and setting, IQM [CI] of each metric and the tier."""
+    rows, styles = [], []
+    for a in ds["algo"].values:
+        for s in ds["setting"].values:
+            cells = []
+            for m in ds["metric"].values:
+                c = _agg_cell(ds, a, s, m, digits)
+                cells.append(f"[bold]{c}[/bold]" if best[(s, m)] == a and a != baseline else c)
+            t = int(ds["tier"].sel(algo=a, setting=s).item())
+            tier_txt = "–" if t < 0 else f"{t} {TIER_LABELS[t]}"
+            name = f"{a} (baseline)" if a == baseline else str(a)
+            rows.append([name, SETTING_NAMES.get(s, s), *cells, tier_txt])
+            styles.append("grey50" if a == baseline else "")
+    header = ["Algorithm", "Setting", *[f"IQM({TABLE_METRICS.get(m, m)}) [CI]" for m in ds["metric"].values], "Tier"]
+    ci = ds.attrs.get("ci", 0.95)
+    title = (f"IQM over task-bound conditions of seed means, {100 * float(ci):g}% stratified-bootstrap CI "
+             f"(B={ds.attrs.get('boot', '?')}); bold = best excl. baseline; lower is better except R̄")
+    return _rich(title, header, rows, styles)
 
 
 # -------------------------------------------------------------------------------------- conditions
@@ -188,9 +246,13 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
     if fmt in ("csv", "json"):
         names = [f"{m}_{x}" for m in METRICS for x in ("mean", "std")]
         if fmt == "csv":
-            rows = [[k[0], k[1], _full(k[2]), k[3], int(cell(k, "n_seeds")), int(cell(k, "tier")),
-                     *[_full(cell(k, n)) for n in names]] for k in keys]
-            return _csv(["algo", "task", "bound", "setting", "n_seeds", "tier", *names], rows)
+            rows = []
+            for k in keys:
+                n = int(cell(k, "n_seeds"))
+                rows += [[k[0], k[1], _full(k[2]), k[3], m, _full(cell(k, m + "_mean")), _full(cell(k, m + "_std")), n]
+                         for m in METRICS]
+                rows.append([k[0], k[1], _full(k[2]), k[3], "tier", _tier_csv(int(cell(k, "tier"))), "", n])
+            return _csv(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds"], rows)
         rows = [{"algo": k[0], "task": k[1], "bound": float(k[2]), "setting": k[3], "baseline": k[0] == baseline,
                  "n_seeds": int(cell(k, "n_seeds")), "tier": int(cell(k, "tier")),
                  **{n: _num(cell(k, n)) for n in names}} for k in keys]
@@ -203,6 +265,11 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
                      str(int(cell(k, "n_seeds"))), _tier_text(int(cell(k, "tier")))])
     if fmt == "markdown":
         return _markdown(["Algorithm", "Task", "d", "Setting", *METRICS, "Seeds", "Tier"], rows)
+    if fmt == "table":
+        styles = ["grey50" if k[0] == baseline else "" for k in keys]
+        return _rich("Per condition: seed mean ± sample std (ddof=1); tier from the seed means",
+                     ["Algorithm", "Task", "d", "Setting", *[TABLE_METRICS[m] for m in METRICS], "Seeds", "Tier"],
+                     rows, styles)
     header = " & ".join(["Algorithm", "Task", "$d$", "Setting", *[f"${METRIC_TEX[m]}$" for m in METRICS],
                          "$K$", "Tier"]) + r" \\"
     rows = [[_tex_escape(c) if i < 4 else c for i, c in enumerate(r)] for r in rows]
@@ -232,27 +299,124 @@ def _cdf(ds: xr.Dataset, fmt: str, digits: int) -> str:
         rows.append([a, SETTING_NAMES.get(s, s), *cells])
     if fmt == "markdown":
         return _markdown(["Algorithm", "Setting", *[f"CDF(κ={k:g})" for k in shown]], rows)
+    if fmt == "table":
+        return _rich("Aggregate CDF of (c - d)/d at selected κ, pooled episodes [CI] (csv/json: the full grid)",
+                     ["Algorithm", "Setting", *[f"CDF(κ={k:g})" for k in shown]], rows)
     header = " & ".join(["Algorithm", "Setting", *[rf"$\kappa={k:g}$" for k in shown]]) + r" \\"
-    rows = [[_tex_escape(r[0]), *r[1:]] for r in rows]
+    rows = [[_tex_escape(a), SETTING_NAMES.get(s, s),
+             *[_tex_ci(*(ds[v].sel(algo=a, setting=s).values[i] for v in ("cdf", "ci_low", "ci_high")), digits)
+               for i in idx]] for a, s in pairs]
     return _latex("ll" + "c" * len(shown), [header], rows)
 
 
+# ------------------------------------------------------------------------------------ poi and gap
+def _poi(ds: xr.Dataset, fmt: str, digits: int) -> str:
+    x, y = str(ds.attrs.get("x")), str(ds.attrs.get("y"))
+    settings, metrics = list(ds["setting"].values), list(ds["metric"].values)
+
+    def get(s, m, k):
+        return ds[k].sel(setting=s, metric=m).item()
+
+    if fmt == "csv":
+        rows = [[x, y, s, m, *(_full(get(s, m, k)) for k in ("value", "ci_low", "ci_high"))]
+                for s in settings for m in metrics]
+        return _csv(["x", "y", "setting", "metric", "value", "ci_low", "ci_high"], rows)
+    if fmt == "json":
+        rows = [{"setting": s, "metric": m, **{k: _num(get(s, m, k)) for k in ("value", "ci_low", "ci_high")}}
+                for s in settings for m in metrics]
+        meta = {**_meta(ds, "poi"), "x": x, "y": y, "convention": ds.attrs.get("convention")}
+        return json.dumps({**meta, "rows": rows}, indent=2) + "\n"
+    title = f"P({x} improves on {y}): higher R̄, lower C̄/D_norm/V/D_norm+; ties count 1/2; 0.5 = no difference"
+    if fmt == "latex":
+        head = " & ".join(["Setting", *[f"${METRIC_TEX.get(m, m)}$" for m in metrics]]) + r" \\"
+        rows = [[SETTING_NAMES.get(s, s), *[_tex_ci(get(s, m, "value"), get(s, m, "ci_low"), get(s, m, "ci_high"),
+                                                    digits) for m in metrics]] for s in settings]
+        return f"% {title}\n" + _latex("l" + "c" * len(metrics), [head], rows)
+    rows = [[SETTING_NAMES.get(s, s), *[f"{_fmt(get(s, m, 'value'), digits)} [{_fmt(get(s, m, 'ci_low'), digits)}, "
+                                         f"{_fmt(get(s, m, 'ci_high'), digits)}]" for m in metrics]] for s in settings]
+    header = ["Setting", *[TABLE_METRICS.get(m, m) for m in metrics]]
+    if fmt == "table":
+        return _rich(title, header, rows)
+    return f"{title}\n\n" + _markdown(header, rows)
+
+
+def _gap(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
+    algos, metrics = list(ds["algo"].values), list(ds["metric"].values)
+
+    def get(a, m, k):
+        return ds[k].sel(algo=a, metric=m).item()
+
+    if fmt == "csv":
+        rows = [[a, m, *(_full(get(a, m, k)) for k in ("value", "ci_low", "ci_high"))] for a in algos for m in metrics]
+        return _csv(["algo", "metric", "value", "ci_low", "ci_high"], rows)
+    if fmt == "json":
+        rows = [{"algo": a, "baseline": a == baseline, "metric": m,
+                 **{k: _num(get(a, m, k)) for k in ("value", "ci_low", "ci_high")}} for a in algos for m in metrics]
+        return json.dumps({**_meta(ds, "gap"), "rows": rows}, indent=2) + "\n"
+    title = "Greedy minus exploration at the final iterate, per run; IQM over conditions of seed means [CI]"
+    if fmt == "latex":
+        head = " & ".join(["Algorithm", *[rf"$\Delta {METRIC_TEX.get(m, m)}$" for m in metrics]]) + r" \\"
+        rows = []
+        for a in algos:
+            row = [_tex_escape(a), *[_tex_ci(get(a, m, "value"), get(a, m, "ci_low"), get(a, m, "ci_high"), digits)
+                                     for m in metrics]]
+            rows.append([rf"\textcolor{{gray}}{{{c}}}" for c in row] if a == baseline else row)
+        return f"% {title}\n" + _latex("l" + "c" * len(metrics), [head], rows)
+    rows = [[a, *[f"{_fmt(get(a, m, 'value'), digits)} [{_fmt(get(a, m, 'ci_low'), digits)}, "
+                  f"{_fmt(get(a, m, 'ci_high'), digits)}]" for m in metrics]] for a in algos]
+    header = ["Algorithm", *[f"Δ{TABLE_METRICS.get(m, m)}" for m in metrics]]
+    if fmt == "table":
+        return _rich(title, header, rows, ["grey50" if a == baseline else "" for a in algos])
+    return f"{title}\n\n" + _markdown(header, rows)
+
+
 # ---------------------------------------------------------------------------------------------- api
-def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", baseline: str | None = None,
-           digits: int = 2) -> str:
-    """Text of a stats table: kind in KINDS, fmt in FORMATS; `baseline` names the unconstrained algorithm."""
+def rich_table(obj: xr.Dataset, kind: str = "aggregate", baseline: str | None = None, digits: int = 2):
+    """The `table` format as a rich renderable (for printing with colours to a terminal)."""
+    _check(obj, kind, "table", baseline)
+    return _dispatch(obj, kind, "table", baseline, digits)
+
+
+def _check(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None) -> None:
     if kind not in KINDS:
         raise CubeError(f"unknown table kind {kind!r}: use one of {', '.join(KINDS)}")
     if fmt not in FORMATS:
         raise CubeError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if baseline is not None and baseline not in obj["algo"].values:
+    if baseline is not None and "algo" in obj.dims and baseline not in obj["algo"].values:
         raise CubeError(f"baseline {baseline!r} is not among the algorithms ({', '.join(map(str, obj['algo'].values))})")
+
+
+def _dispatch(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None, digits: int):
     if kind == "aggregate":
-        text = _aggregate(obj, fmt, baseline, digits)
-    elif kind == "conditions":
-        text = _conditions(obj, fmt, baseline, digits)
-    else:
-        text = _cdf(obj, fmt, digits)
+        return _aggregate(obj, fmt, baseline, digits)
+    if kind == "conditions":
+        return _conditions(obj, fmt, baseline, digits)
+    if kind == "poi":
+        return _poi(obj, fmt, digits)
+    if kind == "gap":
+        return _gap(obj, fmt, baseline, digits)
+    return _cdf(obj, fmt, digits)
+
+
+def _table_text(table) -> str:
+    """Plain text of a rich table, as wide as it needs (no terminal, no colour codes)."""
+    from rich.console import Console
+
+    console = Console(record=True, width=400, file=io.StringIO(), color_system=None)
+    console.print(table)
+    lines = console.export_text(styles=False).splitlines()
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", baseline: str | None = None,
+           digits: int = 2) -> str:
+    """Text of a stats table: kind in KINDS, fmt in FORMATS; `baseline` names the unconstrained algorithm."""
+    _check(obj, kind, fmt, baseline)
+    text = _dispatch(obj, kind, fmt, baseline, digits)
+    if fmt == "table":
+        text = _table_text(text)
+    if fmt == "latex":
+        text = LATEX_PREAMBLE + text
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
         text = SYNTHETIC_MARK[fmt] + text
     return text

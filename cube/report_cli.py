@@ -1,9 +1,15 @@
 """`saferl report`: the paper's tables from a results cube (IQM + stratified-bootstrap CIs, tiers, CDFs).
 
-    saferl report CUBE [--kind aggregate|conditions|cdf|all] [--format markdown|csv|json|latex]
-                       [--settings train,final_greedy] [--algos ..] [--tasks ..] [--bounds ..]
-                       [--seeds 0-9] [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0]
-                       [--baseline ppo] [--digits 2] [--output FILE|DIR] [--no-cache]
+    saferl report CUBE [--format table|csv|json|markdown|latex] [--out FILE|DIR]
+                       [--per-condition] [--cdf] [--poi X,Y] [--gap] [--kind aggregate|conditions|cdf|poi|gap|all]
+                       [--settings train,final_greedy] [--algo ..] [--task ..] [--bound ..] [--seed 0-9]
+                       [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0] [--baseline ppo]
+                       [--digits 2] [--no-cache] [--scheduler ADDRESS]
+
+Without options it prints the aggregate table (rich, like the paper's Table 2). --per-condition (= --kind
+conditions) and --cdf (= --kind cdf) pick other tables, --poi X,Y adds the probability that X improves on
+Y, --gap the greedy-minus-exploration gap; several of them print one after another. --algo/--task/--bound/
+--seed are the same as --algos/--tasks/--bounds/--seeds, --out the same as -o/--output.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import argparse
 import os
 import sys
 import uuid
+import warnings
 from pathlib import Path
 
 import xarray as xr
@@ -21,11 +28,15 @@ from cube import export, stats
 from cube.errors import CubeError
 from cube.selection import parse_selection
 
-SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex"}
-FORMAT_SUFFIX = {"csv": ".csv", "json": ".json", "markdown": ".md", "latex": ".tex"}
+SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
+                 ".txt": "table"}
+FORMAT_SUFFIX = {"csv": ".csv", "json": ".json", "markdown": ".md", "latex": ".tex", "table": ".txt"}
 TITLES = {"aggregate": "Aggregate metrics (IQM over task-bound pairs, stratified-bootstrap CI)",
           "conditions": "Per-condition metrics (seed mean ± sample std)",
-          "cdf": "Aggregate CDF of the normalized episodic cost deviation"}
+          "cdf": "Aggregate CDF of the normalized episodic cost deviation",
+          "poi": "Probability of improvement",
+          "gap": "Greedy minus exploration gap"}
+ALL = ("aggregate", "conditions", "cdf")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,50 +44,89 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report", help="the paper's metrics, CIs, safety tiers and CDFs of a cube",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results cube (Zarr directory or netCDF file)")
-    p.add_argument("--kind", choices=(*export.KINDS, "all"), default="aggregate",
-                   help="table: aggregate (IQM, CI, tier), conditions (per task/bound), cdf, or all (default aggregate)")
+    p.add_argument("--kind", choices=(*export.KINDS, "all"), default=None,
+                   help="table: aggregate (IQM, CI, tier; default), conditions, cdf, poi, gap, or all "
+                        "(aggregate, conditions, cdf, plus poi/gap when asked for)")
+    p.add_argument("--per-condition", action="store_true", help="per task and bound: seed mean ± std and tier "
+                   "(= --kind conditions)")
+    p.add_argument("--cdf", action="store_true", help="aggregate CDF curve and band on the kappa grid (= --kind cdf)")
+    p.add_argument("--poi", metavar="X,Y", help="probability that algorithm X improves on Y (Mann-Whitney over seeds)")
+    p.add_argument("--gap", action="store_true", help="greedy-minus-exploration gap of every final metric")
     p.add_argument("--format", choices=export.FORMATS, default=None,
-                   help="output format (default: from --output's suffix, else markdown)")
+                   help="output format (default: from --out's suffix, else table on screen)")
     p.add_argument("--settings",
                    help=f"comma-separated settings from {', '.join(stats.SETTINGS)} (default: all with episodes)")
-    p.add_argument("--algos", help="comma-separated algorithms (default all)")
-    p.add_argument("--tasks", help="comma-separated tasks (default all)")
-    p.add_argument("--bounds", help="comma-separated safety bounds (default all)")
-    p.add_argument("--seeds", help="seeds, e.g. 0-9 or 0,3,5 (default all)")
+    p.add_argument("--algos", "--algo", dest="algos", help="comma-separated algorithms (default all)")
+    p.add_argument("--tasks", "--task", dest="tasks", help="comma-separated tasks (default all)")
+    p.add_argument("--bounds", "--bound", dest="bounds", help="comma-separated safety bounds (default all)")
+    p.add_argument("--seeds", "--seed", dest="seeds", help="seeds, e.g. 0-9 or 0,3,5 (default all)")
     p.add_argument("--iterates", help="training iterates: J (policy pi_J) or LO:HI inclusive (default all)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000, as in the paper)")
     p.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--baseline", help="unconstrained baseline algorithm, excluded from 'best' (e.g. ppo)")
-    p.add_argument("--digits", type=int, default=2, help="decimals in markdown/latex tables (default 2)")
-    p.add_argument("-o", "--output", help="write to this file (a directory for --kind all with csv/json/latex)")
+    p.add_argument("--digits", type=int, default=2, help="decimals in table/markdown/latex output (default 2)")
+    p.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
+                   help="write to this file (a directory when several tables go to csv/json/latex)")
     p.add_argument("--no-cache", action="store_true", help="recompute sufficient statistics, do not cache them")
     p.add_argument("--scheduler", help="run the pass over the episodes on this dask.distributed scheduler "
                    "(default: $DASK_SCHEDULER_ADDRESS, else local threads); see docs/cluster.md")
     p.set_defaults(func=run)
 
 
-def _format(args: argparse.Namespace) -> str:
+def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
+    """The tables asked for, in a fixed order; aggregate when nothing is asked."""
+    asked = set()
+    if args.kind == "all":
+        asked.update(ALL)
+    elif args.kind:
+        asked.add(args.kind)
+    asked.update(k for k, flag in (("conditions", args.per_condition), ("cdf", args.cdf),
+                                   ("poi", args.poi is not None), ("gap", args.gap)) if flag)
+    if args.kind == "all" and args.poi is None:
+        asked.discard("poi")
+    if "poi" in asked and args.poi is None:
+        raise CubeError("--kind poi needs --poi X,Y: the two algorithms to compare")
+    return tuple(k for k in export.KINDS if k in asked) or ("aggregate",)
+
+
+def _poi_pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    parts = [t.strip() for t in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise CubeError(f"cannot read --poi {text!r}: give two algorithms, e.g. --poi ppo_lag,ppo")
+    return parts[0], parts[1]
+
+
+def _format(args: argparse.Namespace, kinds: tuple[str, ...]) -> str:
     if args.format:
         return args.format
-    if args.output and args.kind != "all":
+    if args.output and len(kinds) == 1:
         return SUFFIX_FORMAT.get(Path(args.output).suffix.lower(), "markdown")
-    return "markdown"
+    if args.output:
+        return "markdown"
+    return "table"
+
+
+def _multi_file(kinds: tuple[str, ...], fmt: str) -> bool:
+    """Several tables in a machine format go to one file each (a directory)."""
+    return len(kinds) > 1 and fmt not in ("markdown", "table")
 
 
 def _write(path: Path, text: str) -> None:
     """Write text atomically (temporary file, then rename)."""
     if path.is_dir():
-        raise CubeError(f"{path} is a directory: give a file name for --output")
+        raise CubeError(f"{path} is a directory: give a file name for --out")
     if not path.parent.exists():
-        raise CubeError(f"folder {path.parent} does not exist: create it or choose another --output")
+        raise CubeError(f"folder {path.parent} does not exist: create it or choose another --out")
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --output") from None
+        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
 
 
 def _notes(ss: xr.Dataset) -> list[str]:
@@ -93,18 +143,45 @@ def _notes(ss: xr.Dataset) -> list[str]:
 def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, settings: tuple[str, ...],
             bar: Progress) -> dict[str, xr.Dataset]:
     out = {}
+    kw = {"boot": args.boot, "rng_seed": args.rng_seed, "ci": args.ci}
     for kind in kinds:
         if kind == "conditions":
             out[kind] = stats.condition_table(ss, settings)
+            continue
+        if kind == "poi":
+            x, y = _poi_pair(args.poi)
+            out[kind] = stats.probability_of_improvement(ss, x, y, settings, **kw)
             continue
         task = bar.add_task(f"bootstrap {kind} (B={args.boot})", total=None)
 
         def tick(done: int, total: int, task=task) -> None:
             bar.update(task, completed=done, total=total)
 
+        if kind == "gap":
+            out[kind] = stats.greedy_expl_gap(ss, progress=tick, **kw)
+            continue
         fn = stats.aggregate_table if kind == "aggregate" else stats.cdf_curves
-        out[kind] = fn(ss, settings, boot=args.boot, rng_seed=args.rng_seed, ci=args.ci, progress=tick)
+        out[kind] = fn(ss, settings, progress=tick, **kw)
     return out
+
+
+def _check_args(args: argparse.Namespace, kinds: tuple[str, ...], fmt: str) -> None:
+    if args.boot < 1 or not 0 < args.ci < 1:
+        raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
+    if not 0 <= args.digits <= 12:
+        raise CubeError(f"--digits must be between 0 and 12, got {args.digits}")
+    if _multi_file(kinds, fmt) and not args.output:
+        raise CubeError(f"{len(kinds)} tables with --format {fmt} are written one file per table: give --out DIR")
+    _poi_pair(args.poi)
+
+
+def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
+    """One warning per setting that some (not all) selected runs lack: they are left out of it."""
+    for s in settings:
+        lack = stats.runs_without(ss, s)
+        if lack:
+            warnings.warn(f"setting {s}: {len(lack)} run(s) have no episodes and are left out "
+                          f"({stats._some(lack)})", stats.StatsWarning, stacklevel=2)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,46 +189,62 @@ def run(args: argparse.Namespace) -> int:
     from cube.cli import err_console, progress_bar
     from cube.cluster import scheduler_context
 
-    fmt = _format(args)
-    kinds = export.KINDS if args.kind == "all" else (args.kind,)
+    kinds = _kinds(args)
+    fmt = _format(args, kinds)
     settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
                 if args.settings is not None else None)
     selection = parse_selection(args.algos, args.tasks, args.bounds, args.seeds, args.iterates)
-    if args.boot < 1 or not 0 < args.ci < 1:
-        raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
-    if not 0 <= args.digits <= 12:
-        raise CubeError(f"--digits must be between 0 and 12, got {args.digits}")
-    multi_file = args.kind == "all" and fmt != "markdown"
-    if multi_file and not args.output:
-        raise CubeError(f"--kind all with --format {fmt} writes one file per table: give --output DIR")
-    with progress_bar() as bar:
-        task = bar.add_task("sufficient statistics", total=None)
-        with scheduler_context(args.scheduler):
-            ss = stats.load_suffstats(args.path, cache=not args.no_cache,
-                                      progress=lambda d, t: bar.update(task, completed=d, total=t))
-        bar.update(task, visible=False)
-        ss = stats.select(ss, selection)
-        if args.baseline and args.baseline not in ss["algo"].values:
-            raise CubeError(f"--baseline {args.baseline} is not among the selected algorithms "
-                            f"({', '.join(map(str, ss['algo'].values))})")
-        if settings is not None:
-            stats.require_data(ss, settings)
-        tables = _tables(ss, kinds, args, stats.settings_arg(settings, ss), bar)
-    texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits) for k, v in tables.items()}
+    _check_args(args, kinds, fmt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        with progress_bar() as bar:
+            task = bar.add_task("sufficient statistics", total=None)
+            with scheduler_context(args.scheduler):
+                ss = stats.load_suffstats(args.path, cache=not args.no_cache,
+                                          progress=lambda d, t: bar.update(task, completed=d, total=t))
+            bar.update(task, visible=False)
+            ss = stats.select(ss, selection)
+            if args.baseline and args.baseline not in ss["algo"].values:
+                raise CubeError(f"--baseline {args.baseline} is not among the selected algorithms "
+                                f"({', '.join(map(str, ss['algo'].values))})")
+            if settings is not None:
+                stats.require_data(ss, settings)
+            use = stats.settings_arg(settings, ss)
+            _warn_left_out(ss, use)
+            tables = _tables(ss, kinds, args, use, bar)
     for note in _notes(ss):
         err_console.print(f"note: {note}", highlight=False)
+    for msg in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)):
+        err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
+    if fmt == "table" and not args.output:
+        return _print_rich(tables, args)
+    texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits) for k, v in tables.items()}
     return _emit(texts, fmt, args)
 
 
+def _print_rich(tables: dict[str, xr.Dataset], args: argparse.Namespace) -> int:
+    """Rich tables to stdout (colours on a terminal; wide enough for the table when piped)."""
+    from rich.console import Console
+
+    console = Console(file=sys.stdout)
+    if not console.is_terminal:
+        console = Console(file=sys.stdout, width=400, color_system=None)
+    for kind, obj in tables.items():
+        if obj.attrs.get("synthetic"):
+            console.print(export.SYNTHETIC_MARK["table"].strip(), style="bold red", highlight=False)
+        console.print(export.rich_table(obj, kind, baseline=args.baseline, digits=args.digits))
+    return 0
+
+
 def _emit(texts: dict[str, str], fmt: str, args: argparse.Namespace) -> int:
-    if args.kind == "all" and fmt != "markdown":
+    if _multi_file(tuple(texts), fmt):
         out = Path(args.output)
         if out.exists() and not out.is_dir():
-            raise CubeError(f"{out} is a file: --kind all writes one file per table into a directory")
+            raise CubeError(f"{out} is a file: several tables are written one file per table into a directory")
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CubeError(f"cannot create {out} ({exc.strerror or type(exc).__name__}): choose another --output") from None
+            raise CubeError(f"cannot create {out} ({exc.strerror or type(exc).__name__}): choose another --out") from None
         for kind, text in texts.items():
             _write(out / f"{kind}{FORMAT_SUFFIX[fmt]}", text)
         print(f"wrote {', '.join(str(out / (k + FORMAT_SUFFIX[fmt])) for k in texts)}")

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import xarray as xr
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -67,11 +68,13 @@ def condition_label(task: str, bound: float) -> str:
     return f"{task} d={bound:g}"
 
 
-def add_columns(table: DataTable, columns: list[tuple[str, str]], rows: list[list[Text]]) -> None:
-    """Add columns sized to their widest line (DataTable under-measures multi-line cells)."""
+def add_columns(table: DataTable, columns: list[tuple[str | Text, str]], rows: list[list[Text]]) -> None:
+    """Add columns sized to their widest line: DataTable's own measure under-sizes multi-line cells and
+    labels (and not always the same way), which would truncate numbers."""
     for i, (label, key) in enumerate(columns):
-        lines = [line for r in rows for line in r[i].plain.split("\n")] + label.split("\n")
-        table.add_column(label, key=key, width=max(len(line) for line in lines))
+        plain = label.plain if isinstance(label, Text) else label
+        lines = [line for r in rows for line in r[i].plain.split("\n")] + plain.split("\n")
+        table.add_column(label, key=key, width=max(cell_len(line) for line in lines))
 
 
 class ResultView(Vertical):
@@ -195,23 +198,21 @@ class SummaryView(ResultView):
         table = self.query_one("#summary-table", DataTable)
         table.clear(columns=True)
         table.header_height = 1 if narrow else 2
-        table.add_column("Algorithm", key="algo")
+        columns: list[tuple[str | Text, str]] = [("Algorithm", "algo")]
         if narrow:
-            table.add_column("Setting", key="setting")
-            for m in METRICS:
-                table.add_column(Text(f"IQM {METRIC_LABELS[m]}", justify="right"), key=m)
-            table.add_column("Tier", key="tier")
+            columns.append(("Setting", "setting"))
+            columns += [(Text(f"IQM {METRIC_LABELS[m]}", justify="right"), m) for m in METRICS]
+            columns.append(("Tier", "tier"))
         else:
-            for m in METRICS:
-                for s in pair:
-                    table.add_column(Text(f"{METRIC_LABELS[m]}\n{_short(s)}", justify="right"), key=f"{m}:{s}")
-            for s in pair:
-                table.add_column(Text(f"Tier\n{_short(s)}", justify="right"), key=f"tier:{s}")
+            columns += [(Text(f"{METRIC_LABELS[m]}\n{_short(s)}", justify="right"), f"{m}:{s}")
+                        for m in METRICS for s in pair]
+            columns += [(Text(f"Tier\n{_short(s)}", justify="right"), f"tier:{s}") for s in pair]
 
         def cell(a: str, m: str, s: str) -> Text:
             style = "dim" if a == sel.baseline else ("bold" if best.get((m, s)) == a else "")
             return Text(fmt(cube.get("value", a, s, m)), style=style, justify="right")
 
+        rows: list[tuple[str, list[Text]]] = []
         for a in cube.algos:
             dim = "dim" if a == sel.baseline else ""
             if narrow:
@@ -219,11 +220,14 @@ class SummaryView(ResultView):
                     cells = [Text(a if i == 0 else "", style=dim or "bold"), Text(_short(s), style=dim)]
                     cells += [cell(a, m, s) for m in METRICS]
                     cells.append(Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right"))
-                    table.add_row(*cells, key=f"{a}:{s}")
+                    rows.append((f"{a}:{s}", cells))
                 continue
             cells = [Text(a, style=dim or "bold")] + [cell(a, m, s) for m in METRICS for s in pair]
             cells += [Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right") for s in pair]
-            table.add_row(*cells, key=a)
+            rows.append((a, cells))
+        add_columns(table, columns, [c for _, c in rows])
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
         it = _iter_text(sel)
         self.query_one("#summary-title", Static).update(
             f"IQM over {len(sel.tasks) * len(sel.bounds)} task-bound pairs · Train{it} | {SETTING_LABELS[pair[1]]}"
@@ -846,14 +850,14 @@ class RunsView(ResultView):
     def render_data(self, rows: list[dict]) -> None:
         table = self.query_one("#runs-table", DataTable)
         table.clear(columns=True)
-        for h in self.HEADER:
-            table.add_column(h, key=h)
         style = {"complete": "green", "partial": "yellow", "pending": "red"}
-        for i, r in enumerate(rows):
-            table.add_row(r["algo"], r["task"], f"{r['bound']:g}", str(r["seed"]),
-                          Text(r["status"], style=style.get(r["status"], "")),
-                          Text(_steps(r["steps"]), justify="right"), Text(str(r["iterates"]), justify="right"),
-                          r["config"], key=str(i))
+        all_cells = [[Text(r["algo"]), Text(r["task"]), Text(f"{r['bound']:g}"), Text(str(r["seed"])),
+                      Text(r["status"], style=style.get(r["status"], "")),
+                      Text(_steps(r["steps"]), justify="right"), Text(str(r["iterates"]), justify="right"),
+                      Text(r["config"])] for r in rows]
+        add_columns(table, [(h, h) for h in self.HEADER], all_cells)
+        for i, cells in enumerate(all_cells):
+            table.add_row(*cells, key=str(i))
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1

@@ -101,14 +101,22 @@ def test_conditions_without_runs_are_dropped_from_the_iqm():
     assert agg["n_conditions"].sel(setting="train").item() == 4
 
 
-def test_cdf_ci_equals_quantiles_of_resampled_stratum_means():
-    """The CDF's one-matmul bootstrap equals the generic path: mean over strata of resampled seed means."""
-    ds = random_cube(np.random.default_rng(6), shape=(1, 2, 2, 4, 2, 6))
+def test_cdf_band_equals_a_per_replicate_loop_of_the_pooled_ratio():
+    """The CDF's one-matmul bootstrap equals, replicate by replicate, drawing seeds within each condition
+    (the documented law) and pooling the drawn seeds' episodes: sum of counts <= kappa / sum of episodes."""
+    ds = random_cube(np.random.default_rng(6), shape=(1, 2, 2, 4, 2, 6))  # ragged episode counts
     ss = stats.load_suffstats(ds)
     cdf = stats.cdf_curves(ss, ["train"], boot=300, rng_seed=5)
-    frac = stats._run_cdf(ss, "train").sel(algo="alg0").transpose("task", "bound", "seed", "kappa").values
-    frac = frac.reshape(4, 4, -1)
-    reps = stratified_bootstrap_means(frac, np.full(4, 4), 300, stats._rng(5, "alg0", "train")).mean(1)
+    c = ds["cost"].values.astype(np.float64)[0, ..., 0]  # (T, B, S, J, E)
+    d = ds["bound"].values[None, :, None, None, None]
+    x = ((c - d) / d).reshape(4, 4, -1)  # (condition, seed, pooled episodes of all iterates)
+    kappa = ss["kappa"].values
+    u = stats._rng(5, "alg0", "train").random((300, 4, 4))
+    reps = np.empty((300, kappa.size))
+    for b in range(300):
+        drawn = np.concatenate([x[p, int(u[b, p, i] * 4)] for p in range(4) for i in range(4)])
+        drawn = drawn[~np.isnan(drawn)]
+        reps[b] = (drawn[:, None] <= kappa[None, :]).sum(0) / drawn.size
     lo, hi = np.quantile(reps, [0.025, 0.975], axis=0)
     np.testing.assert_allclose(cdf["ci_low"].sel(algo="alg0", setting="train"), lo, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(cdf["ci_high"].sel(algo="alg0", setting="train"), hi, rtol=1e-10, atol=1e-12)

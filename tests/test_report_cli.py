@@ -21,31 +21,101 @@ def cube(small_demo_cube: Path, tmp_path: Path) -> Path:
     return path
 
 
-def test_default_report_is_the_aggregate_markdown_table(cube, capsys):
+def test_default_report_is_the_rich_aggregate_table(cube, capsys):
     assert main(["report", str(cube), "--boot", "50", "--baseline", "ppo"]) == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0] == "> SYNTHETIC DEMO DATA, not training results" and lines[1] == ""
-    assert lines[2].startswith("| Algorithm | IQM(R) train") and len(lines) == 2 + 2 + 4
+    assert lines[0] == "SYNTHETIC DEMO DATA, not training results"
+    assert "IQM(R̄) [CI]" in out and "IQM(D_norm+) [CI]" in out and "ppo (baseline)" in out
+    rows = [line for line in lines if line.startswith("│ ")]
+    assert len(rows) == 4 * 3  # one row per algorithm and setting
     assert "SYNTHETIC" in err
+
+
+def test_markdown_format_is_still_available(cube, capsys):
+    assert main(["report", str(cube), "--boot", "50", "--format", "markdown"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "> SYNTHETIC DEMO DATA, not training results" and lines[2].startswith("| Algorithm | IQM(R) train")
 
 
 def test_csv_report_matches_the_api(cube, capsys):
     args = ["report", str(cube), "--format", "csv", "--boot", "40", "--settings", "final_greedy",
             "--algos", "p3o,focops", "--seeds", "0-1", "--rng-seed", "3"]
     assert main(args) == 0
-    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high"
+    rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["algo"] for r in rows} == {"p3o", "focops"} and {r["setting"] for r in rows} == {"final_greedy"}
     ss = stats.select(stats.load_suffstats(cube), stats.Selection(algos=("p3o", "focops"), seeds=(0, 1)))
     agg = stats.aggregate_table(ss, ["final_greedy"], boot=40, rng_seed=3)
     for r in rows:
+        if r["metric"] == "tier":
+            assert r["value"] == str(int(agg["tier"].sel(algo=r["algo"], setting="final_greedy")))
+            continue
         want = agg.sel(algo=r["algo"], setting="final_greedy", metric=r["metric"])
         assert float(r["ci_low"]) == pytest.approx(float(want["ci_low"]), rel=1e-9)
+    # the singular spellings and --out are aliases: the same file, byte for byte
+    alias = ["report", str(cube), "--format", "csv", "--boot", "40", "--settings", "final_greedy",
+             "--algo", "p3o,focops", "--seed", "0-1", "--rng-seed", "3", "--out", str(cube.parent / "a.csv")]
+    assert main(alias) == 0
+    assert (cube.parent / "a.csv").read_text() == out
+
+
+def test_singular_selection_aliases_and_flags(cube, capsys):
+    assert main(["report", str(cube), "--per-condition", "--format", "csv", "--boot", "10",
+                 "--task", "goal", "--bound", "15", "--algo", "p3o"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds"
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert {(r["algo"], r["task"], float(r["bound"])) for r in rows} == {("p3o", "goal", 15.0)}
+    assert main(["report", str(cube), "--cdf", "--format", "csv", "--boot", "10", "--algo", "p3o",
+                 "--settings", "train"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "algo,setting,kappa,cdf,ci_low,ci_high" and all(x.startswith("p3o,train,") for x in lines[1:])
+
+
+def test_poi_and_gap_from_the_cli_match_the_api(cube, capsys):
+    assert main(["report", str(cube), "--poi", "p3o,ppo", "--format", "csv", "--boot", "30", "--rng-seed", "2"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    poi = stats.probability_of_improvement(stats.load_suffstats(cube), "p3o", "ppo", boot=30, rng_seed=2)
+    assert len(rows) == poi["value"].size
+    for r in rows:
+        want = poi.sel(setting=r["setting"], metric=r["metric"])
+        assert float(r["value"]) == float(want["value"]) and float(r["ci_high"]) == float(want["ci_high"])
+    assert main(["report", str(cube), "--gap", "--format", "json", "--boot", "30"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "gap" and len(doc["rows"]) == 4 * 5
+    assert main(["report", str(cube), "--gap", "--boot", "30"]) == 0
+    assert "ΔC̄" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "markdown", "latex"])
+def test_every_format_of_every_table(cube, tmp_path, fmt):
+    out = tmp_path / "all"
+    assert main(["report", str(cube), "--kind", "all", "--poi", "ppo_lag,ppo", "--gap", "--format", fmt,
+                 "--boot", "10", "--out", str(out if fmt not in ("table", "markdown") else out.with_suffix(".txt"))]) == 0
+    if fmt in ("table", "markdown"):
+        text = out.with_suffix(".txt").read_text()
+        assert text.count("## ") == 5
+    else:
+        names = sorted(p.name for p in out.iterdir())
+        assert names == sorted(f"{k}.{ {'csv': 'csv', 'json': 'json', 'latex': 'tex'}[fmt]}"
+                               for k in ("aggregate", "conditions", "cdf", "poi", "gap"))
+
+
+def test_one_seed_gives_nan_std_and_ci_with_a_one_line_warning(cube, capsys):
+    assert main(["report", str(cube), "--seed", "1", "--format", "csv", "--boot", "10"]) == 0
+    out, err = capsys.readouterr()
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert all(r["ci_low"] == "" for r in rows) and all(r["value"] != "" for r in rows)
+    warn = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert warn and all("fewer than 2 seeds, CI reported as NaN" in w for w in warn)
+    assert "Traceback" not in err
 
 
 def test_output_suffix_picks_the_format(cube, tmp_path, capsys):
     out = tmp_path / "cdf.json"
-    assert main(["report", str(cube), "--kind", "cdf", "--boot", "20", "-o", str(out)]) == 0
+    assert main(["report", str(cube), "--kind", "cdf", "--boot", "20", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["kind"] == "cdf" and doc["boot"] == 20 and doc["synthetic"] is True
     assert f"wrote {out}" in capsys.readouterr().out
@@ -72,7 +142,10 @@ def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
         (["--boot", "0"], "--boot must be >= 1"),
         (["--baseline", "ppo", "--algos", "p3o"], "--baseline ppo is not among the selected algorithms (p3o)"),
         (["--digits", "-1"], "--digits must be between 0 and 12"),
-        (["--kind", "all", "--format", "csv"], "give --output DIR"),
+        (["--kind", "all", "--format", "csv"], "give --out DIR"),
+        (["--poi", "ppo"], "cannot read --poi 'ppo'"),
+        (["--poi", "ppo,trpo"], "unknown algo trpo"),
+        (["--kind", "poi"], "--kind poi needs --poi X,Y"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(cube, capsys, extra, message):
@@ -99,7 +172,11 @@ def test_cube_still_training_reports_train_only(tiny_store, tiny_key, capsys):
     assert lag["metrics"]["V"]["value"] == 0.5 and lag["metrics"]["C"]["value"] == pytest.approx(21.5)
     assert lag["metrics"]["Dplus"]["value"] == pytest.approx((5 / 25 + 1 / 25) / 2)
     assert main(["report", str(tiny_store), "--settings", "final_greedy"]) == 2
-    assert "no 'greedy' episodes in the selection" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no 'greedy' episodes in the selection" in err and "selected runs lack them: ppo/" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["report", str(tiny_store), "--gap"]) == 2
+    assert "the greedy-expl gap needs 'expl' episodes" in capsys.readouterr().err
 
 
 def test_unwritable_outputs_are_one_line_errors(cube, tmp_path, capsys):
@@ -109,3 +186,19 @@ def test_unwritable_outputs_are_one_line_errors(cube, tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
     assert main(["report", str(cube), "--boot", "5", "-o", str(tmp_path / "no" / "such" / "t.md")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_invalid_costs_and_corrupt_chunks_are_one_line_errors(tiny_store, tiny_key, capsys):
+    from cube import write_episodes
+
+    write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [10.0, -3.0])
+    assert main(["report", str(tiny_store), "--boot", "5", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: invalid cube: 1 negative cost(s) (first at algo=ppo_lag") and len(err.splitlines()) == 1
+    write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [10.0, 3.0])
+    chunk = next(p for p in sorted((tiny_store / "cost" / "c").rglob("*")) if p.is_file())
+    chunk.write_bytes(b"not a zstd frame" * 8)
+    assert main(["report", str(tiny_store), "--boot", "5", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot read the cube's episodes") and "Traceback" not in err
+    assert len(err.splitlines()) == 1

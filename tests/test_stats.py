@@ -127,18 +127,40 @@ def test_iqm_by_hand():
     ("dnorm", "v", "dplus", "expected"),
     [
         (0.06, 0.0, 0.0, 0),  # FOCOPS in the paper: Dnorm just above 0 -> tier 0 whatever V is
-        (0.0, 0.9, 5.0, 1),  # Dnorm <= 0 is enough for tier 1
+        (0.0, 0.9, 5.0, 1),  # D = 0: Dnorm <= 0 is enough for tier 1
+        (1e-6, 0.9, 5.0, 0),  # just beyond D = 0
         (-0.2, 0.5, 5.0, 2),  # V <= 0.5 inclusive
-        (-0.2, 0.5000001, 0.0, 1),
+        (-0.2, 0.5 + 1e-6, 0.0, 1),
         (-0.2, 0.1, 0.1, 3),  # both thresholds inclusive
-        (-0.2, 0.1, 0.1000001, 2),
-        (-0.2, 0.0, 0.0, 4),
-        (-0.2, 1e-12, 0.0, 3),  # strict means exactly zero
+        (-0.2, 0.1 + 1e-6, 0.0, 2),
+        (-0.2, 0.1, 0.1 + 1e-6, 2),
+        (-0.2, 0.0, 0.0, 4),  # V = 0 and D+ = 0 exactly
+        (-0.2, 1e-6, 0.0, 3),  # one violation in a million episodes is not V = 0
+        (-0.2, 0.0, 1e-6, 3),
         (np.nan, 0.0, 0.0, -1),
     ],
 )
 def test_tier_thresholds(dnorm, v, dplus, expected):
     assert int(stats.tier(dnorm, v, dplus)) == expected
+
+
+def test_float_noise_of_averaging_does_not_move_a_tier():
+    v = np.mean([0.1, 0.1, 0.1])
+    assert v > 0.1  # 0.10000000000000002 in float64
+    assert int(stats.tier(0.0, v, np.mean([0.1, 0.1, 0.1]))) == 3
+    assert int(stats.tier(np.mean([0.3, 0.3, 0.3]) - 0.9, np.mean([0.5] * 7), 1.0)) == 2
+    assert int(stats.tier(-0.1, np.mean([1e-17, -1e-17]), 0.0)) == 4
+
+
+def test_tiers_from_three_seeds_at_the_v_threshold_end_to_end():
+    # 3 seeds, each with V = 1/10 and D+ = 0.1 exactly at d = 10 (one episode of cost 11 among 10).
+    cost = np.full((1, 1, 1, 3, 1, 10, 1), 5.0)
+    cost[..., 0, :] = 11.0
+    ds = cube_ds(np.ones_like(cost), cost, ["a"], ["t"], [10.0])
+    ss = stats.load_suffstats(ds)
+    ct = stats.condition_table(ss, ["train"])
+    assert int(ct["tier"].item()) == 3
+    assert int(stats.aggregate_table(ss, ["train"], boot=20)["tier"].item()) == 3
 
 
 # ------------------------------------------------------------------------------- aggregate and CDF
@@ -187,6 +209,38 @@ def test_cdf_is_monotone_in_kappa_and_ci_brackets_it():
     assert np.all((cdf["cdf"].values >= 0) & (cdf["cdf"].values <= 1))
 
 
+def test_cdf_pools_episodes_with_ragged_counts_not_mean_of_fractions():
+    # One condition, 2 seeds; d = 10 so kappa = 0 means cost <= 10.
+    # seed 0: iterate 0 has 1 episode (cost 20: above), iterate 1 has 3 episodes (5, 5, 5: below)
+    # seed 1: iterate 0 has 4 episodes (5, 5, 5, 20), iterate 1 has 0 episodes
+    cost = np.full((1, 1, 1, 2, 2, 4, 1), np.nan)
+    cost[0, 0, 0, 0, 0, :1, 0] = [20.0]
+    cost[0, 0, 0, 0, 1, :3, 0] = [5.0, 5.0, 5.0]
+    cost[0, 0, 0, 1, 0, :, 0] = [5.0, 5.0, 5.0, 20.0]
+    ds = cube_ds(np.where(np.isnan(cost), np.nan, 1.0), cost, ["a"], ["t"], [10.0])
+    cdf = stats.cdf_curves(stats.load_suffstats(ds), ["train"], boot=50)
+    got = float(cdf["cdf"].sel(algo="a", setting="train", kappa=0.0))
+    assert got == pytest.approx(6 / 8)  # eq. 9: 6 of the 8 pooled episodes have (c - d)/d <= 0
+    # the mean of per-iterate fractions would be mean(mean(0, 1), 3/4) = 0.625
+    assert float(cdf["cdf"].sel(algo="a", setting="train", kappa=1.0)) == pytest.approx(1.0)
+    assert float(cdf["cdf"].sel(algo="a", setting="train", kappa=-0.6)) == 0.0
+
+
+def test_cdf_matches_plain_numpy_pooled_ratio_on_ragged_random_cubes():
+    ds = random_cube(np.random.default_rng(21), shape=(2, 2, 2, 3, 3, 7), ragged=True)
+    ss = stats.load_suffstats(ds)
+    cdf = stats.cdf_curves(ss, boot=10)
+    c = ds["cost"].values.astype(np.float64)
+    d = ds["bound"].values[None, :, None, None, None]
+    for a in range(2):
+        for s, m in (("train", 0), ("final_expl", 1), ("final_greedy", 2)):
+            x = (c[a, ..., m] - d) / d  # (T, B, S, J, E); expl/greedy only at the last iterate
+            for kappa in (-0.5, 0.0, 0.5, 2.0):
+                want = np.sum(x <= kappa) / np.sum(~np.isnan(x))
+                got = float(cdf["cdf"].sel(algo=f"alg{a}", setting=s, kappa=kappa))
+                assert got == pytest.approx(want, rel=1e-12)
+
+
 def test_block_stats_match_direct_counts():
     rng = np.random.default_rng(0)
     c = rng.gamma(2.0, 10.0, (2, 7, 3))  # (bound, episode, mode): the store's layout
@@ -229,3 +283,183 @@ def test_default_settings_are_those_with_episodes():
         stats.require_data(ss, ["train", "final_greedy"])
     foreign = cube_ds(np.ones((1, 1, 1, 1, 2, 2, 1)), np.ones((1, 1, 1, 1, 2, 2, 1)), ["a"], ["t"], [5.0])
     assert stats.available_settings(stats.load_suffstats(foreign)) == ("train",)
+
+
+# ------------------------------------------------------------------ probability of improvement, gap
+def per_run_cube(r: np.ndarray, c: np.ndarray, d: float = 10.0):
+    """Cube whose runs have one train episode: per-run R = r, C = c; r, c shaped (A, T, S)."""
+    a, t, s = r.shape
+    shape = (a, t, 1, s, 1, 1, 1)
+    return cube_ds(r.reshape(shape), c.reshape(shape), [f"alg{i}" for i in range(a)],
+                   [f"task{i}" for i in range(t)], [d])
+
+
+def test_probability_of_improvement_by_hand():
+    # condition 0: R of x = (1, 2, 3), y = (2, 2, 0): U = 1 + (0.5 + 0.5 + 1) + 3 = 6 -> 6/9
+    # condition 1: R of x = (5, 5, 5), y = (5, 5, 5): all ties -> 1/2.  Mean: (2/3 + 1/2) / 2 = 7/12
+    r = np.array([[[1, 2, 3], [5, 5, 5]], [[2, 2, 0], [5, 5, 5]]], dtype=float)
+    # costs: x = (10, 20, 30) vs y = (15, 15, 15), lower is better: 10 beats all 3 -> U = 3 -> 1/3; cond 1 ties.
+    c = np.array([[[10, 20, 30], [4, 4, 4]], [[15, 15, 15], [4, 4, 4]]], dtype=float)
+    ss = stats.load_suffstats(per_run_cube(r, c))
+    poi = stats.probability_of_improvement(ss, "alg0", "alg1", "train", boot=200)
+    assert poi["value"].dims == ("setting", "metric")
+    assert float(poi["value"].sel(setting="train", metric="R")) == pytest.approx(7 / 12)
+    assert float(poi["value"].sel(setting="train", metric="C")) == pytest.approx((1 / 3 + 0.5) / 2)
+    back = stats.probability_of_improvement(ss, "alg1", "alg0", "train", boot=200)
+    np.testing.assert_allclose(poi["value"] + back["value"], 1.0)  # P(x > y) + P(y > x) = 1 with ties halved
+    same = stats.probability_of_improvement(ss, "alg0", "alg0", "train", metric="V", boot=10)
+    assert float(same["value"].item()) == 0.5 and list(same["metric"].values) == ["V"]
+    with pytest.raises(CubeError, match="unknown algo nope"):
+        stats.probability_of_improvement(ss, "alg0", "nope")
+    with pytest.raises(CubeError, match="unknown metric"):
+        stats.probability_of_improvement(ss, "alg0", "alg1", metric="X")
+
+
+def test_probability_of_improvement_equals_mannwhitneyu_averaged_over_conditions():
+    ds = random_cube(np.random.default_rng(12), shape=(2, 2, 2, 4, 3, 5))
+    ss = stats.load_suffstats(ds)
+    poi = stats.probability_of_improvement(ss, "alg1", "alg0", boot=20)
+    for s in stats.SETTINGS:
+        runs = {(a, t, b): [ref_run(ds, a, t, b, k, s) for k in range(4)]
+                for a in range(2) for t in range(2) for b in range(2)}
+        for m in METRICS:
+            per_cond = []
+            for t in range(2):
+                for b in range(2):
+                    x = np.array([r[m] for r in runs[(1, t, b)]])
+                    y = np.array([r[m] for r in runs[(0, t, b)]])
+                    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+                    u = (scipy.stats.mannwhitneyu(x, y).statistic if m == "R"
+                         else scipy.stats.mannwhitneyu(y, x).statistic)  # lower cost is the improvement
+                    per_cond.append(u / (x.size * y.size))
+            got = float(poi["value"].sel(setting=s, metric=m))
+            assert got == pytest.approx(np.mean(per_cond), rel=1e-12)
+
+
+def test_probability_of_improvement_ci_equals_a_per_replicate_loop():
+    rng = np.random.default_rng(4)
+    r, c = rng.normal(size=(2, 3, 4)).round(1), rng.gamma(2.0, 5.0, (2, 3, 4)).round(0)  # rounding: ties
+    ss = stats.load_suffstats(per_run_cube(r, c))
+    poi = stats.probability_of_improvement(ss, "alg0", "alg1", "train", metric=("R", "C"), boot=200, rng_seed=7)
+    gen = stats._rng(7, "alg0>alg1", "train")
+    ux, uy = gen.random((200, 3, 4)), gen.random((200, 3, 4))  # x's draws, then y's (one batch)
+    reps = np.empty((200, 2))
+    for b in range(200):
+        for f, (vals, lower) in enumerate(((r, False), (c, True))):
+            us = []
+            for p in range(3):
+                x, y = vals[0, p, (ux[b, p] * 4).astype(int)], vals[1, p, (uy[b, p] * 4).astype(int)]
+                sign = -1.0 if lower else 1.0
+                us.append(np.mean((sign * x[:, None] > sign * y[None, :]) + 0.5 * (x[:, None] == y[None, :])))
+            reps[b, f] = np.mean(us)
+    lo, hi = np.quantile(reps, [0.025, 0.975], axis=0)
+    np.testing.assert_allclose(poi["ci_low"].sel(setting="train"), lo, rtol=1e-12)
+    np.testing.assert_allclose(poi["ci_high"].sel(setting="train"), hi, rtol=1e-12)
+    again = stats.probability_of_improvement(ss, "alg0", "alg1", "train", metric=("R", "C"), boot=200, rng_seed=7)
+    np.testing.assert_array_equal(again["ci_low"], poi["ci_low"])
+
+
+def test_greedy_expl_gap_matches_reference_and_pairs_seeds():
+    ds = random_cube(np.random.default_rng(9), shape=(2, 2, 2, 3, 2, 5))
+    ss = stats.load_suffstats(ds)
+    gap = stats.greedy_expl_gap(ss, boot=100)
+    assert gap["value"].dims == ("algo", "metric")
+    for a in range(2):
+        for m in METRICS:
+            means = [np.mean([ref_run(ds, a, t, b, k, "final_greedy")[m] - ref_run(ds, a, t, b, k, "final_expl")[m]
+                              for k in range(3)]) for t in range(2) for b in range(2)]
+            assert float(gap["value"].sel(algo=f"alg{a}", metric=m)) == pytest.approx(
+                scipy.stats.trim_mean(means, 0.25), rel=1e-9, abs=1e-12)
+    # greedy = expl + 1 in every run: the seeds' expl values differ, their pairs' differences do not.
+    cost = ds["cost"].values.copy()
+    cost[..., 2] = cost[..., 1] + 1.0
+    ds["cost"].values[:] = cost
+    ds["reward"].values[..., 2] = ds["reward"].values[..., 1]
+    gap = stats.greedy_expl_gap(stats.load_suffstats(ds), boot=100)
+    for part in ("value", "ci_low", "ci_high"):
+        assert float(gap[part].sel(algo="alg0", metric="C")) == pytest.approx(1.0, rel=1e-9)
+        assert float(gap[part].sel(algo="alg0", metric="R")) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_gap_without_final_evaluations_names_the_runs():
+    ss = stats.load_suffstats(one_run_ds([[1.0]]))
+    with pytest.raises(CubeError, match="no selected run has them \\(a/t/15/0\\)"):
+        stats.greedy_expl_gap(ss)
+
+
+def test_accessor_returns_the_same_objects_as_the_functions():
+    ds = random_cube(np.random.default_rng(1), shape=(2, 2, 2, 3, 2, 4))
+    ss = stats.load_suffstats(ds)
+    xr_agg = ds.saferl.aggregate(["train"], boot=30)
+    np.testing.assert_array_equal(xr_agg["ci_low"], stats.aggregate_table(ss, ["train"], boot=30)["ci_low"])
+    assert ds.saferl.suffstats is ds.saferl.suffstats  # computed once
+    assert ss.saferl.suffstats is ss
+    np.testing.assert_array_equal(ss.saferl.poi("alg0", "alg1", "train", boot=10)["value"],
+                                  stats.probability_of_improvement(ss, "alg0", "alg1", "train", boot=10)["value"])
+    assert ss.saferl.gap(boot=10)["value"].dims == ("algo", "metric")
+    assert ss.saferl.cdf(["train"], boot=10)["cdf"].dims == ("algo", "setting", "kappa")
+    assert ss.saferl.conditions(["train"])["tier"].dims == ("algo", "task", "bound", "setting")
+
+
+# ----------------------------------------------------------------------------- fewer than 2 seeds
+def test_one_seed_conditions_give_nan_std_and_ci_with_a_warning():
+    ds = random_cube(np.random.default_rng(2), shape=(1, 2, 1, 1, 2, 4))
+    ss = stats.load_suffstats(ds)
+    with pytest.warns(stats.StatsWarning, match="only 1 seed: std reported as NaN"):
+        ct = stats.condition_table(ss, ["train"])
+    assert ct["C_std"].isnull().all() and ct["C_mean"].notnull().all()
+    with pytest.warns(stats.StatsWarning, match="fewer than 2 seeds, CI reported as NaN"):
+        agg = stats.aggregate_table(ss, ["train"], boot=20)
+    assert agg["ci_low"].isnull().all() and agg["value"].notnull().all()
+    with pytest.warns(stats.StatsWarning):
+        cdf = stats.cdf_curves(ss, ["train"], boot=20)
+    assert cdf["ci_low"].isnull().all() and cdf["cdf"].notnull().all()
+
+
+# ------------------------------------------------------------------------ property tests, dask = numpy
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), scale=st.floats(0.1, 100.0))
+def test_properties_v_in_unit_interval_dplus_nonnegative(seed, scale):
+    rng = np.random.default_rng(seed)
+    ds = random_cube(rng, shape=(1, 2, 2, 3, 2, 5))
+    ds["cost"].values[:] = ds["cost"].values * np.float32(scale / 10.0)
+    ss = stats.load_suffstats(ds)
+    for s in stats.SETTINGS:
+        rm = stats.run_metrics(ss, s)
+        v, dp = rm["V"].values, rm["Dplus"].values
+        assert np.all((v[~np.isnan(v)] >= 0) & (v[~np.isnan(v)] <= 1)) and np.all(dp[~np.isnan(dp)] >= 0)
+    im = stats.iterate_metrics(ss)
+    assert float(im["V"].min()) >= 0 and float(im["V"].max()) <= 1 and float(im["Dplus"].min()) >= 0
+    agg = stats.aggregate_table(ss, boot=50)
+    for part in ("value", "ci_low", "ci_high"):
+        v, dp = agg[part].sel(metric="V").values, agg[part].sel(metric="Dplus").values
+        assert np.all((v >= 0) & (v <= 1)) and np.all(dp >= 0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_property_ci_contains_the_point_estimate(seed):
+    # Ordinary case: continuous costs, 5 seeds in each of 4 conditions.
+    ds = random_cube(np.random.default_rng(seed), shape=(1, 2, 2, 5, 2, 8), ragged=False)
+    ss = stats.load_suffstats(ds)
+    agg = stats.aggregate_table(ss, boot=400, rng_seed=seed % 1000)
+    assert np.all(agg["ci_low"] <= agg["value"] + 1e-12) and np.all(agg["value"] <= agg["ci_high"] + 1e-12)
+    gap = stats.greedy_expl_gap(ss, boot=400)
+    assert np.all(gap["ci_low"] <= gap["value"] + 1e-12) and np.all(gap["value"] <= gap["ci_high"] + 1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), chunk_seed=st.integers(1, 3), chunk_it=st.integers(1, 3))
+def test_property_dask_pass_equals_plain_numpy(seed, chunk_seed, chunk_it):
+    ds = random_cube(np.random.default_rng(seed), shape=(2, 1, 2, 3, 3, 5))
+    lazy = ds.chunk({"seed": chunk_seed, "iterate": chunk_it, "episode": 2})
+    a, b = stats.load_suffstats(ds), stats.load_suffstats(lazy)
+    kappa = a["kappa"].values
+    d = ds["bound"].values.reshape(1, 1, -1, 1, 1, 1, 1)
+    plain = _block_stats(ds["reward"].values, ds["cost"].values, d, kappa)  # numpy, no dask
+    for i, v in enumerate(("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")):
+        np.testing.assert_allclose(b[v].values, plain[..., i], rtol=1e-12)
+        np.testing.assert_allclose(a[v].values, b[v].values, rtol=1e-12)
+    np.testing.assert_array_equal(b["le"].values, plain[..., 6:])
+    np.testing.assert_array_equal(stats.aggregate_table(a, boot=30)["ci_low"],
+                                  stats.aggregate_table(b, boot=30)["ci_low"])

@@ -18,9 +18,9 @@ pytest.importorskip("optax")
 
 from cube import open_cube, read_manifests  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
-from train.core import make_train  # noqa: E402
+from train.core import make_train, train  # noqa: E402
 from train.losses import ALGO_IDS  # noqa: E402
-from train.runner import evaluate_store, multiplier_init, run_grid  # noqa: E402
+from train.runner import evaluate_store, run_grid  # noqa: E402
 from train.toy import make_toy_env  # noqa: E402
 
 D = 8.0
@@ -35,18 +35,16 @@ half of training (the multipliers make the cost oscillate around d; over seeds 0
 
 @pytest.fixture(scope="module")
 def toy_fns():
-    tr = make_train(TOY, make_toy_env())
-    return jax.jit(tr.init), jax.jit(tr.iterate)
+    return make_train(TOY, make_toy_env())
 
 
-def _final_cost(toy_fns, algo: str, n_iterates: int = 400) -> tuple[float, float]:
-    init, iterate = toy_fns
-    state = init(jax.random.PRNGKey(0), ALGO_IDS[algo], multiplier_init(algo, TOY), D / TOY.episode_length)
-    costs = []
-    for _ in range(n_iterates):
-        state, out = iterate(state)
-        costs.append(float(np.nanmean(np.asarray(out.episodes.cost))))
-    return float(np.mean(costs[-n_iterates // 2:])), float(state.multiplier)
+def _final_cost(trainer, algo: str) -> tuple[float, float]:
+    seen = []
+    state, logs = train(TOY, trainer.env, algo, D, seed=0, progress_fn=seen.append, trainer=trainer)
+    assert len(seen) == len(logs) == TOY.n_iterates == 400
+    assert all(log.cost.size == TOY.num_envs for log in logs)  # one episode per env per iterate
+    costs = [float(np.mean(log.cost)) for log in logs]
+    return float(np.mean(costs[-len(costs) // 2:])), float(state.multiplier)
 
 
 def test_ppo_ignores_the_constraint(toy_fns) -> None:

@@ -361,3 +361,46 @@ def checkpoint_payload(params: Params, normalizer: Any, multiplier: jax.Array) -
 def eval_key(seed: int, iterate: int) -> jax.Array:
     """Evaluation key of (seed, iterate): identical for every algorithm, so rollouts are paired."""
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(EVAL_TAG), seed), iterate)
+
+
+class IterateLog(NamedTuple):
+    """Host-side record of one iterate: completed episodes `[k]`, env steps so far, multiplier, metrics."""
+
+    iterate: int
+    reward: Any
+    cost: Any
+    env_steps: int
+    multiplier: float
+    metrics: dict[str, float]
+
+
+def train(config: TrainConfig, env: EnvFns, algo: str, bound: float, seed: int,
+          progress_fn: Callable[[IterateLog], None] | None = None,
+          trainer: Trainer | None = None) -> tuple[TrainState, list[IterateLog]]:
+    """Library entry (no cube): train `algo` for `config.n_iterates` iterates; one transfer per iterate.
+
+    `progress_fn(log)` is called after every iterate; pass `trainer` to reuse compiled functions.
+    Returns the final state and the per-iterate logs (episodes with NaN slots removed).
+    """
+    import numpy as np
+
+    from train.losses import ALGO_IDS
+    from train.runner import multiplier_init
+
+    trainer = trainer or make_train(config, env)
+    init, iterate = jax.jit(trainer.init), jax.jit(trainer.iterate)
+    state = init(jax.random.PRNGKey(seed), ALGO_IDS[algo], multiplier_init(algo, config),
+                 bound / config.episode_length)
+    logs, steps = [], 0
+    for j in range(config.n_iterates):
+        state, out = iterate(state)
+        out, mult = jax.device_get((out, state.multiplier))
+        slots = np.arange(out.episodes.reward.shape[0])[:, None]
+        valid = slots < np.minimum(out.episodes.count, out.episodes.reward.shape[0])[None, :]
+        steps += int(out.n_updates) * config.steps_per_update * config.num_envs
+        log = IterateLog(j, out.episodes.reward[valid], out.episodes.cost[valid], steps, float(mult),
+                         {k: float(v) for k, v in out.metrics.items()})
+        logs.append(log)
+        if progress_fn is not None:
+            progress_fn(log)
+    return state, logs
