@@ -25,6 +25,7 @@ $(DEMO): | $(VENV)/.dev-installed
 
 demo: $(VENV)/.dev-installed $(DEMO)
 	$(BIN)/saferl validate $(DEMO)
+	$(BIN)/saferl-tui $(DEMO)
 
 test: $(VENV)/.train-installed
 	$(BIN)/ruff check .

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 import warnings
@@ -134,8 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_export)
 
     for name in COMMAND_MODULES:
-        if importlib.util.find_spec(name) is not None:  # TODO(integration): make strict
-            importlib.import_module(name).register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

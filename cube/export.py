@@ -206,7 +206,7 @@ def _rich(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], styl
     from rich.table import Table
 
     table = Table(title=title, header_style="bold", title_justify="left")
-    for i, h in enumerate(header):
+    for h in header:
         table.add_column(h, justify="left" if h in ("Algorithm", "Setting", "Task") else "right", no_wrap=True)
     for i, r in enumerate(rows):
         table.add_row(*r, style=(styles[i] if styles else None) or None)

@@ -7,8 +7,11 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
+from cube.cluster import scheduler_context
+from cube.errors import CubeError
 from saferl_tui.app import build_app
 
 
@@ -48,6 +51,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--export-dir", default=None, help="where e (CSV + LaTeX) and s (SVG) write (default: .)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates for the CIs (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="run the reductions on this dask.distributed scheduler "
+        "(default: $DASK_SCHEDULER_ADDRESS, else local threads)",
+    )
     return p
 
 
@@ -62,7 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         path, builder = Path(args.path), None
     app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed, demo_builder=builder)
-    app.run()
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(scheduler_context(args.scheduler))
+        except CubeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        app.run()
     return 0
 
 

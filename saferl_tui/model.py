@@ -123,14 +123,24 @@ class CubeModel:
         except Exception as exc:  # corrupt stores raise anything from zarr/xarray internals
             raise CubeError(f"cannot open {self.path} as a results cube ({type(exc).__name__}: {exc})") from None
         self.ds = ds
+        cancelled: list[bool] = []
+
+        def watched(fraction: float, text: str) -> None:
+            try:
+                if progress is not None:
+                    progress(fraction, text)
+            except LoadCancelled:
+                cancelled.append(True)  # remembered: the statistics code may wrap the exception
+                raise
+
         try:
-            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(progress)))
+            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(watched)))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
-        except (CubeError, LoadCancelled):
-            raise
         except Exception as exc:
-            if any(isinstance(e, LoadCancelled) for e in _chain(exc)):
+            if cancelled or any(isinstance(e, LoadCancelled) for e in _chain(exc)):
                 raise LoadCancelled from None
+            if isinstance(exc, CubeError):
+                raise
             raise CubeError(f"cannot read the episodes of {self.path} ({type(exc).__name__}: {exc})") from None
         self.info = CubeInfo(
             path=self.path,

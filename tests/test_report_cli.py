@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cube import stats
@@ -128,7 +129,7 @@ def test_kind_all_writes_one_file_per_table(cube, tmp_path):
 
 
 def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
-    assert main(["report", str(cube), "--kind", "all", "--boot", "20", "--iterates", "2:4"]) == 0
+    assert main(["report", str(cube), "--kind", "all", "--boot", "20", "--iterates", "2:4", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.count("## ") == 3 and "Per-condition metrics" in out
 
@@ -189,13 +190,23 @@ def test_unwritable_outputs_are_one_line_errors(cube, tmp_path, capsys):
 
 
 def test_invalid_costs_and_corrupt_chunks_are_one_line_errors(tiny_store, tiny_key, capsys):
+    import zarr
+
     from cube import write_episodes
 
-    write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [10.0, -3.0])
-    assert main(["report", str(tiny_store), "--boot", "5", "--no-cache"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: invalid cube: 1 negative cost(s) (first at algo=ppo_lag") and len(err.splitlines()) == 1
     write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [10.0, 3.0])
+    cost = zarr.open_array(tiny_store / "cost", mode="r+")
+    idx = (1, 1, 1, 1, 0)  # ppo_lag, circle, 25, seed 1, iterate 0 (the writer itself rejects bad costs)
+    for bad, what in ((-3.0, "1 negative cost(s)"), (np.inf, "1 infinite cost(s)"),
+                      (np.nan, "1 NaN cost(s) of episodes with a reward")):
+        cost[(*idx, 1, 0)] = bad
+        assert main(["report", str(tiny_store), "--boot", "5", "--no-cache"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: invalid cube: {what} (first at algo=ppo_lag task=circle bound=25.0 seed=1 "
+                              "iterate=0 mode=train)") and len(err.splitlines()) == 1
+    cost[(*idx, 1, 0)] = 3.0
+    assert main(["report", str(tiny_store), "--boot", "5"]) == 0
+    capsys.readouterr()
     chunk = next(p for p in sorted((tiny_store / "cost" / "c").rglob("*")) if p.is_file())
     chunk.write_bytes(b"not a zstd frame" * 8)
     assert main(["report", str(tiny_store), "--boot", "5", "--no-cache"]) == 2

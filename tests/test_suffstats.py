@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from cube import CubeError, RunKey, export_netcdf, extend_store, stats, write_episodes
 from cube import suffstats as sfs
@@ -167,3 +170,41 @@ def test_parse_selection_values():
     s = parse_selection(algos="a, b", tasks="goal", bounds="15,25.5", seeds="0,3,5-7", iterates="10:20")
     assert s == Selection(("a", "b"), ("goal",), (15.0, 25.5), (0, 3, 5, 6, 7), (10, 20))
     assert parse_selection(iterates="4").iterates == 4
+
+
+def test_run_status_is_cached_and_follows_changes(demo_copy: Path):
+    from cube import set_run_manifest
+
+    assert (sfs.load_suffstats(demo_copy)["run_status"] == 2).all()
+    assert (demo_copy / sfs.STATUS_CACHE).exists()
+    set_run_manifest(demo_copy, RunKey("ppo", "goal", 15.0, 1), status="partial")
+    again = sfs.load_suffstats(demo_copy)
+    assert int(again["run_status"].sel(algo="ppo", task="goal", bound=15.0, seed=1)) == 1
+    assert int((again["run_status"] == 2).sum()) == again["run_status"].size - 1
+
+
+def test_invalid_costs_in_a_dataset_are_one_line_cube_errors():
+    from statsdata import random_cube
+
+    ds = random_cube(np.random.default_rng(0), shape=(1, 1, 2, 2, 2, 4), ragged=False)
+    ds["cost"].values[0, 0, 1, 1, 0, 2, 0] = np.inf
+    with pytest.raises(CubeError, match=r"1 infinite cost\(s\) \(first at algo=alg0 task=task0 bound=25.0 seed=1 "
+                                        r"iterate=0 mode=train\)"):
+        sfs.load_suffstats(ds)
+    ds["cost"].values[0, 0, 1, 1, 0, 2, 0] = np.nan  # the reward of that episode is still there
+    with pytest.raises(CubeError, match=r"NaN cost\(s\) of episodes with a reward"):
+        sfs.load_suffstats(ds)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grid=hnp.arrays(np.float64, st.integers(1, 40), elements=st.floats(-50, 50, allow_nan=False), unique=True),
+       seed=st.integers(0, 2**32 - 1))
+def test_grid_locate_equals_searchsorted(grid, seed):
+    kappa = np.sort(grid)
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([kappa, np.nextafter(kappa, np.inf), np.nextafter(kappa, -np.inf),
+                        rng.uniform(-60, 60, 200), [np.nan, np.inf, -np.inf, 1e300, -1e300]])
+    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+    kappa = sfs.default_kappa()
+    x = np.concatenate([kappa, np.nextafter(kappa, np.inf), np.nextafter(kappa, -np.inf), rng.gamma(2, 1, 500) - 1])
+    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))

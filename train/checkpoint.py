@@ -72,6 +72,55 @@ def load(store: str | os.PathLike[str], key: RunKey, iterate: int, template: Any
     return serialization.from_bytes(template, path.read_bytes())
 
 
+_RESUME = re.compile(r"resume_(\d+)\.msgpack")
+
+
+def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state: Any, env_steps: float) -> None:
+    """Save the whole training state after `iterate` (optimiser, env states, RNG key) for resuming.
+
+    One file `resume_<iterate>.msgpack`, written atomically; older resume points are removed after it,
+    so the newest file is always complete.
+    """
+    import numpy as np
+    from flax import serialization
+
+    d = _make_run_dir(store, key)
+    payload = {"state": state, "env_steps": np.asarray(env_steps, np.float64)}
+    _atomic_write(d / f"resume_{int(iterate)}.msgpack", serialization.to_bytes(payload))
+    for j in resume_iterates(store, key):
+        if j != iterate:
+            (d / f"resume_{j}.msgpack").unlink(missing_ok=True)
+
+
+def resume_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
+    """Iterates with a resume point, ascending (normally at most one)."""
+    d = run_dir(store, key)
+    if not d.exists():
+        return []
+    found = (_RESUME.fullmatch(p.name) for p in d.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any) -> tuple[int, Any, float] | None:
+    """(iterate, state, env_steps) of the newest resume point, or None if the run has none."""
+    import numpy as np
+    from flax import serialization
+
+    its = resume_iterates(store, key)
+    if not its:
+        return None
+    j = its[-1]
+    raw = (run_dir(store, key) / f"resume_{j}.msgpack").read_bytes()
+    payload = serialization.from_bytes({"state": template, "env_steps": np.zeros((), np.float64)}, raw)
+    return j, payload["state"], float(payload["env_steps"])
+
+
+def clear_resume(store: str | os.PathLike[str], key: RunKey) -> None:
+    """Forget a run's resume points (it starts from scratch next time)."""
+    for j in resume_iterates(store, key):
+        (run_dir(store, key) / f"resume_{j}.msgpack").unlink(missing_ok=True)
+
+
 def available_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
     """Iterates with a stored checkpoint, ascending."""
     d = run_dir(store, key)

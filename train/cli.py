@@ -1,7 +1,10 @@
-"""`saferl train` and `saferl evaluate` (no jax import at module level).
+"""`saferl train`, `saferl evaluate` and `saferl status` (no jax import at module level).
 
-    saferl train --preset smoke --out runs.zarr
-    saferl train --algo ppo_lag --task circle --bound 25 --seed 0 --out runs.zarr [--config cfg.toml]
+    saferl train --algos ppo,ppo_lag,p3o,focops --tasks goal,circle,push,button --bounds 15,25,50 \
+        --seeds 0-29 --out results.zarr [--config file.toml] [--preset paper|smoke] [--part K/N] \
+        [--executor local|slurm|dask ADDRESS]
+    saferl train --algo ppo_lag --task circle --bound 25 --seed 0 --out runs.zarr   (single-run spelling)
+    saferl status results.zarr
     saferl evaluate runs.zarr --iterate 121
 """
 
@@ -9,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
@@ -40,20 +41,29 @@ def _ints(values: list[str] | None, what: str) -> list[int]:
 
 
 def register(subparsers: Any) -> None:
-    """Add the `train` and `evaluate` subcommands."""
+    """Add the `train`, `evaluate` and `status` subcommands."""
+    from train.executors import add_executor_arguments
+
     p = subparsers.add_parser("train", help="train PPO / PPO-Lag / P3O / FOCOPS on CRAX Safe Point tasks",
-                              description="Train runs and write every episode into a results cube.")
+                              description="Create the grid algos x tasks x bounds x seeds in a results store and "
+                              "train its runs (complete runs are skipped, partial ones resume).")
     p.add_argument("--out", required=True, help="results store (Zarr directory) to create or fill")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named grid and config (e.g. smoke)")
-    p.add_argument("--algo", nargs="+", help=f"algorithm(s): {', '.join(ALGOS)}")
-    p.add_argument("--task", nargs="+", help=f"task(s): {', '.join(TASKS)}")
-    p.add_argument("--bound", nargs="+", help="safety bound(s) d > 0 (episodic cost)")
-    p.add_argument("--seed", nargs="+", help="training seed(s)")
-    p.add_argument("--config", help="TOML file overriding TrainConfig fields ([ppo_lag], [p3o], [focops])")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="a named grid and config (paper, smoke)")
+    for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(ALGOS)}"),
+                              ("--tasks", "--task", f"task(s): {', '.join(TASKS)}"),
+                              ("--bounds", "--bound", "safety bound(s) d > 0 (episodic cost), e.g. 15,25,50"),
+                              ("--seeds", "--seed", "training seed(s): list and ranges, e.g. 0-29")):
+        p.add_argument(flag, alias, dest=flag[2:], action="append", nargs="+", metavar="X", help=what)
+    p.add_argument("--part", metavar="K/N", help="train only the K-th of N contiguous slices of the grid's runs")
+    p.add_argument("--parallel-runs", type=int, metavar="N",
+                   help="runs of one algorithm and task vmapped into one program (default: as many as fit)")
+    p.add_argument("--config", help="TOML file overriding TrainConfig fields ([ppo_lag], [p3o], [focops]; "
+                   "a [cluster] table sets the executor)")
     p.add_argument("--iterates", type=int, help="number of iterates J (sets total_env_steps)")
     p.add_argument("--eval-every", type=int, help="evaluate and checkpoint every K iterates (default: end)")
     p.add_argument("--eval-episodes", type=int, help="evaluation episodes per mode (default 100)")
     p.add_argument("--no-progress", action="store_true", help="plain log lines instead of a live display")
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
     e = subparsers.add_parser("evaluate", help="roll out stored checkpoints and add expl/greedy episodes",
@@ -66,23 +76,35 @@ def register(subparsers: Any) -> None:
     e.add_argument("--seed", nargs="+")
     e.set_defaults(func=run_evaluate)
 
+    st = subparsers.add_parser("status", help="list a sweep's runs: complete / partial / pending",
+                               description="Runs of a results store with their status, iterates, env steps, "
+                               "wall time, host, SLURM job id and retries.")
+    st.add_argument("path", help="results store written by saferl train")
+    st.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
+    st.set_defaults(func=run_status)
+
 
 def _need_train_extra() -> None:
     """CubeError if the training extra is missing; otherwise set up jax (persistent compile cache)."""
     for mod in ("jax", "flax", "optax", "crax"):
         if importlib.util.find_spec(mod) is None:
             raise CubeError(f"'{mod}' is not installed; install the training extra: pip install 'saferl[train]'")
-    import jax
+    from train.sweep import setup_jax
 
-    cache = os.environ.get("SAFERL_JAX_CACHE", str(Path.home() / ".cache" / "saferl" / "jax"))
-    if cache:  # SAFERL_JAX_CACHE="" disables it
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    setup_jax()
 
 
-def build_plan(args: argparse.Namespace) -> tuple[TrainConfig, list[str], list[str], list[float], list[int]]:
-    """Config and grid from the arguments; every check that needs no compile happens here."""
+def _once(values: list[list[str]] | None, flag: str) -> list[str]:
+    """The words of an option that may be given once (argparse `append` collects repeats)."""
+    if values and len(values) > 1:
+        raise CubeError(f"{flag} given twice; give one list (e.g. {flag} 0-29 or {flag} 15,25,50)")
+    return values[0] if values else []
+
+
+def build_plan(args: argparse.Namespace) -> Any:
+    """The sweep (`train.sweep.Plan`) from the arguments; every check that needs no compile happens here."""
     from train.runner import check_labels
+    from train.sweep import Plan, known_tasks, parse_bounds, parse_names, parse_part, parse_seeds
 
     if args.preset:
         preset = PRESETS[args.preset]
@@ -91,12 +113,11 @@ def build_plan(args: argparse.Namespace) -> tuple[TrainConfig, list[str], list[s
         bounds, seeds = list(preset["bounds"]), list(preset["seeds"])
     else:
         config = TrainConfig()
-        algos, tasks = [], []
-        bounds, seeds = [], []
-    algos = _split(args.algo) or algos
-    tasks = _split(args.task) or tasks
-    bounds = _floats(args.bound, "bounds") or bounds
-    seeds = _ints(args.seed, "seeds") or seeds
+        algos, tasks, bounds, seeds = [], [], [], []
+    algos = parse_names(_once(args.algos, "--algos"), "algorithm") or algos
+    tasks = parse_names(_once(args.tasks, "--tasks"), "task") or tasks
+    bounds = parse_bounds(_once(args.bounds, "--bounds")) or bounds
+    seeds = parse_seeds(_once(args.seeds, "--seeds")) or seeds
     for name, vals in (("--algo", algos), ("--task", tasks), ("--bound", bounds), ("--seed", seeds)):
         if not vals:
             raise CubeError(f"{name} is required (or use --preset {'/'.join(sorted(PRESETS))})")
@@ -112,14 +133,23 @@ def build_plan(args: argparse.Namespace) -> tuple[TrainConfig, list[str], list[s
             raise CubeError(f"--iterates must be >= 1, got {args.iterates}")
         overrides["total_env_steps"] = args.iterates * config.num_envs * config.episode_length
     config = with_overrides(config, overrides)
-    check_labels(algos, tasks, bounds, seeds)
-    return config, algos, tasks, bounds, seeds
+    check_labels(algos, tasks, bounds, seeds, known_tasks())
+    if args.parallel_runs is not None and args.parallel_runs < 1:
+        raise CubeError(f"--parallel-runs must be >= 1, got {args.parallel_runs}")
+    plan = Plan(config, tuple(algos), tuple(tasks), tuple(float(b) for b in bounds), tuple(seeds),
+                parse_part(args.part))
+    plan.keys()  # an empty selection fails here
+    return plan
 
 
-class TrainProgress:
-    """Rich live display: one bar over all runs and one for the current run (steps/s, ETA, cost vs d)."""
+class SweepProgress:
+    """Rich live display of a sweep: all runs (done, aggregate env steps/s, ETA), one bar per task group,
+    and the run training in this process (local executor).
 
-    def __init__(self, n_runs: int, plain: bool = False) -> None:
+    `start_run`/`advance`/`finish_run` are the Runner's hooks; `run_done(outcome)` counts a finished run.
+    """
+
+    def __init__(self, keys: list[Any], config: TrainConfig, plain: bool = False) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -135,10 +165,18 @@ class TrainProgress:
         self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
                             TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=self.console)
-        self.overall = self.bar.add_task("runs", total=n_runs, rate="", info="")
-        self._t0: dict[int, float] = {}
+        self.overall = self.bar.add_task("all runs", total=len(keys), rate="", info="")
+        self.groups: dict[str, int] = {}
+        for key in keys:
+            if key.task not in self.groups:
+                n = sum(k.task == key.task for k in keys)
+                self.groups[key.task] = self.bar.add_task(f"  {key.task}", total=n, rate="", info="")
+        self.t0 = time.perf_counter()
+        self.steps_done = 0.0
+        self.live_steps = 0.0
+        self.config = config
 
-    def __enter__(self) -> TrainProgress:
+    def __enter__(self) -> SweepProgress:
         if not self.plain:
             self.bar.start()
         return self
@@ -147,46 +185,125 @@ class TrainProgress:
         if not self.plain:
             self.bar.stop()
 
+    def _rate(self) -> str:
+        dt = time.perf_counter() - self.t0
+        return f"{(self.steps_done + self.live_steps) / dt:,.0f} steps/s" if dt > 0 else ""
+
     def start_run(self, key: Any, config: TrainConfig) -> int:
         total = config.n_iterates * config.num_envs * config.episode_length
-        tid = self.bar.add_task(str(key), total=total, rate="compiling...", info="")
-        self._t0[tid] = time.perf_counter()
-        return tid
+        self.live_steps = 0.0
+        return self.bar.add_task(f"    {key}", total=total, rate="compiling...", info="")
 
     def advance(self, tid: int, steps: int, res: Any, key: Any, elapsed: float) -> None:
         rate = res.env_steps / res.train_s if res.train_s > 0 else float("nan")
         rate_s = f"{rate:,.0f} steps/s" if rate == rate else "first iterate"
         info = f"iter {res.iterates_done}: cost {res.final_cost:.2f} vs d={key.bound:g}"
+        self.live_steps += steps
         self.bar.update(tid, advance=steps, rate=rate_s, info=info)
+        self.bar.update(self.overall, rate=self._rate())
         if self.plain:
-            self.console.print(f"{key} {info} ({rate_s}, {elapsed:.0f}s)", highlight=False)
+            self.console.print(f"{key} {info} ({rate_s}, {elapsed:.0f}s)", highlight=False, soft_wrap=True)
 
     def finish_run(self, tid: int) -> None:
         self.bar.remove_task(tid)
-        self.bar.update(self.overall, advance=1)
+
+    def run_done(self, outcome: Any) -> None:
+        """Count a finished run (any executor) and print one line about it."""
+        result = outcome.result or {}
+        self.live_steps = 0.0
+        steps = result.get("env_steps", 0.0)
+        self.steps_done += steps if steps == steps else 0.0
+        self.bar.update(self.overall, advance=1, rate=self._rate())
+        self.bar.update(self.groups[outcome.key.task], advance=1)
+        where = f" on {outcome.host}" + (f" (SLURM job {outcome.slurm_job_id})" if outcome.slurm_job_id else "")
+        if outcome.status != "complete":
+            line = f"{outcome.key}: FAILED after {outcome.retries} retries{where}: {outcome.error}"
+        elif result.get("status") == "skipped":
+            line = f"{outcome.key}: already complete, skipped"
+        else:
+            resumed = result.get("resumed_from")
+            line = (f"{outcome.key}: complete, {result.get('iterates_done')} iterates, {steps:,.0f} env steps"
+                    f"{'' if resumed is None else f', resumed after iterate {resumed}'}{where}")
+        self.console.print(line, highlight=False, soft_wrap=True)
+
+
+def _group_size(args: argparse.Namespace, plan: Any, executor: Any, todo: list[Any]) -> int:
+    """Runs per vmapped program: --parallel-runs, checked against memory, or as many as fit (local).
+
+    Remote executors default to 1 (one run per worker); SLURM checks a given value against --memory.
+    """
+    from collections import Counter
+
+    from train.sweep import parallel_runs
+
+    largest = max(Counter((k.task, k.algo) for k in todo).values())
+    if executor.name == "dask" or (executor.name == "slurm" and args.parallel_runs is None):
+        return args.parallel_runs or 1
+    budget = None
+    if executor.name == "slurm":
+        from dask.utils import parse_bytes
+
+        budget = (int(0.7 * parse_bytes(executor.spec.memory)), f"a SLURM job's --memory {executor.spec.memory}")
+    return min(parallel_runs(plan.config, task, args.parallel_runs, largest, budget) for task in plan.tasks)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry of `saferl train`."""
-    config, algos, tasks, bounds, seeds = build_plan(args)
-    _need_train_extra()
-    from train.runner import prepare_store, run_grid
+    """Entry of `saferl train`: plan (no jax), store, then the runs through the chosen executor."""
+    from train.config import config_to_dict
+    from train.executors import executor_from_args, read_cluster_table, record_outcome
+    from train.runner import prepare_store
+    from train.sweep import _PROGRESS, SweepGroupRun, SweepRun, check_store_config, make_units, split_outcome
 
-    prepare_store(args.out, config, algos, tasks, bounds, seeds)
-    n_runs = len(algos) * len(tasks) * len(bounds) * len(seeds)
+    plan = build_plan(args)
+    executor = executor_from_args(args, read_cluster_table(args.config))
+    keys = plan.keys()
+    if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
+        _need_train_extra()
+    size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here
+    prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
+    stored = check_store_config(args.out, plan.config)
+    todo = [k for k in keys if stored.get(str(k)) != "complete"]
+    n_partial = sum(stored.get(str(k)) == "partial" for k in todo)
+    print(f"{args.out}: {len(keys)} runs selected: {len(keys) - len(todo)} complete (skipped), "
+          f"{n_partial} partial (resume), {len(todo) - n_partial} pending; executor {executor.name}", flush=True)
+    if not todo:
+        return 0
+    units = make_units(todo, args.out, size)
+    if size > 1:
+        print(f"{len(units)} programs of up to {size} vmapped runs each", flush=True)
+    cls = SweepGroupRun if size > 1 else SweepRun
+    run_one = cls(str(args.out), config_to_dict(plan.config))
     t0 = time.perf_counter()
-    with TrainProgress(n_runs, plain=args.no_progress) as progress:
+    outcomes: list[Any] = []
+    with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
+        _PROGRESS.append(progress)
+
+        def on_done(outcome: Any) -> None:
+            for one in split_outcome(outcome):
+                record_outcome(args.out, one)
+                progress.run_done(one)
+                outcomes.append(one)
+
         try:
-            results = run_grid(args.out, config, algos, tasks, bounds, seeds, progress=progress)
+            executor.map(run_one, units, on_done=on_done)
         except KeyboardInterrupt:
-            progress.console.print(f"interrupted: {args.out} is valid; the interrupted run is marked partial")
+            progress.console.print(f"interrupted: {args.out} is valid; unfinished runs are partial and resume "
+                                   "when you run the same command again")
             return 130
-    for r in results:
-        print(f"{r.key}: {r.status}, {r.iterates_done} iterates, {r.env_steps:,.0f} env steps, "
-              f"{r.env_steps / r.train_s if r.train_s else float('nan'):,.0f} steps/s after compile "
-              f"({r.compile_s:.1f}s compile + first iterate), last train cost {r.final_cost:.2f}")
-    print(f"wrote {len(results)} runs to {args.out} in {time.perf_counter() - t0:.0f}s "
-          f"({config.n_iterates} iterates each)")
+        finally:
+            _PROGRESS.remove(progress)
+    failed = [o for o in outcomes if o.status != "complete"]
+    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} runs complete in {args.out} after "
+          f"{time.perf_counter() - t0:.0f}s ({plan.config.n_iterates} iterates each)"
+          + (f"; {len(failed)} failed (run the same command again to retry them)" if failed else ""))
+    return 1 if failed else 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Entry of `saferl status` (cube only, no jax)."""
+    from train.sweep import render_status
+
+    render_status(args.path, ("partial", "pending", "complete") if args.all else ("partial", "pending"))
     return 0
 
 

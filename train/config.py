@@ -178,8 +178,15 @@ def with_overrides(config: TrainConfig, overrides: dict[str, Any]) -> TrainConfi
     return new
 
 
+NON_CONFIG_TABLES = ("cluster",)
+"""TOML tables that are not TrainConfig overrides (`[cluster]` is read by `train.executors`)."""
+
+
 def load_toml(path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
-    """Load a TOML file of overrides (top-level TrainConfig keys, tables [ppo_lag], [p3o], [focops])."""
+    """Load a TOML file of overrides (top-level TrainConfig keys, tables [ppo_lag], [p3o], [focops]).
+
+    The `[cluster]` table (executor settings, see docs/cluster.md) is ignored here.
+    """
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text())
@@ -187,6 +194,8 @@ def load_toml(path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
         raise CubeError(f"config file not found: {p}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CubeError(f"config file {p} is not valid TOML: {exc}") from None
+    for name in NON_CONFIG_TABLES:
+        data.pop(name, None)
     return with_overrides(base or TrainConfig(), data)
 
 
@@ -211,6 +220,13 @@ SMOKE = TrainConfig(
 """Tiny sizes for the smoke preset: 3 iterates of 16 episodes of 64 steps, 8 eval episodes."""
 
 PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "config": TrainConfig(),
+        "algos": ALGOS,
+        "tasks": tuple(TASKS),
+        "bounds": (15.0, 25.0, 50.0),
+        "seeds": tuple(range(30)),
+    },
     "smoke": {
         "config": SMOKE,
         "algos": ALGOS,

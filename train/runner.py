@@ -106,6 +106,8 @@ class RunResult:
     """Env steps of each iterate."""
     iterate_wall_s: list[float] = field(default_factory=list)
     """Wall time of each iterate: compiled loop, transfer and cube writes (evaluation excluded)."""
+    resumed_from: int | None = None
+    """Iterate whose resume point this attempt started from (None: from scratch)."""
 
 
 class _SigintGuard:
@@ -149,6 +151,25 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def stored_status(writer: Any, key: RunKey) -> str:
+    """Status of one run as stored (`pending`/`partial`/`complete`), read from its own chunk only."""
+    from cube.schema import RUN_DIMS
+
+    index = []
+    for dim, value in zip(RUN_DIMS, (key.algo, key.task, key.bound, key.seed), strict=True):
+        labels = writer.coords[dim]
+        hits = (np.flatnonzero(np.isclose(labels.astype(float), float(value))) if dim == "bound"
+                else np.flatnonzero(labels.astype(str) == str(value)))
+        if hits.size == 0:
+            raise CubeError(f"run {key} is not in the store's grid; extend the store first")
+        index.append(int(hits[0]))
+    if "run_status" not in writer.group:
+        return "pending"
+    from cube.schema import RUN_STATUS_NAMES
+
+    return RUN_STATUS_NAMES.get(int(writer.group["run_status"][tuple(index)]), "pending")
+
+
 def compact_episodes(reward: np.ndarray, cost: np.ndarray, count: np.ndarray,
                      capacity: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Completed episodes from `[S, n]` buffers (slot s of env i valid iff s < count[i]).
@@ -189,11 +210,19 @@ class Runner:
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
     def run(self, algo: str, bound: float, seed: int) -> RunResult:
-        """Train one run; KeyboardInterrupt marks it partial (store stays valid) and propagates."""
+        """Train (or resume) one run; KeyboardInterrupt marks it partial (store stays valid) and propagates.
+
+        A run already marked complete in the store is skipped (status "skipped"). A partial one resumes
+        from its newest resume point (saved at every evaluation iterate) or starts from scratch; the
+        iterates after that point are written again, which replaces all their episode slots.
+        """
         from cube import CubeWriter
 
         key = RunKey(algo, self.task, float(bound), int(seed))
         writer = CubeWriter(self.out)
+        if stored_status(writer, key) == "complete":
+            return RunResult(key, "skipped", self.config.n_iterates, float("nan"), 0.0, 0.0,
+                             notes=["already complete in the store"])
         started = _now()
         res = RunResult(key, "partial", 0, 0.0, 0.0, 0.0)
         with self.guard.hold():
@@ -211,27 +240,46 @@ class Runner:
                 writer.set_run_manifest(key, status=res.status, manifest=self._manifest(
                     key, started, end_time=_now(), iterates_done=res.iterates_done, env_steps=res.env_steps,
                     compile_s=round(res.compile_s, 3), train_s=round(res.train_s, 3),
+                    resumed_from=res.resumed_from,
                     eval_iterates=checkpoint.available_iterates(self.out, key), notes="; ".join(res.notes)))
         return res
+
+    def _start_state(self, key: RunKey, res: RunResult) -> tuple[Any, int]:
+        """Fresh initial state, or the newest resume point's state; returns (state, first iterate)."""
+        import jax
+        import jax.numpy as jnp
+
+        from train.losses import ALGO_IDS
+
+        cfg = self.config
+        args = (jax.random.PRNGKey(key.seed), ALGO_IDS[key.algo], multiplier_init(key.algo, cfg),
+                key.bound / cfg.episode_length)
+        state = self.init(*args)
+        template = jax.tree_util.tree_map(jnp.zeros_like, state)
+        found = checkpoint.load_resume(self.out, key, template)
+        if found is None:
+            return state, 0
+        j, state, env_steps = found
+        res.env_steps, res.iterates_done, res.resumed_from = env_steps, j + 1, j
+        res.notes.append(f"resumed after iterate {j}")
+        return state, j + 1
 
     def _train(self, writer: Any, key: RunKey, res: RunResult) -> None:
         import jax
 
         from train.core import checkpoint_payload, eval_key
-        from train.losses import ALGO_IDS
 
         cfg = self.config
         t0 = time.perf_counter()
-        state = self.init(jax.random.PRNGKey(key.seed), ALGO_IDS[key.algo], multiplier_init(key.algo, cfg),
-                          key.bound / cfg.episode_length)
+        state, start = self._start_state(key, res)
         evals = set(eval_iterates(cfg))
         task_id = self.progress.start_run(key, cfg) if self.progress else None
-        for j in range(cfg.n_iterates):
+        for j in range(start, cfg.n_iterates):
             t_it = time.perf_counter()
             state, out = self.iterate(state)
             out, mult = jax.device_get((out, state.multiplier))  # the one transfer of this iterate
             dt = time.perf_counter() - t_it
-            if j == 0:
+            if j == start:
                 res.compile_s += dt  # first call: compile + one iterate
             else:
                 res.train_s += dt
@@ -258,10 +306,168 @@ class Runner:
                     writer.write_episodes(key, "greedy", j, ev.greedy_reward, ev.greedy_cost)
                     checkpoint.save(self.out, key, j, checkpoint_payload(state.params, state.normalizer,
                                                                          state.multiplier))
+                    checkpoint.save_resume(self.out, key, j, state, res.env_steps)
             if self.progress:
                 self.progress.advance(task_id, steps, res, key, time.perf_counter() - t0)
         if self.progress:
             self.progress.finish_run(task_id)
+
+
+    # ---------------------------------------------------------------------------------- vmapped groups
+    def _vmapped(self) -> tuple[Any, Any, Any]:
+        """jit(vmap(init / iterate / evaluate)): one program for a group of runs (built on first use)."""
+        if not hasattr(self, "_vfns"):
+            import jax
+
+            t = self.trainer
+            self._vfns = (jax.jit(jax.vmap(t.init)), jax.jit(jax.vmap(t.iterate)), jax.jit(jax.vmap(t.evaluate)))
+        return self._vfns
+
+    def _group_start(self, keys: Sequence[RunKey], results: list[RunResult]) -> tuple[Any, int]:
+        """Stacked initial states of `keys`, or their resume points if all have one at the same iterate."""
+        import jax
+        import jax.numpy as jnp
+
+        from train.losses import ALGO_IDS
+
+        cfg = self.config
+        vinit = self._vmapped()[0]
+        state = vinit(jnp.stack([jax.random.PRNGKey(k.seed) for k in keys]),
+                      jnp.asarray([ALGO_IDS[k.algo] for k in keys], jnp.int32),
+                      jnp.asarray([multiplier_init(k.algo, cfg) for k in keys], jnp.float32),
+                      jnp.asarray([k.bound / cfg.episode_length for k in keys], jnp.float32))
+        template = jax.tree_util.tree_map(lambda x: jnp.zeros_like(x[0]), state)
+        found = [checkpoint.load_resume(self.out, k, template) for k in keys]
+        its = {f[0] if f else None for f in found}
+        if len(its) != 1 or None in its:
+            return state, 0  # no common resume point: the whole group starts from scratch
+        j = its.pop()
+        for f, res in zip(found, results, strict=True):
+            res.env_steps, res.iterates_done, res.resumed_from = f[2], j + 1, j
+            res.notes.append(f"resumed after iterate {j}")
+        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *[f[1] for f in found])
+        return stacked, j + 1
+
+    def run_group(self, keys: Sequence[RunKey]) -> list[RunResult]:
+        """Train runs of this task in one vmapped program (each its own RNG stream, multiplier, normaliser)
+        and write each to its own region. Complete runs are skipped; a group whose members all have a
+        resume point at the same iterate resumes there, otherwise it starts from scratch."""
+        from cube import CubeWriter
+
+        writer = CubeWriter(self.out)
+        keys = [RunKey(k.algo, self.task, float(k.bound), int(k.seed)) for k in keys]
+        skipped = [k for k in keys if stored_status(writer, k) == "complete"]
+        todo = [k for k in keys if k not in skipped]
+        done = {k: RunResult(k, "skipped", self.config.n_iterates, float("nan"), 0.0, 0.0,
+                             notes=["already complete in the store"]) for k in skipped}
+        if not todo:
+            return [done[k] for k in keys]
+        started = _now()
+        results = [RunResult(k, "partial", 0, 0.0, 0.0, 0.0) for k in todo]
+        group = {"group_size": len(todo), "group": [str(k) for k in todo]}
+        with self.guard.hold():
+            for k in todo:
+                writer.set_run_manifest(k, status="partial", manifest=self._manifest(k, started, notes="running",
+                                                                                      **group))
+                checkpoint.write_run_meta(self.out, k, {**k.as_dict(), "config": config_to_dict(self.config),
+                                                        "env": self.env.name})
+        try:
+            self._train_group(writer, todo, results)
+            for res in results:
+                res.status = "complete"
+        except KeyboardInterrupt:
+            for res in results:
+                res.notes.append(f"interrupted by the user after {res.iterates_done} iterates")
+            raise
+        finally:
+            with self.guard.hold():
+                for k, res in zip(todo, results, strict=True):
+                    writer.set_run_manifest(k, status=res.status, manifest=self._manifest(
+                        k, started, end_time=_now(), iterates_done=res.iterates_done, env_steps=res.env_steps,
+                        compile_s=round(res.compile_s, 3), train_s=round(res.train_s, 3),
+                        resumed_from=res.resumed_from, eval_iterates=checkpoint.available_iterates(self.out, k),
+                        notes="; ".join(res.notes), **group))
+        done.update(zip(todo, results, strict=True))
+        return [done[k] for k in keys]
+
+    def _train_group(self, writer: Any, keys: list[RunKey], results: list[RunResult]) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from train.core import checkpoint_payload, eval_key
+
+        cfg = self.config
+        _, viterate, vevaluate = self._vmapped()
+        t0 = time.perf_counter()
+        state, start = self._group_start(keys, results)
+        evals = set(eval_iterates(cfg))
+        label = GroupLabel(keys)
+        task_id = self.progress.start_run(label, cfg) if self.progress else None
+        for j in range(start, cfg.n_iterates):
+            t_it = time.perf_counter()
+            state, out = viterate(state)
+            out, mult = jax.device_get((out, state.multiplier))  # the one transfer of this iterate
+            dt = time.perf_counter() - t_it
+            costs = []
+            for i, (key, res) in enumerate(zip(keys, results, strict=True)):
+                one = jax.tree_util.tree_map(lambda x, i=i: np.asarray(x[i]), out)
+                if j == start:
+                    res.compile_s += dt
+                else:
+                    res.train_s += dt
+                steps = int(one.n_updates) * cfg.steps_per_update * cfg.num_envs
+                res.env_steps += steps
+                r, c, dropped = compact_episodes(one.episodes.reward, one.episodes.cost, one.episodes.count,
+                                                 self.capacity)
+                values = {"env_steps": res.env_steps, "multiplier": np.nan if key.algo == "ppo" else float(mult[i]),
+                          "n_updates": int(one.n_updates), "dropped_episodes": dropped,
+                          **{k: float(v) for k, v in one.metrics.items()}}
+                with self.guard.hold():
+                    writer.write_episodes(key, "train", j, r, c)
+                    writer.write_iterate_vars(key, j, values)
+                res.iterate_steps.append(steps)
+                res.iterate_wall_s.append(time.perf_counter() - t_it)
+                if dropped:
+                    res.notes.append(f"iterate {j}: {dropped} episodes did not fit the buffer")
+                res.iterates_done = j + 1
+                res.final_cost = float(np.mean(c)) if c.size else float("nan")
+                costs.append(res.final_cost)
+            if j in evals:
+                ekeys = jnp.stack([eval_key(k.seed, j) for k in keys])
+                ev = jax.device_get(vevaluate(state.params, state.normalizer, ekeys))
+                with self.guard.hold():
+                    for i, (key, res) in enumerate(zip(keys, results, strict=True)):
+                        writer.write_episodes(key, "expl", j, ev.expl_reward[i], ev.expl_cost[i])
+                        writer.write_episodes(key, "greedy", j, ev.greedy_reward[i], ev.greedy_cost[i])
+                        one = jax.tree_util.tree_map(lambda x, i=i: x[i], state)
+                        checkpoint.save(self.out, key, j, checkpoint_payload(one.params, one.normalizer,
+                                                                             one.multiplier))
+                        checkpoint.save_resume(self.out, key, j, one, res.env_steps)
+            if self.progress:
+                label.update(results, costs)
+                self.progress.advance(task_id, sum(res.iterate_steps[-1] for res in results), label, label,
+                                      time.perf_counter() - t0)
+        if self.progress:
+            self.progress.finish_run(task_id)
+
+
+class GroupLabel:
+    """Progress view of a vmapped group: looks like a RunKey and a RunResult to the progress hooks."""
+
+    def __init__(self, keys: Sequence[RunKey]) -> None:
+        self.keys = list(keys)
+        self.bound = float(np.mean([k.bound for k in keys]))
+        self.env_steps, self.train_s, self.iterates_done, self.final_cost = 0.0, 0.0, 0, float("nan")
+
+    def update(self, results: Sequence[RunResult], costs: Sequence[float]) -> None:
+        self.env_steps = sum(r.env_steps for r in results)
+        self.train_s = max(r.train_s for r in results)
+        self.iterates_done = max(r.iterates_done for r in results)
+        self.final_cost = float(np.nanmean(costs)) if len(costs) else float("nan")
+
+    def __str__(self) -> str:
+        k = self.keys[0]
+        return f"{k.algo}/{k.task} x{len(self.keys)} (seeds {','.join(str(x.seed) for x in self.keys)})"
 
 
 def run_grid(out: str | Path, config: TrainConfig, algos: Sequence[str], tasks: Sequence[str],

@@ -1,0 +1,371 @@
+"""Sweeps: the grid of runs, its selection, the picklable `run_one`, and `saferl status` (no jax here).
+
+A sweep is algos x tasks x bounds x seeds. `saferl train` creates the whole grid in the store (or accepts
+an existing store holding it), then trains the selected runs that are not complete yet through an
+executor (`train.executors`). `SweepRun(key)` trains or resumes one run in whatever process it lands in,
+caching one compiled `Runner` per (store, task, config) there.
+
+Test-only: with `SAFERL_ENABLE_TOY=1` the task `toy` (the pure-JAX task of `train/toy.py`) is accepted,
+so tests can run real sweeps without compiling MJX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cube.errors import CubeError
+from cube.schema import RunKey
+from train.config import TASKS, TrainConfig, config_to_dict, with_overrides
+
+TOY_ENV_VAR = "SAFERL_ENABLE_TOY"
+"""Set to 1 to accept `--task toy` (tests only)."""
+
+
+def known_tasks() -> tuple[str, ...]:
+    """Task names `saferl train` accepts: the CRAX tasks, plus `toy` when SAFERL_ENABLE_TOY=1."""
+    return (*TASKS, "toy") if os.environ.get(TOY_ENV_VAR) == "1" else tuple(TASKS)
+
+
+def make_env(task: str, episode_length: int) -> Any:
+    """Env factory of sweeps: the toy task for `toy`, otherwise the CRAX task (module level: picklable)."""
+    if task == "toy":
+        from train.toy import make_toy_env
+
+        return make_toy_env()
+    from train.envs import make_crax_env
+
+    return make_crax_env(task, episode_length)
+
+
+# ------------------------------------------------------------------------------------------ parsing
+def parse_seeds(words: Sequence[str]) -> list[int]:
+    """Seeds from words like "0-29", "0,3,5" or "7" (inclusive ranges); a seed given twice is an error."""
+    seeds: list[int] = []
+    for word in words:
+        for part in (p.strip() for p in word.split(",")):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
+            try:
+                vals = list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+            except ValueError:
+                raise CubeError(f"seeds must be integers or ranges like 0-29, got '{part}'") from None
+            if sep and int(hi) < int(lo):
+                raise CubeError(f"seed range '{part}' is empty (the end is below the start)")
+            for s in vals:
+                if s in seeds:
+                    raise CubeError(f"seed {s} given twice; list every seed once (e.g. --seeds 0-29)")
+                seeds.append(s)
+    return seeds
+
+
+def parse_bounds(words: Sequence[str]) -> list[float]:
+    """Bounds from words like "15,25,50"; a bound given twice is an error."""
+    bounds: list[float] = []
+    for word in words:
+        for part in (p.strip() for p in word.split(",")):
+            if not part:
+                continue
+            try:
+                b = float(part)
+            except ValueError:
+                raise CubeError(f"bounds must be numbers, got '{part}'") from None
+            if any(np.isclose(b, x) for x in bounds):
+                raise CubeError(f"bound {b:g} given twice; list every bound once (e.g. --bounds 15,25,50)")
+            bounds.append(b)
+    return bounds
+
+
+def parse_names(words: Sequence[str], what: str) -> list[str]:
+    """Names from words like "ppo,p3o"; a name given twice is an error."""
+    names: list[str] = []
+    for word in words:
+        for part in (p.strip() for p in word.split(",")):
+            if part in names:
+                raise CubeError(f"{what} '{part}' given twice; list every {what} once")
+            if part:
+                names.append(part)
+    return names
+
+
+def parse_part(text: str | None) -> tuple[int, int] | None:
+    """`--part K/N` (1 <= K <= N): the K-th of N contiguous slices of the grid's runs."""
+    if text is None:
+        return None
+    k, sep, n = text.partition("/")
+    try:
+        kk, nn = int(k), int(n)
+    except ValueError:
+        raise CubeError(f"--part must look like K/N (e.g. 3/16), got '{text}'") from None
+    if not sep or not 1 <= kk <= nn:
+        raise CubeError(f"--part K/N needs 1 <= K <= N, got '{text}'")
+    return kk, nn
+
+
+# --------------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class Plan:
+    """A sweep: the config, the grid, and the part of it to train."""
+
+    config: TrainConfig
+    algos: tuple[str, ...]
+    tasks: tuple[str, ...]
+    bounds: tuple[float, ...]
+    seeds: tuple[int, ...]
+    part: tuple[int, int] | None = None
+
+    def grid_keys(self) -> list[RunKey]:
+        """Every run of the grid, task-major then algo, bound, seed (runs sharing a compile are adjacent)."""
+        return [RunKey(a, t, float(b), int(s)) for t in self.tasks for a in self.algos for b in self.bounds
+                for s in self.seeds]
+
+    def keys(self) -> list[RunKey]:
+        """The selected runs: all, or the K-th of N contiguous slices (sizes differ by at most one; CubeError
+        if the slice is empty)."""
+        keys = self.grid_keys()
+        if self.part is not None:
+            k, n = self.part
+            keys = keys[(k - 1) * len(keys) // n: k * len(keys) // n]
+        if not keys:
+            raise CubeError(f"--part {self.part[0]}/{self.part[1]} selects no run of this {len(self.grid_keys())}-run "
+                            "grid; use fewer parts" if self.part else "the selection is empty")
+        return keys
+
+
+def check_store_config(out: str | Path, config: TrainConfig) -> dict[str, str]:
+    """Stored status of every run; CubeError if a started run was trained with another config."""
+    from cube import read_manifests
+
+    want = json.loads(json.dumps(config_to_dict(config)))
+    status: dict[str, str] = {}
+    for row in read_manifests(out):
+        key = RunKey(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
+        status[str(key)] = row["status"]
+        have = row.get("config")
+        if row["status"] in ("partial", "complete") and have is not None and have != want:
+            diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+            raise CubeError(f"{out} holds run {key} trained with another config (differs in {', '.join(diff)}); "
+                            "use the same config (and --iterates) or another --out")
+    return status
+
+
+# ------------------------------------------------------------------------------------------ run_one
+_RUNNERS: dict[tuple[str, str, str], Any] = {}
+_PROGRESS: list[Any] = []
+"""The live display of this process, if any (set by the CLI for the local executor; never pickled)."""
+
+
+def setup_jax() -> None:
+    """Persistent compile cache (SAFERL_JAX_CACHE, "" disables it), as `saferl train` sets it."""
+    import jax
+
+    cache = os.environ.get("SAFERL_JAX_CACHE", str(Path.home() / ".cache" / "saferl" / "jax"))
+    if cache:
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """Picklable `run_one(key) -> dict` for executors: trains or resumes one run of the store `out`.
+
+    `config` is the plain dict of the TrainConfig (`config_to_dict`). Complete runs are skipped; partial
+    ones resume from their newest resume point. Returns a JSON-able summary of this attempt.
+    """
+
+    out: str
+    config: dict[str, Any]
+
+    def runner(self, task: str) -> Any:
+        """The cached compiled Runner of `task` in this process."""
+        ck = (self.out, task, json.dumps(self.config, sort_keys=True))
+        if ck not in _RUNNERS:
+            from train.runner import Runner
+
+            setup_jax()
+            config = with_overrides(TrainConfig(), json.loads(json.dumps(self.config)))  # tuples -> lists
+            _RUNNERS[ck] = Runner(self.out, config, task, make_env)
+        return _RUNNERS[ck]
+
+    def __call__(self, key: RunKey) -> dict[str, Any]:
+        from train.executors import current_placement
+
+        runner = self.runner(key.task)
+        runner.progress = _PROGRESS[-1] if _PROGRESS else None
+        res = runner.run(key.algo, key.bound, key.seed)
+        return {"status": res.status, "iterates_done": res.iterates_done, "env_steps": res.env_steps,
+                "compile_s": res.compile_s, "train_s": res.train_s, "resumed_from": res.resumed_from,
+                **current_placement()}
+
+
+# ------------------------------------------------------------------------------------------- status
+def _wall_s(row: dict[str, Any]) -> float:
+    """Wall time of the run's latest attempt (until now if it is still running), seconds."""
+    try:
+        start = datetime.fromisoformat(row["start_time"])
+    except (KeyError, TypeError, ValueError):
+        return float("nan")
+    end_s = row.get("end_time")
+    end = datetime.fromisoformat(end_s) if end_s else datetime.now(UTC)
+    return (end - start).total_seconds()
+
+
+def status_rows(path: str | Path) -> list[dict[str, Any]]:
+    """One dict per run: labels, status, iterates done / J, env steps, wall s, host, job id, retries."""
+    from cube import read_manifests
+
+    rows = []
+    for row in read_manifests(path):
+        cfg = row.get("config") or {}
+        n_it = TrainConfig(**{k: v for k, v in cfg.items() if k in ("total_env_steps", "num_envs",
+                                                                     "episode_length")}).n_iterates if cfg else None
+        rows.append({"algo": row["algo"], "task": row["task"], "bound": float(row["bound"]), "seed": int(row["seed"]),
+                     "status": row["status"], "iterates": row.get("iterates_done"), "n_iterates": n_it,
+                     "env_steps": row.get("env_steps"), "wall_s": _wall_s(row), "host": row.get("host"),
+                     "slurm_job_id": row.get("slurm_job_id"), "retries": row.get("retries", 0),
+                     "notes": row.get("notes", "")})
+    return rows
+
+
+def render_status(path: str | Path, show: Sequence[str] = ("partial", "pending", "complete")) -> None:
+    """Print a summary line and a table of the runs whose status is in `show` (rich, to stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = status_rows(path)
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("complete", "partial", "pending")}
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(f"{path}: {len(rows)} runs: {counts['complete']} complete, {counts['partial']} partial, "
+                  f"{counts['pending']} pending", highlight=False)
+    table = Table("algo", "task", "bound", "seed", "status", "iterates", "env steps", "wall", "host", "job",
+                  "retries", "notes")
+    for r in rows:
+        if r["status"] not in show:
+            continue
+        its = "" if r["iterates"] is None else f"{r['iterates']}/{r['n_iterates'] or '?'}"
+        steps = "" if r["env_steps"] is None else f"{r['env_steps']:,.0f}"
+        wall = "" if not np.isfinite(r["wall_s"]) else _duration(r["wall_s"])
+        table.add_row(r["algo"], r["task"], f"{r['bound']:g}", str(r["seed"]), r["status"], its, steps, wall,
+                      r["host"] or "", str(r["slurm_job_id"] or ""), str(r["retries"] or 0), str(r["notes"])[:40])
+    if table.row_count:
+        console.print(table)
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+
+# ------------------------------------------------------------------------------ vmapped run groups
+def run_bytes(config: TrainConfig, task: str) -> int:
+    """Estimated device memory of one run in a vmapped group, bytes (traced shapes, nothing compiles).
+
+    Training state (params, optimiser, env states; from `jax.eval_shape`) twice (loop carry in and out),
+    plus one update's transitions `[unrolls, unroll_length, num_envs]` three times (rollout, the
+    shuffled copy, minibatch activations/gradients), plus the evaluation's 2 x eval_episodes env states.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from train.core import make_train
+
+    trainer = make_train(config, make_env(task, config.episode_length))
+    shapes = jax.eval_shape(trainer.init, jax.random.PRNGKey(0), jnp.int32(0), jnp.float32(0), jnp.float32(0))
+    state = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree_util.tree_leaves(shapes))
+    env_bytes = sum(int(np.prod(x.shape)) * x.dtype.itemsize
+                    for x in jax.tree_util.tree_leaves(shapes.rollout.env_state)) / config.num_envs
+    obs, act = trainer.env.obs_size, trainer.env.action_size
+    steps = config.unrolls_per_update * config.unroll_length * config.num_envs
+    transitions = steps * (2 * obs + 3 * act + 6) * 4
+    evals = 2 * config.eval_episodes * env_bytes
+    return int(2 * state + 3 * transitions + evals)
+
+
+def memory_budget(fraction: float = 0.7) -> tuple[int, str]:
+    """(bytes, where) usable by one program: the accelerator's limit, or this machine's physical memory."""
+    import jax
+
+    dev = jax.devices()[0]
+    stats = dev.memory_stats() if dev.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(fraction * stats["bytes_limit"]), f"{dev.device_kind} memory"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(fraction * total), "this machine's memory"
+
+
+def parallel_runs(config: TrainConfig, task: str, requested: int | None, largest_group: int,
+                  budget: tuple[int, str] | None = None) -> int:
+    """Runs per vmapped program: `requested` (CubeError with a suggestion if it does not fit), or as many as
+    fit (at most `largest_group`)."""
+    per_run = run_bytes(config, task)
+    limit, where = budget or memory_budget()
+    fit = max(1, limit // max(per_run, 1))
+    if requested is None:
+        return int(min(fit, largest_group))
+    if requested > fit:
+        raise CubeError(f"--parallel-runs {requested} needs about {_size(requested * per_run)} "
+                        f"({_size(per_run)} per run) but {_size(limit)} of {where} are usable; "
+                        f"use --parallel-runs {fit} or less")
+    return requested
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1024:.1f} KiB"
+
+
+def make_units(keys: Sequence[RunKey], out: str | Path, size: int) -> list[Any]:
+    """Units of work: keys of one task and algorithm with the same resume iterate, in chunks of `size`
+    (tuples of RunKeys; size 1 gives plain RunKeys)."""
+    from train import checkpoint
+
+    if size <= 1:
+        return list(keys)
+    groups: dict[tuple[str, str, int], list[RunKey]] = {}
+    for k in keys:
+        its = checkpoint.resume_iterates(out, k)
+        groups.setdefault((k.task, k.algo, its[-1] if its else -1), []).append(k)
+    units: list[Any] = []
+    for members in groups.values():
+        units.extend(tuple(members[i:i + size]) for i in range(0, len(members), size))
+    return units
+
+
+@dataclass(frozen=True)
+class SweepGroupRun(SweepRun):
+    """Picklable `run_one(keys) -> dict` training a tuple of runs (one task and algorithm) as one vmapped
+    program; returns {str(key): summary} for each run."""
+
+    def __call__(self, keys: tuple[RunKey, ...]) -> dict[str, Any]:  # type: ignore[override]
+        from train.executors import current_placement
+
+        runner = self.runner(keys[0].task)
+        runner.progress = _PROGRESS[-1] if _PROGRESS else None
+        where = current_placement()
+        return {str(res.key): {"status": res.status, "iterates_done": res.iterates_done, "env_steps": res.env_steps,
+                               "compile_s": res.compile_s, "train_s": res.train_s, "resumed_from": res.resumed_from,
+                               "group_size": len(keys), **where}
+                for res in runner.run_group(list(keys))}
+
+
+def split_outcome(outcome: Any) -> list[Any]:
+    """Per-run RunOutcomes from the outcome of a unit (a RunKey, or a tuple of them run as a group)."""
+    import dataclasses
+
+    if isinstance(outcome.key, RunKey):
+        return [outcome]
+    results = outcome.result or {}
+    return [dataclasses.replace(outcome, key=k, result=results.get(str(k))) for k in outcome.key]
