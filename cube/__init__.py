@@ -3,6 +3,7 @@
 This package never imports jax or textual (enforced by a test).
 """
 
+from cube import stats  # registers the ``ds.saferl`` accessor
 from cube.errors import CubeError
 from cube.schema import DIMS, MODES, RUN_DIMS, SCHEMA_VERSION, RunKey
 from cube.store import (
@@ -33,6 +34,7 @@ __all__ = [
     "open_cube",
     "read_manifests",
     "set_run_manifest",
+    "stats",
     "validate",
     "write_episodes",
     "write_iterate_vars",

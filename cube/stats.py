@@ -656,7 +656,8 @@ class SaferlAccessor:
         """The sufficient statistics (computed once from the episodes; the Dataset itself if it is one)."""
         if self._ss is None:
             is_ss = "n" in self._ds and "le" in self._ds
-            self._ss = self._ds if is_ss else load_suffstats(self._ds)
+            source = self._ds.encoding.get("saferl_source", self._ds)
+            self._ss = self._ds if is_ss else load_suffstats(source)
         return self._ss
 
     def select(self, selection: Selection) -> xr.Dataset:

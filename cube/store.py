@@ -530,6 +530,8 @@ def open_cube(source: PathLike | xr.Dataset, *, check: bool = True) -> xr.Datase
             more = f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)" if len(problems) > 1 else ""
             raise CubeError(f"{where} is not a valid saferl cube: {problems[0]}{more}")
         ds = _normalise(ds)
+    if not isinstance(source, xr.Dataset):
+        ds.encoding["saferl_source"] = str(source)  # lets ``ds.saferl`` reuse the store's cached statistics
     return ds
 
 

@@ -327,3 +327,75 @@ def test_slurm_refusal_is_one_line_error(tmp_path: Path) -> None:
         ex.map(SyntheticRun(str(tmp_path), str(tmp_path)), KEYS)
     assert "\n" not in str(err.value)
     assert not _squeue(ex.job_name)
+
+
+def _zarr_iterates(store: Path, row: dict) -> int:
+    """Iterates with env_steps written for one run, read with zarr directly (no dask: a distributed client
+    is active in the sweep's thread)."""
+    import zarr
+
+    steps = np.asarray(zarr.open_array(store / "env_steps", mode="r")[:])
+    algos = [str(a) for a in zarr.open_array(store / "algo", mode="r")[:]]
+    seeds = [int(s) for s in zarr.open_array(store / "seed", mode="r")[:]]
+    return int((~np.isnan(steps[algos.index(row["algo"]), 0, 0, seeds.index(row["seed"])])).sum())
+
+
+@pytest.mark.slurm
+def test_saferl_train_executor_slurm_toy_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`saferl train --executor slurm` on the toy task: 4 runs on 2 jobs, one job cancelled mid-run; every
+    run completes once, the lost run resumes on another job from its last resume point."""
+    reason = _idle_slurm()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("dask_jobqueue")
+    pytest.importorskip("jax")
+    from cube.cli import main
+
+    n_it, n_envs = 120, 8
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(f"total_env_steps = {n_it * n_envs * 20}\nepisode_length = 20\nnum_envs = {n_envs}\n"
+                   "unroll_length = 4\nbatch_size = 8\nnum_minibatches = 2\nnum_epochs = 1\npolicy_hidden = [8]\n"
+                   "value_hidden = [8]\ncost_value_hidden = [8]\neval_episodes = 5\neval_every = 4\n"
+                   f'[cluster]\nexecutor = "slurm"\njobs = 2\ncpus-per-job = 1\nmemory = "3GB"\n'
+                   f'walltime = "00:10:00"\nretries = 2\nlog-directory = "{tmp_path / "slurm-logs"}"\n')
+    out = tmp_path / "sweep.zarr"
+    monkeypatch.setenv("SAFERL_ENABLE_TOY", "1")
+    monkeypatch.setenv("SAFERL_JAX_CACHE", str(tmp_path / "jax"))  # exported to the jobs by sbatch
+    rc: list[int] = []
+    thread = threading.Thread(target=lambda: rc.append(main(
+        ["train", "--algos", "ppo,ppo_lag", "--tasks", "toy", "--bounds", "4", "--seeds", "0-1", "--out", str(out),
+         "--config", str(cfg), "--no-progress"])), daemon=True)
+    t0 = time.perf_counter()
+    thread.start()
+
+    def victim() -> dict | None:
+        if not (out / "zarr.json").exists():
+            return None
+        try:
+            rows = read_manifests(out)
+        except Exception:  # a manifest chunk being replaced
+            return None
+        for row in rows:
+            if row["status"] == "partial" and row.get("slurm_job_id") and _zarr_iterates(out, row) >= 6:
+                return row
+        return None
+
+    wait_for("a run past its first resume point on a SLURM job", lambda: victim() is not None or not thread.is_alive(),
+             240, every_s=0.05)
+    assert thread.is_alive(), f"the sweep ended before a job could be cancelled (rc {rc})"
+    lost = victim()
+    subprocess.run(["scancel", lost["slurm_job_id"]], check=True)
+    thread.join(timeout=300)
+    assert not thread.is_alive() and rc == [0], rc
+    print(f"\nsaferl train --executor slurm, 4 toy runs on 2 jobs, one cancelled: {time.perf_counter() - t0:.1f}s")
+    rows = {(r["algo"], r["seed"]): r for r in read_manifests(out)}
+    assert all(r["status"] == "complete" and r["executor"] == "slurm" for r in rows.values())
+    again = rows[(lost["algo"], lost["seed"])]
+    assert again["retries"] >= 1 and again["slurm_job_id"] != lost["slurm_job_id"]
+    assert again["resumed_from"] is not None and again["resumed_from"] % 4 == 3
+    import dask
+
+    with dask.config.set(scheduler="threads"):
+        ds = open_cube(out).load()
+    assert (ds["cost"].sel(mode="train").notnull().sum("episode") == n_envs).all()  # every iterate once, whole
+    assert (np.diff(ds["env_steps"].values.reshape(4, n_it), axis=1) > 0).all()

@@ -275,7 +275,8 @@ def test_default_settings_are_those_with_episodes():
     train_only = one_run_ds([[1.0], [20.0]])
     ss = stats.load_suffstats(train_only)
     assert stats.available_settings(ss) == ("train",)
-    agg = stats.aggregate_table(ss, boot=10)
+    with pytest.warns(stats.StatsWarning, match="fewer than 2 seeds"):
+        agg = stats.aggregate_table(ss, boot=10)
     assert list(agg["setting"].values) == ["train"]
     ct = stats.condition_table(ss, ["final_greedy"])  # named explicitly: NaN rows, tier -1
     assert ct["C_mean"].isnull().all() and (ct["tier"] == -1).all() and (ct["n_seeds"] == 0).all()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import time
+from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
@@ -257,6 +258,8 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(args)
     executor = executor_from_args(args, read_cluster_table(args.config))
     keys = plan.keys()
+    if Path(args.out).exists():
+        check_store_config(args.out, plan.config)  # a store of another config fails before jax is imported
     if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
         _need_train_extra()
     size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here

@@ -147,6 +147,13 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _placement() -> dict[str, Any]:
+    """Where this attempt runs: host, pid, SLURM job id and dask worker (where known)."""
+    from train.executors import current_placement
+
+    return current_placement()
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -206,7 +213,7 @@ class Runner:
     def _manifest(self, key: RunKey, started: str, **extra: Any) -> dict[str, Any]:
         return {"config": config_to_dict(self.config), "algo": key.algo, "task": key.task,
                 "env": self.env.name, "bound": float(key.bound), "seed": int(key.seed),
-                "versions": _versions(), "host": platform.node(), "start_time": started,
+                "versions": _versions(), **_placement(), "start_time": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
     def run(self, algo: str, bound: float, seed: int) -> RunResult:
