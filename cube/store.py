@@ -509,8 +509,13 @@ def _grow_dim(group: zarr.Group, dim: str, old_size: int, fresh: list[Any]) -> N
 # reading
 
 
-def open_cube(source: PathLike | xr.Dataset, *, check: bool = True) -> xr.Dataset:
+def open_cube(
+    source: PathLike | xr.Dataset, *, check: bool = True, chunks: dict[str, int] | None = None
+) -> xr.Dataset:
     """Open a cube lazily (dask) from a Zarr directory or a netCDF file, checking its structure.
+
+    ``chunks`` sets dask chunk sizes per dimension (default: the store's chunks, one run each); larger
+    dask chunks let one task fetch many store chunks in a single (concurrent) zarr read.
 
     Returns a Dataset whose string coordinates are plain numpy strings. Only the seven dimensions and
     ``reward``/``cost`` are required. Raises ``CubeError`` (one line) for a missing, corrupt or
@@ -522,7 +527,7 @@ def open_cube(source: PathLike | xr.Dataset, *, check: bool = True) -> xr.Datase
         ds = source
         where = "dataset"
     else:
-        ds = _open_dataset(Path(source))
+        ds = _open_dataset(Path(source), chunks or {})
         where = str(source)
     if check:
         problems = structure_problems(ds)
@@ -535,17 +540,17 @@ def open_cube(source: PathLike | xr.Dataset, *, check: bool = True) -> xr.Datase
     return ds
 
 
-def _open_dataset(path: Path) -> xr.Dataset:
+def _open_dataset(path: Path, chunks: dict[str, int]) -> xr.Dataset:
     if not path.exists():
         raise CubeError(f"{path} does not exist; give the path of a results store (.zarr directory or .nc file)")
     try:
         if path.is_dir():
             if (path / "zarr.json").exists():
-                return xr.open_zarr(path, consolidated=False, chunks={})
+                return xr.open_zarr(path, consolidated=False, chunks=chunks)
             if (path / ".zgroup").exists():
-                return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks={})
+                return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks=chunks)
             raise CubeError(f"{path} is a directory but not a Zarr store (no zarr.json); give a results store path")
-        return xr.open_dataset(path, chunks={})
+        return xr.open_dataset(path, chunks=chunks)
     except CubeError:
         raise
     except Exception as exc:  # backends raise many types for unreadable files

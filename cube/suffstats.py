@@ -64,12 +64,27 @@ def _block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.
     Raises CubeError for a negative or infinite cost, or a NaN cost of an episode with a reward;
     `where(index into the (..., E, M) block)` names the cell in that message.
     """
-    # One contiguous float64 copy with episodes last, so every reduction runs over contiguous memory.
-    r = np.moveaxis(reward, -1, -2).astype(np.float64, order="C")
-    c = np.moveaxis(cost, -1, -2).astype(np.float64, order="C")
-    d = np.asarray(d, dtype=np.float64)
+    # Cells as rows with episodes last; only rows holding any episode are worked on (most expl/greedy
+    # cells of a run are empty), as float64 copies so every sum accumulates in float64.
+    r_all = np.moveaxis(reward, -1, -2)
+    c_all = np.moveaxis(cost, -1, -2)
+    cells, n_eps = c_all.shape[:-1], c_all.shape[-1]
+    r_flat = r_all.reshape(-1, n_eps)
+    c_flat = c_all.reshape(-1, n_eps)
+    d_flat = np.broadcast_to(np.asarray(d, dtype=np.float64), (*cells, 1)).reshape(-1, 1)
+    rows = np.flatnonzero(~(np.isnan(c_flat).all(-1) & np.isnan(r_flat).all(-1)))
+    out = np.zeros((c_flat.shape[0], len(SUM_VARS) + kappa.size), dtype=np.float64)
+    if rows.size:
+        out[rows] = _row_stats(r_flat[rows].astype(np.float64), c_flat[rows].astype(np.float64),
+                               d_flat[rows], kappa, rows, cells, where)
+    return out.reshape(*cells, out.shape[-1])
+
+
+def _row_stats(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, rows: np.ndarray,
+               cells: tuple[int, ...], where: Callable[[tuple[int, ...]], str] | None) -> np.ndarray:
+    """Statistics of cells given as rows r, c (k, E) float64 with bounds d (k, 1): (k, 6 + G)."""
     has_r, has_c = ~np.isnan(r), ~np.isnan(c)
-    _check_costs(c, has_r, has_c, where)
+    _check_costs(c, has_r, has_c, _row_locator(where, rows, cells))
     n = has_c.sum(-1)
     le = _cdf_counts_of(c, d, n, kappa)
     r[~has_r] = 0.0
@@ -78,6 +93,21 @@ def _block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.
     np.maximum(over, 0.0, out=over)  # missing episodes hold c = 0 < d, so they add nothing
     fields = [has_r.sum(-1), r.sum(-1), n, c.sum(-1), (over > 0).sum(-1), over.sum(-1)]
     return np.concatenate([np.stack(fields, -1), le.astype(np.float64)], axis=-1)
+
+
+def _row_locator(where: Callable[[tuple[int, ...]], str] | None, rows: np.ndarray,
+                 cells: tuple[int, ...]) -> Callable[[tuple[int, ...]], str] | None:
+    """Maps `_check_costs`'s (episode, row) index of the gathered rows back to the block's (..., E, M)
+    index, for error messages."""
+    if where is None:
+        return None
+
+    def locate(index: tuple[int, ...]) -> str:
+        episode, row = int(index[-2]), int(index[-1])
+        cell = np.unravel_index(int(rows[row]), cells)
+        return where(tuple(int(i) for i in cell[:-1]) + (episode, int(cell[-1])))
+
+    return locate
 
 
 def _check_costs(c: np.ndarray, has_r: np.ndarray, has_c: np.ndarray,
@@ -383,9 +413,25 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 if stale.shape[0] > WRITE_BACK_FRACTION * run_fp.size:
                     _write_cache(path, ss, attrs, run_fp)
                 return ss
-    ss = compute_suffstats(ds, kappa, progress)
+    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
     _write_cache(path, ss, attrs, run_fp)
     return ss
+
+
+FULL_PASS_BLOCK_BYTES = 64 * 2**20
+
+
+def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
+    """The cube with dask blocks of several seeds (<= FULL_PASS_BLOCK_BYTES per variable).
+
+    Each dask task then fetches many one-run store chunks in one zarr read, which zarr decodes
+    concurrently: about half the time of one task per chunk (bench/report_speed.py).
+    """
+    run_bytes = ds.sizes["iterate"] * ds.sizes["episode"] * ds.sizes["mode"] * ds["cost"].dtype.itemsize
+    seeds = int(max(1, min(ds.sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
+    if seeds == 1 or not path.is_dir():
+        return ds
+    return open_cube(path, chunks={"seed": seeds})
 
 
 
@@ -405,7 +451,7 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
     if cache and path.is_dir():
         ss = _from_cache(path, ds, kappa, progress)
     else:
-        ss = compute_suffstats(ds, kappa, progress)
+        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
     return _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
 
 

@@ -78,15 +78,18 @@ _RESUME = re.compile(r"resume_(\d+)\.msgpack")
 def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state: Any, env_steps: float) -> None:
     """Save the whole training state after `iterate` (optimiser, env states, RNG key) for resuming.
 
-    One file `resume_<iterate>.msgpack`, written atomically; older resume points are removed after it,
+    One file `resume_<iterate>.msgpack` holding the state's leaves in tree order (any pytree works, also
+    env states flax cannot serialise), written atomically; older resume points are removed after it,
     so the newest file is always complete.
     """
+    import jax
     import numpy as np
     from flax import serialization
 
     d = _make_run_dir(store, key)
-    payload = {"state": state, "env_steps": np.asarray(env_steps, np.float64)}
-    _atomic_write(d / f"resume_{int(iterate)}.msgpack", serialization.to_bytes(payload))
+    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.device_get(state))]
+    payload = {"leaves": {str(i): x for i, x in enumerate(leaves)}, "env_steps": np.asarray(env_steps, np.float64)}
+    _atomic_write(d / f"resume_{int(iterate)}.msgpack", serialization.msgpack_serialize(payload))
     for j in resume_iterates(store, key):
         if j != iterate:
             (d / f"resume_{j}.msgpack").unlink(missing_ok=True)
@@ -103,6 +106,7 @@ def resume_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
 
 def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any) -> tuple[int, Any, float] | None:
     """(iterate, state, env_steps) of the newest resume point, or None if the run has none."""
+    import jax
     import numpy as np
     from flax import serialization
 
@@ -111,8 +115,13 @@ def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any) -> tu
         return None
     j = its[-1]
     raw = (run_dir(store, key) / f"resume_{j}.msgpack").read_bytes()
-    payload = serialization.from_bytes({"state": template, "env_steps": np.zeros((), np.float64)}, raw)
-    return j, payload["state"], float(payload["env_steps"])
+    payload = serialization.msgpack_restore(raw)
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    stored = [payload["leaves"][str(i)] for i in range(len(payload["leaves"]))]
+    if len(stored) != len(leaves) or any(np.shape(a) != np.shape(b) for a, b in zip(stored, leaves, strict=True)):
+        return None  # written by another config: start from scratch
+    restored = [jax.numpy.asarray(a, dtype=b.dtype) for a, b in zip(stored, leaves, strict=True)]
+    return j, jax.tree_util.tree_unflatten(treedef, restored), float(payload["env_steps"])
 
 
 def clear_resume(store: str | os.PathLike[str], key: RunKey) -> None:

@@ -258,8 +258,9 @@ def run(args: argparse.Namespace) -> int:
     plan = build_plan(args)
     executor = executor_from_args(args, read_cluster_table(args.config))
     keys = plan.keys()
-    if Path(args.out).exists():
-        check_store_config(args.out, plan.config)  # a store of another config fails before jax is imported
+    if Path(args.out).exists():  # a store of another grid or config fails before jax is imported
+        prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
+        check_store_config(args.out, plan.config)
     if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
         _need_train_extra()
     size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here

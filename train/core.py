@@ -141,8 +141,13 @@ def _select(done: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree_util.tree_map(sel, new, old)
 
 
-def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
-    """Build the trainer's pure functions for `config` on `env` (call `jax.jit` on them)."""
+def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -> Trainer:
+    """Build the trainer's pure functions for `config` on `env` (call `jax.jit` on them).
+
+    `axis_name`: name of a `jax.vmap` axis over runs the functions will be mapped over (vmapped groups).
+    The "any env needs a reset" test is then taken over the whole group, so the reset stays a real
+    branch instead of being computed every step for every run (values are identical either way).
+    """
     from train.nets import normalizer_init, normalizer_update
 
     config.validate()
@@ -179,7 +184,10 @@ def make_train(config: TrainConfig, env: EnvFns) -> Trainer:
         def reset_pending(state: Any) -> Any:
             return _select(ro.pending, _strong(v_reset(jax.random.split(k_reset, n))), state)
 
-        env_state = jax.lax.cond(ro.pending.any(), reset_pending, lambda s: s, ro.env_state)
+        any_pending = ro.pending.any()
+        if axis_name is not None:
+            any_pending = jax.lax.psum(any_pending.astype(jnp.int32), axis_name) > 0
+        env_state = jax.lax.cond(any_pending, reset_pending, lambda s: s, ro.env_state)
         obs = v_observe(env_state)[0]
         logits = nets.policy_network.apply(normalizer, policy_params, obs)
         gauss = dist.create_dist(logits)

@@ -446,19 +446,16 @@ def record_outcome(store: str | os.PathLike, outcome: RunOutcome) -> None:
     ``outcome.key`` is the run's RunKey. The run's status is kept as the run itself wrote it, so a failed
     outcome never marks a run complete.
     """
-    from cube import read_manifests, set_run_manifest
+    from cube import CubeWriter
     from cube.schema import RunKey
+    from train.runner import stored_manifest, stored_status
 
     key = outcome.key
     if not isinstance(key, RunKey):
         raise CubeError(f"record_outcome needs RunKey keys, got {type(key).__name__}")
-    for row in read_manifests(store):
-        if (row["algo"], row["task"], row["seed"]) == (key.algo, key.task, key.seed) and row["bound"] == key.bound:
-            status = row.pop("status")
-            set_run_manifest(store, key, status=status if status != "unknown" else "pending",
-                             manifest={**row, **outcome.manifest_fields()})
-            return
-    raise CubeError(f"run {key} is not in {store}")
+    writer = CubeWriter(store)  # reads only this run's chunks (sweeps record thousands of outcomes)
+    status, row = stored_status(writer, key), stored_manifest(writer, key)
+    writer.set_run_manifest(key, status=status, manifest={**row, **outcome.manifest_fields()})
 
 
 # ------------------------------------------------------------------------------------- construction

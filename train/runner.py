@@ -158,8 +158,8 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def stored_status(writer: Any, key: RunKey) -> str:
-    """Status of one run as stored (`pending`/`partial`/`complete`), read from its own chunk only."""
+def run_index(writer: Any, key: RunKey) -> tuple[int, int, int, int]:
+    """Position of a run in the grid of a `cube.CubeWriter`'s store (CubeError if it is not there)."""
     from cube.schema import RUN_DIMS
 
     index = []
@@ -170,11 +170,29 @@ def stored_status(writer: Any, key: RunKey) -> str:
         if hits.size == 0:
             raise CubeError(f"run {key} is not in the store's grid; extend the store first")
         index.append(int(hits[0]))
-    if "run_status" not in writer.group:
-        return "pending"
+    return tuple(index)  # type: ignore[return-value]
+
+
+def stored_status(writer: Any, key: RunKey) -> str:
+    """Status of one run as stored (`pending`/`partial`/`complete`), read from its own chunk only."""
     from cube.schema import RUN_STATUS_NAMES
 
-    return RUN_STATUS_NAMES.get(int(writer.group["run_status"][tuple(index)]), "pending")
+    if "run_status" not in writer.group:
+        return "pending"
+    return RUN_STATUS_NAMES.get(int(writer.group["run_status"][run_index(writer, key)]), "pending")
+
+
+def stored_manifest(writer: Any, key: RunKey) -> dict[str, Any]:
+    """The stored manifest of one run (without `status`/`run`), read from its own chunk only."""
+    import json
+
+    if "run_manifest" not in writer.group:
+        return {}
+    text = str(writer.group["run_manifest"][run_index(writer, key)])
+    body = json.loads(text) if text else {}
+    body.pop("status", None)
+    body.pop("run", None)
+    return body
 
 
 def compact_episodes(reward: np.ndarray, cost: np.ndarray, count: np.ndarray,
@@ -326,8 +344,11 @@ class Runner:
         if not hasattr(self, "_vfns"):
             import jax
 
-            t = self.trainer
-            self._vfns = (jax.jit(jax.vmap(t.init)), jax.jit(jax.vmap(t.iterate)), jax.jit(jax.vmap(t.evaluate)))
+            from train.core import make_train
+
+            t = make_train(self.config, self.env, axis_name="runs")
+            self._vfns = (jax.jit(jax.vmap(t.init)), jax.jit(jax.vmap(t.iterate, axis_name="runs")),
+                          jax.jit(jax.vmap(t.evaluate)))
         return self._vfns
 
     def _group_start(self, keys: Sequence[RunKey], results: list[RunResult]) -> tuple[Any, int]:
