@@ -311,6 +311,13 @@ class CubeWriter:
         self.path = Path(path)
         self.group = _open_group(self.path)
         self.coords = _read_coords(self.group)
+        self._arrays: dict[str, zarr.Array] = {}
+
+    def _array(self, name: str) -> zarr.Array:
+        """The store's array ``name``, opened once per writer (each open reads its metadata)."""
+        if name not in self._arrays:
+            self._arrays[name] = self.group[name]
+        return self._arrays[name]
 
     def write_episodes(
         self,
@@ -326,7 +333,7 @@ class CubeWriter:
         ``iterate + k - 1``; n <= E episodes each, the remaining slots are set to NaN (so rewriting an
         iterate replaces it completely). Everything is checked before anything is written.
         """
-        group, coords = self.group, self.coords
+        coords = self.coords
         index = _run_index(coords, key)
         m = _mode_index(coords, mode)
         reward = np.asarray(reward, dtype=np.float64)
@@ -348,7 +355,7 @@ class CubeWriter:
         for name, values in (("reward", reward), ("cost", cost)):
             block = np.full((k, n_eps), np.nan, dtype=np.float32)
             block[:, :n] = values
-            group[name][(*index, slice(iterate, iterate + k), slice(None), m)] = block
+            self._array(name)[(*index, slice(iterate, iterate + k), slice(None), m)] = block
 
 
     def write_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
@@ -357,7 +364,7 @@ class CubeWriter:
         NaN marks a missing episode; where one of reward/cost is NaN the other must be too. This is one
         chunk write per variable, the fast path for importing results or writing synthetic cubes.
         """
-        group, coords = self.group, self.coords
+        coords = self.coords
         index = _run_index(coords, key)
         shape = (len(coords["iterate"]), len(coords["episode"]), len(coords["mode"]))
         reward = np.asarray(reward, dtype=np.float32)
@@ -369,8 +376,8 @@ class CubeWriter:
         if not np.array_equal(present, ~np.isnan(reward)):
             raise CubeError(f"{where}: reward and cost disagree on which episodes exist (NaN in one only)")
         _check_episode_values(reward[present], cost[present], where)
-        group["reward"][index] = reward
-        group["cost"][index] = cost
+        self._array("reward")[index] = reward
+        self._array("cost")[index] = cost
 
 
     def write_iterate_vars(self, key: RunKey, iterate: int, values: dict[str, Any]) -> None:
@@ -391,7 +398,7 @@ class CubeWriter:
                 raise CubeError(f"{name} for run {key}: iterates {iterate}..{iterate + arr.size - 1} outside 0..{n_iter - 1}")
             arrays[name] = arr
         for name, arr in arrays.items():
-            group[name][(*index, slice(iterate, iterate + arr.size))] = arr
+            self._array(name)[(*index, slice(iterate, iterate + arr.size))] = arr
 
 
     def set_run_manifest(
@@ -400,13 +407,12 @@ class CubeWriter:
         """Record a run's status (``pending``/``partial``/``complete``) and its manifest (JSON-able dict)."""
         if status not in RUN_STATUS:
             raise CubeError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUS)}")
-        group = self.group
         index = _run_index(self.coords, key)
         body = dict(manifest or {})
         body["status"] = status
         body.setdefault("run", key.as_dict())
-        group["run_manifest"][index] = manifest_json(body)
-        group["run_status"][index] = RUN_STATUS[status]
+        self._array("run_manifest")[index] = manifest_json(body)
+        self._array("run_status")[index] = RUN_STATUS[status]
 
 
 def write_episodes(
