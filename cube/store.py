@@ -133,7 +133,13 @@ def create_store(
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {})
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if not (exist_ok and path.exists()):
+                raise
+            # another process created the store meanwhile: accept it if it is the same grid
+            _check_same_grid(path, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars))
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

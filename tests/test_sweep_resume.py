@@ -146,3 +146,22 @@ def test_dask_executor_fills_the_store_once(sweep_env: dict[str, str], reference
     rows = read_manifests(out)
     assert all(r["executor"] == "dask" and r["retries"] == 0 and len(r["attempts"]) == 1 for r in rows)
     assert {r["attempts"][0]["worker"] for r in rows} <= workers
+
+
+def test_two_processes_fill_one_store_concurrently(sweep_env: dict[str, str], reference: Path,
+                                                   tmp_path: Path) -> None:
+    """Two `saferl train` processes given the same grid: each run is trained by exactly one of them
+    (per-run claims), the store holds every run once, and the numbers equal the reference sweep's."""
+    out = tmp_path / "shared.zarr"
+    env = {**os.environ, "SAFERL_ENABLE_TOY": "1", "SAFERL_JAX_CACHE": sweep_env["SAFERL_JAX_CACHE"]}
+    code = "import sys; from cube.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", code, "train", *GRID, "--config", sweep_env["config"], "--out", str(out)]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    logs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in logs]
+    lines = [line for out_, err in logs for line in (out_ + err).splitlines()]
+    trained = [line.split(":")[0] for line in lines if ": complete," in line]
+    assert len(trained) == len(RUNS) and len(set(trained)) == len(RUNS), trained
+    check_complete_and_equal(out, reference)
+    assert not any((out / "_claims").rglob("*.claim"))  # every claim released

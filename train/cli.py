@@ -221,6 +221,8 @@ class SweepProgress:
             line = f"{outcome.key}: FAILED after {outcome.retries} retries{where}: {outcome.error}"
         elif result.get("status") == "skipped":
             line = f"{outcome.key}: already complete, skipped"
+        elif result.get("status") == "claimed":
+            line = f"{outcome.key}: claimed by {result.get('claimed_by')}, left to that process"
         else:
             resumed = result.get("resumed_from")
             line = (f"{outcome.key}: complete, {result.get('iterates_done')} iterates, {steps:,.0f} env steps"
@@ -276,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
     if size > 1:
         print(f"{len(units)} programs of up to {size} vmapped runs each", flush=True)
     cls = SweepGroupRun if size > 1 else SweepRun
-    run_one = cls(str(args.out), config_to_dict(plan.config))
+    run_one = cls(str(args.out), config_to_dict(plan.config), claims=executor.name == "local")
     t0 = time.perf_counter()
     outcomes: list[Any] = []
     with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
@@ -284,6 +286,9 @@ def run(args: argparse.Namespace) -> int:
 
         def on_done(outcome: Any) -> None:
             for one in split_outcome(outcome):
+                if (one.result or {}).get("status") == "claimed":
+                    progress.run_done(one)
+                    continue  # another process trains it and records its own outcome
                 record_outcome(args.out, one)
                 progress.run_done(one)
                 outcomes.append(one)

@@ -179,10 +179,19 @@ class SweepRun:
 
     `config` is the plain dict of the TrainConfig (`config_to_dict`). Complete runs are skipped; partial
     ones resume from their newest resume point. Returns a JSON-able summary of this attempt.
+    With `claims`, a run claimed by another live `saferl train` process is left to it (local sweeps);
+    dask and SLURM executors hand each run to one worker themselves and retry lost ones elsewhere,
+    where a dead claimant on another host could not be told from a live one, so they run without.
     """
 
     out: str
     config: dict[str, Any]
+    claims: bool = True
+
+    def _claim(self, key: RunKey) -> bool:
+        from train.claims import try_claim
+
+        return try_claim(self.out, key) if self.claims else True
 
     def runner(self, task: str) -> Any:
         """The cached compiled Runner of `task` in this process."""
@@ -196,14 +205,28 @@ class SweepRun:
         return _RUNNERS[ck]
 
     def __call__(self, key: RunKey) -> dict[str, Any]:
+        from train.claims import release
         from train.executors import current_placement
 
-        runner = self.runner(key.task)
-        runner.progress = _PROGRESS[-1] if _PROGRESS else None
-        res = runner.run(key.algo, key.bound, key.seed)
+        if not self._claim(key):
+            return claimed_elsewhere(self.out, key)
+        try:
+            runner = self.runner(key.task)
+            runner.progress = _PROGRESS[-1] if _PROGRESS else None
+            res = runner.run(key.algo, key.bound, key.seed)
+        finally:
+            release(self.out, key)
         return {"status": res.status, "iterates_done": res.iterates_done, "env_steps": res.env_steps,
                 "compile_s": res.compile_s, "train_s": res.train_s, "resumed_from": res.resumed_from,
                 **current_placement()}
+
+
+def claimed_elsewhere(out: str, key: RunKey) -> dict[str, Any]:
+    """The summary of a run left to the process that holds its claim."""
+    from train.claims import read_claim
+
+    holder = read_claim(out, key) or {}
+    return {"status": "claimed", "claimed_by": f"{holder.get('host', '?')}:{holder.get('pid', '?')}"}
 
 
 # ------------------------------------------------------------------------------------------- status
@@ -350,15 +373,26 @@ class SweepGroupRun(SweepRun):
     program; returns {str(key): summary} for each run."""
 
     def __call__(self, keys: tuple[RunKey, ...]) -> dict[str, Any]:  # type: ignore[override]
+        from train.claims import release
         from train.executors import current_placement
 
-        runner = self.runner(keys[0].task)
-        runner.progress = _PROGRESS[-1] if _PROGRESS else None
-        where = current_placement()
-        return {str(res.key): {"status": res.status, "iterates_done": res.iterates_done, "env_steps": res.env_steps,
-                               "compile_s": res.compile_s, "train_s": res.train_s, "resumed_from": res.resumed_from,
-                               "group_size": len(keys), **where}
-                for res in runner.run_group(list(keys))}
+        mine = [k for k in keys if self._claim(k)]
+        summaries = {str(k): claimed_elsewhere(self.out, k) for k in keys if k not in mine}
+        if not mine:
+            return summaries
+        try:
+            runner = self.runner(keys[0].task)
+            runner.progress = _PROGRESS[-1] if _PROGRESS else None
+            where = current_placement()
+            results = runner.run_group(mine)
+        finally:
+            for k in mine:
+                release(self.out, k)
+        summaries.update({str(res.key): {"status": res.status, "iterates_done": res.iterates_done,
+                                         "env_steps": res.env_steps, "compile_s": res.compile_s,
+                                         "train_s": res.train_s, "resumed_from": res.resumed_from,
+                                         "group_size": len(mine), **where} for res in results})
+        return summaries
 
 
 def split_outcome(outcome: Any) -> list[Any]:

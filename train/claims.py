@@ -1,0 +1,87 @@
+"""Per-run claims, so several `saferl train` processes can fill one store without training a run twice.
+
+A claim is a file ``<store>/_claims/<algo>/<task>/<bound>/<seed>.claim`` created with O_CREAT|O_EXCL
+(atomic on local and NFSv3+ filesystems) holding the claimant's host and pid. A claim whose process is
+gone (same host, pid not alive) is taken over; one held by a live process, or by a process on another
+host (whose liveness cannot be checked), is respected: the run is left to its owner. Removing the
+``_claims`` folder releases claims left by crashed processes on other hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from pathlib import Path
+
+from cube.schema import RunKey
+
+CLAIMS_DIR = "_claims"
+
+
+def claim_path(store: str | os.PathLike, key: RunKey) -> Path:
+    return Path(store) / CLAIMS_DIR / key.algo / key.task / f"{key.bound:g}" / f"{key.seed}.claim"
+
+
+def _holder() -> dict[str, object]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_claim(store: str | os.PathLike, key: RunKey) -> dict[str, object] | None:
+    """The holder of a run's claim ({"host", "pid"}), or None when unclaimed or unreadable."""
+    try:
+        return json.loads(claim_path(store, key).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _stale(holder: dict[str, object] | None) -> bool:
+    if holder is None:
+        return False
+    return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1)))
+
+
+def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
+    """Claim a run for this process; True if this process now holds it (or already did)."""
+    path = claim_path(store, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = _holder()
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = read_claim(store, key)
+            if holder == me:
+                return True
+            if not _stale(holder):
+                return False
+            # Move the stale claim aside under a unique name: of several processes doing this, only
+            # one's O_EXCL create below can succeed.
+            try:
+                os.replace(path, path.with_name(f".stale-{uuid.uuid4().hex}"))
+            except FileNotFoundError:
+                pass
+            for old in path.parent.glob(".stale-*"):
+                old.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            json.dump(me, fh)
+        return True
+    return False
+
+
+def release(store: str | os.PathLike, key: RunKey) -> None:
+    """Drop this process's claim on a run (a claim held by another process is left alone)."""
+    if read_claim(store, key) == _holder():
+        claim_path(store, key).unlink(missing_ok=True)
