@@ -234,6 +234,34 @@ class Runner:
                 "versions": _versions(), **_placement(), "start_time": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
+    def _record_iterate(self, writer: Any, key: RunKey, res: RunResult, j: int, out: Any, mult: float,
+                        dt: float, *, first: bool, t_it: float) -> None:
+        """Book one finished iterate of one run: timings, its training episodes and per-iterate variables.
+
+        `out` is the run's host copy of the iterate's output (episode buffers, n_updates, metrics).
+        """
+        cfg = self.config
+        if first:
+            res.compile_s += dt  # first call: compile + one iterate
+        else:
+            res.train_s += dt
+        steps = int(out.n_updates) * cfg.steps_per_update * cfg.num_envs
+        res.env_steps += steps
+        r, c, dropped = compact_episodes(np.asarray(out.episodes.reward), np.asarray(out.episodes.cost),
+                                         np.asarray(out.episodes.count), self.capacity)
+        values = {"env_steps": res.env_steps, "multiplier": np.nan if key.algo == "ppo" else mult,
+                  "n_updates": int(out.n_updates), "dropped_episodes": dropped,
+                  **{k: float(v) for k, v in out.metrics.items()}}
+        with self.guard.hold():
+            writer.write_episodes(key, "train", j, r, c)
+            writer.write_iterate_vars(key, j, values)
+        res.iterate_steps.append(steps)
+        res.iterate_wall_s.append(time.perf_counter() - t_it)
+        if dropped:
+            res.notes.append(f"iterate {j}: {dropped} episodes did not fit the buffer")
+        res.iterates_done = j + 1
+        res.final_cost = float(np.mean(c)) if c.size else float("nan")
+
     def run(self, algo: str, bound: float, seed: int) -> RunResult:
         """Train (or resume) one run; KeyboardInterrupt marks it partial (store stays valid) and propagates.
 
@@ -304,26 +332,7 @@ class Runner:
             state, out = self.iterate(state)
             out, mult = jax.device_get((out, state.multiplier))  # the one transfer of this iterate
             dt = time.perf_counter() - t_it
-            if j == start:
-                res.compile_s += dt  # first call: compile + one iterate
-            else:
-                res.train_s += dt
-            steps = int(out.n_updates) * cfg.steps_per_update * cfg.num_envs
-            res.env_steps += steps
-            r, c, dropped = compact_episodes(np.asarray(out.episodes.reward), np.asarray(out.episodes.cost),
-                                             np.asarray(out.episodes.count), self.capacity)
-            values = {"env_steps": res.env_steps, "multiplier": np.nan if key.algo == "ppo" else float(mult),
-                      "n_updates": int(out.n_updates), "dropped_episodes": dropped,
-                      **{k: float(v) for k, v in out.metrics.items()}}
-            with self.guard.hold():
-                writer.write_episodes(key, "train", j, r, c)
-                writer.write_iterate_vars(key, j, values)
-            res.iterate_steps.append(steps)
-            res.iterate_wall_s.append(time.perf_counter() - t_it)
-            if dropped:
-                res.notes.append(f"iterate {j}: {dropped} episodes did not fit the buffer")
-            res.iterates_done = j + 1
-            res.final_cost = float(np.mean(c)) if c.size else float("nan")
+            self._record_iterate(writer, key, res, j, out, float(mult), dt, first=j == start, t_it=t_it)
             if j in evals:
                 ev = jax.device_get(self.evaluate(state.params, state.normalizer, eval_key(key.seed, j)))
                 with self.guard.hold():
@@ -333,7 +342,7 @@ class Runner:
                                                                          state.multiplier))
                     checkpoint.save_resume(self.out, key, j, state, res.env_steps)
             if self.progress:
-                self.progress.advance(task_id, steps, res, key, time.perf_counter() - t0)
+                self.progress.advance(task_id, res.iterate_steps[-1], res, key, time.perf_counter() - t0)
         if self.progress:
             self.progress.finish_run(task_id)
 
@@ -439,26 +448,7 @@ class Runner:
             costs = []
             for i, (key, res) in enumerate(zip(keys, results, strict=True)):
                 one = jax.tree_util.tree_map(lambda x, i=i: np.asarray(x[i]), out)
-                if j == start:
-                    res.compile_s += dt
-                else:
-                    res.train_s += dt
-                steps = int(one.n_updates) * cfg.steps_per_update * cfg.num_envs
-                res.env_steps += steps
-                r, c, dropped = compact_episodes(one.episodes.reward, one.episodes.cost, one.episodes.count,
-                                                 self.capacity)
-                values = {"env_steps": res.env_steps, "multiplier": np.nan if key.algo == "ppo" else float(mult[i]),
-                          "n_updates": int(one.n_updates), "dropped_episodes": dropped,
-                          **{k: float(v) for k, v in one.metrics.items()}}
-                with self.guard.hold():
-                    writer.write_episodes(key, "train", j, r, c)
-                    writer.write_iterate_vars(key, j, values)
-                res.iterate_steps.append(steps)
-                res.iterate_wall_s.append(time.perf_counter() - t_it)
-                if dropped:
-                    res.notes.append(f"iterate {j}: {dropped} episodes did not fit the buffer")
-                res.iterates_done = j + 1
-                res.final_cost = float(np.mean(c)) if c.size else float("nan")
+                self._record_iterate(writer, key, res, j, one, float(mult[i]), dt, first=j == start, t_it=t_it)
                 costs.append(res.final_cost)
             if j in evals:
                 ekeys = jnp.stack([eval_key(k.seed, j) for k in keys])
