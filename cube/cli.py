@@ -43,13 +43,14 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from cube.summary import describe
     from cube.validate import validate
 
-    problems = validate(args.path)
+    episode_counts: dict[str, int] = {}
+    problems = validate(args.path, episode_counts)
     if problems:
         for problem in problems:
             print(f"{args.path}: {problem}", file=sys.stderr)
         print(f"{args.path}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
         return 1
-    Console().print(describe(args.path))
+    Console().print(describe(args.path, episode_counts))
     print(f"{args.path}: valid saferl cube")
     return 0
 

@@ -12,8 +12,11 @@ from cube.schema import RUN_DIMS, RUN_STATUS_NAMES
 from cube.store import open_cube
 
 
-def describe(source: str | Path) -> Table:
-    """A rich table describing the cube at ``source`` (one dask pass over ``cost`` for counts)."""
+def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -> Table:
+    """A rich table describing the cube at ``source``.
+
+    ``episode_counts`` (episodes per mode, as ``validate`` reports them) saves a pass over ``cost``.
+    """
     ds = open_cube(source)
     synthetic = bool(ds.attrs.get("synthetic", False))
     title = f"{source}" + ("  [bold yellow]SYNTHETIC DEMO DATA[/]" if synthetic else "")
@@ -26,9 +29,11 @@ def describe(source: str | Path) -> Table:
         if len(labels) > 8:
             shown += f", ... ({len(labels)})"
         table.add_row(dim, f"{len(labels)}: {shown}" if dim not in ("episode",) else str(len(labels)))
-    (counts,) = dask.compute(ds["cost"].notnull().sum(dim=["algo", "task", "bound", "seed", "iterate", "episode"]).data)
-    for mode, count in zip(ds["mode"].values, np.asarray(counts), strict=True):
-        table.add_row(f"episodes ({mode})", f"{int(count):,}")
+    if episode_counts is None:
+        (counts,) = dask.compute(ds["cost"].notnull().sum(dim=[d for d in ds["cost"].dims if d != "mode"]).data)
+        episode_counts = {str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(counts), strict=True)}
+    for mode, count in episode_counts.items():
+        table.add_row(f"episodes ({mode})", f"{count:,}")
     n_runs = int(np.prod([ds.sizes[d] for d in RUN_DIMS]))
     if "run_status" in ds:
         codes, freq = np.unique(ds["run_status"].values, return_counts=True)

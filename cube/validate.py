@@ -71,41 +71,44 @@ def _label_problems(dim: str, values: np.ndarray) -> list[str]:
     return problems
 
 
-def value_problems(ds: xr.Dataset) -> list[str]:
-    """Contract violations in the values (one dask pass over reward and cost)."""
+_BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
+    "negative cost": lambda reward, cost: cost < 0,
+    "infinite cost": lambda reward, cost: np.isinf(cost),
+    "infinite reward": lambda reward, cost: np.isinf(reward),
+    "cost NaN where reward present": lambda reward, cost: cost.isnull() & reward.notnull(),
+    "reward NaN where cost present": lambda reward, cost: reward.isnull() & cost.notnull(),
+}
+"""Masks of episodes a cube must not hold, by the words that name them in a problem line."""
+
+
+def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None) -> list[str]:
+    """Contract violations in the values (one dask pass over reward and cost).
+
+    If ``episode_counts`` is given it is filled with the number of episodes per mode, counted in the
+    same pass (so a summary need not read the data again).
+    """
     cost, reward = ds["cost"], ds["reward"]
-    checks = {
-        "negative cost": (cost < 0).sum(),
-        "infinite cost": np.isinf(cost).sum(),
-        "infinite reward": np.isinf(reward).sum(),
-        "cost NaN where reward present": (cost.isnull() & reward.notnull()).sum(),
-        "reward NaN where cost present": (reward.isnull() & cost.notnull()).sum(),
-        "episodes": cost.notnull().sum(),
-    }
+    checks = {what: mask(reward, cost).sum() for what, mask in _BAD_VALUES.items()}
+    per_mode = cost.notnull().sum(dim=[d for d in cost.dims if d != "mode"])
     try:
-        (counts,) = dask.compute({k: v.data for k, v in checks.items()})
+        counts, modes = dask.compute({k: v.data for k, v in checks.items()}, per_mode.data)
     except Exception as exc:  # codecs raise many types for damaged chunks
         return [f"the stored data are corrupt or unreadable ({type(exc).__name__}: {str(exc)[:80]}); restore from a copy"]
+    if episode_counts is not None:
+        episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(modes), strict=True)})
     problems = []
     for what, count in counts.items():
-        if what != "episodes" and int(count):
-            example = _first_run_with(ds, what)
+        if int(count):
+            example = _first_run_with(ds, _BAD_VALUES[what](reward, cost))
             problems.append(f"{int(count)} episode(s) with {what} (first in run {example}); fix or drop them")
-    if int(counts["episodes"]) == 0:
+    if int(np.sum(modes)) == 0:
         problems.append("the cube holds no episodes at all (every reward/cost is NaN)")
     return problems
 
 
-def _first_run_with(ds: xr.Dataset, what: str) -> str:
-    cost, reward = ds["cost"], ds["reward"]
-    masks: dict[str, Callable[[], xr.DataArray]] = {
-        "negative cost": lambda: cost < 0,
-        "infinite cost": lambda: np.isinf(cost),
-        "infinite reward": lambda: np.isinf(reward),
-        "cost NaN where reward present": lambda: cost.isnull() & reward.notnull(),
-        "reward NaN where cost present": lambda: reward.isnull() & cost.notnull(),
-    }
-    per_run = masks[what]().any(dim=["iterate", "episode", "mode"]).compute()
+def _first_run_with(ds: xr.Dataset, mask: xr.DataArray) -> str:
+    """Labels "algo/task/bound/seed" of the first run where ``mask`` holds."""
+    per_run = mask.any(dim=["iterate", "episode", "mode"]).compute()
     where = np.argwhere(per_run.transpose(*RUN_DIMS).values)
     if not len(where):
         return "?"
@@ -113,8 +116,11 @@ def _first_run_with(ds: xr.Dataset, what: str) -> str:
     return "/".join(labels)
 
 
-def validate(source: str | Path | xr.Dataset) -> list[str]:
-    """All contract violations of a cube, one line each (empty list when valid)."""
+def validate(source: str | Path | xr.Dataset, episode_counts: dict[str, int] | None = None) -> list[str]:
+    """All contract violations of a cube, one line each (empty list when valid).
+
+    ``episode_counts``, if given, receives the episodes per mode when the values were checked.
+    """
     from cube.store import open_cube
 
     try:
@@ -126,4 +132,4 @@ def validate(source: str | Path | xr.Dataset) -> list[str]:
         return problems
     from cube.store import _normalise
 
-    return value_problems(_normalise(ds))
+    return value_problems(_normalise(ds), episode_counts)
