@@ -27,6 +27,7 @@ from rich.progress import Progress
 from cube import export, stats
 from cube.errors import CubeError
 from cube.selection import parse_selection
+from cube.suffstats import wait_for_cache_writes
 
 SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
                  ".txt": "table"}
@@ -185,7 +186,15 @@ def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute and print (or write) the requested tables; returns the exit code."""
+    """Compute and print (or write) the requested tables; returns the exit code. A new statistics
+    cache is written in the background meanwhile, and waited for before returning."""
+    try:
+        return _run(args)
+    finally:
+        wait_for_cache_writes()
+
+
+def _run(args: argparse.Namespace) -> int:
     from cube.cli import err_console, progress_bar
     from cube.cluster import scheduler_context
 
@@ -200,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         with progress_bar() as bar:
             task = bar.add_task("sufficient statistics", total=None)
             with scheduler_context(args.scheduler):
-                ss = stats.load_suffstats(args.path, cache=not args.no_cache,
+                ss = stats.load_suffstats(args.path, cache=not args.no_cache, background_write=True,
                                           progress=lambda d, t: bar.update(task, completed=d, total=t))
             bar.update(task, visible=False)
             ss = stats.select(ss, selection)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -64,35 +65,74 @@ def _block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.
     Raises CubeError for a negative or infinite cost, or a NaN cost of an episode with a reward;
     `where(index into the (..., E, M) block)` names the cell in that message.
     """
-    # Cells as rows with episodes last; only rows holding any episode are worked on (most expl/greedy
-    # cells of a run are empty), as float64 copies so every sum accumulates in float64.
-    r_all = np.moveaxis(reward, -1, -2)
-    c_all = np.moveaxis(cost, -1, -2)
-    cells, n_eps = c_all.shape[:-1], c_all.shape[-1]
-    r_flat = r_all.reshape(-1, n_eps)
-    c_flat = c_all.reshape(-1, n_eps)
-    d_flat = np.broadcast_to(np.asarray(d, dtype=np.float64), (*cells, 1)).reshape(-1, 1)
-    rows = np.flatnonzero(~(np.isnan(c_flat).all(-1) & np.isnan(r_flat).all(-1)))
-    out = np.zeros((c_flat.shape[0], len(SUM_VARS) + kappa.size), dtype=np.float64)
-    if rows.size:
-        out[rows] = _row_stats(r_flat[rows].astype(np.float64), c_flat[rows].astype(np.float64),
-                               d_flat[rows], kappa, rows, cells, where)
+    cells, rows, sums, le = _cell_stats(reward, cost, d, kappa, where)
+    out = np.zeros((int(np.prod(cells)), len(SUM_VARS) + kappa.size), dtype=np.float64)
+    out[rows, : len(SUM_VARS)] = sums
+    out[rows, len(SUM_VARS):] = le
     return out.reshape(*cells, out.shape[-1])
 
 
-def _row_stats(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, rows: np.ndarray,
-               cells: tuple[int, ...], where: Callable[[tuple[int, ...]], str] | None) -> np.ndarray:
-    """Statistics of cells given as rows r, c (k, E) float64 with bounds d (k, 1): (k, 6 + G)."""
+def _cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+                where: Callable[[tuple[int, ...]], str] | None
+                ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty).
+
+    Same arguments as `_block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
+    indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
+    """
+    reward, cost = _as_float(reward), _as_float(cost)
+    n_eps, n_modes = cost.shape[-2:]
+    cells = (*cost.shape[:-2], n_modes)
+    r_3d, c_3d = reward.reshape(-1, n_eps, n_modes), cost.reshape(-1, n_eps, n_modes)
+    no_cost = _all_nan(c_3d).reshape(-1)
+    rows = np.flatnonzero(~no_cost)
+    # gathered as contiguous (k, E) rows in the stored dtype; the sums accumulate in float64
+    r_rows, c_rows = r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+    if np.count_nonzero(~np.isnan(r_rows)) != np.count_nonzero(~np.isnan(reward)):
+        rows = np.flatnonzero(~(no_cost & _all_nan(r_3d).reshape(-1)))  # rewards without costs: an error below
+        r_rows, c_rows = r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+    d_rows = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)[rows]
+    sums = np.empty((rows.size, len(SUM_VARS)), dtype=np.float64)
+    le = np.empty((rows.size, kappa.size), dtype=np.int64)
+    for bound in np.unique(d_rows):
+        sel = slice(None) if np.all(d_rows == bound) else np.flatnonzero(d_rows == bound)
+        locate = _row_locator(where, rows[sel], cells)
+        sums[sel], le[sel] = _row_stats(r_rows[sel], c_rows[sel], float(bound), kappa, locate)
+    return cells, rows, sums, le
+
+
+def _all_nan(x: np.ndarray) -> np.ndarray:
+    """(n, E, M) -> (n, M): whether every episode is NaN. Through a (n, M, E) copy of the mask: numpy
+    reduces the contiguous last axis many times faster than the middle one of three."""
+    return np.ascontiguousarray(np.isnan(x).transpose(0, 2, 1)).all(-1)
+
+
+def _as_float(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _row_stats(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray,
+               where: Callable[[tuple[int, ...]], str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Statistics of cells given as rows r, c (k, E) (any float dtype) sharing the bound d: SUM_VARS
+    (k, 6) float64 and CDF counts (k, G) int64.
+
+    Comparisons run in the stored dtype against thresholds chosen so that they decide exactly what the
+    float64 expressions c > d and (c - d)/d <= kappa decide (see `cost_thresholds`): no float64 copy
+    of the episodes is made except for the overshoots."""
     has_r, has_c = ~np.isnan(r), ~np.isnan(c)
-    _check_costs(c, has_r, has_c, _row_locator(where, rows, cells))
-    n = has_c.sum(-1)
-    le = _cdf_counts_of(c, d, n, kappa)
-    r[~has_r] = 0.0
-    c[~has_c] = 0.0
-    over = c - d
-    np.maximum(over, 0.0, out=over)  # missing episodes hold c = 0 < d, so they add nothing
-    fields = [has_r.sum(-1), r.sum(-1), n, c.sum(-1), (over > 0).sum(-1), over.sum(-1)]
-    return np.concatenate([np.stack(fields, -1), le.astype(np.float64)], axis=-1)
+    _check_costs(c, has_r, has_c, where)
+    at_most_d, le_kappa = cost_thresholds(d, kappa, c.dtype)
+    g = kappa.size
+    loc = grid_locate(le_kappa, c).astype(np.int64)  # NaN -> G: the bin dropped below
+    loc += (np.arange(c.shape[0], dtype=np.int64) * (g + 1))[:, None]
+    hist = np.bincount(loc.ravel(), minlength=c.shape[0] * (g + 1)).reshape(-1, g + 1)
+    over = np.subtract(c, d, dtype=np.float64)
+    np.fmax(over, 0.0, out=over)  # fmax: a missing episode (NaN) adds 0
+    sums = np.stack([np.count_nonzero(has_r, axis=-1), np.where(has_r, r, 0).sum(-1, dtype=np.float64),
+                     np.count_nonzero(has_c, axis=-1), np.where(has_c, c, 0).sum(-1, dtype=np.float64),
+                     np.count_nonzero(c > at_most_d, axis=-1), over.sum(-1)], axis=-1)
+    return sums, np.cumsum(hist[:, :g], axis=1)
 
 
 def _row_locator(where: Callable[[tuple[int, ...]], str] | None, rows: np.ndarray,
@@ -122,61 +162,105 @@ def _check_costs(c: np.ndarray, has_r: np.ndarray, has_c: np.ndarray,
                             f"and >= 0 for every episode: fix the writer, or check the store with saferl validate")
 
 
-def _cdf_counts_of(c: np.ndarray, d: np.ndarray, n: np.ndarray, kappa: np.ndarray) -> np.ndarray:
-    """CDF counts of x = (c - d)/d per cell, c (..., E): computed only for cells holding episodes (most
-    `expl`/`greedy` cells of a run are empty), zeros elsewhere. Returns (..., G) int64."""
-    flat = c.reshape(-1, c.shape[-1])
-    rows = np.flatnonzero(n.reshape(-1) > 0)
-    le = np.zeros((flat.shape[0], kappa.size), dtype=np.int64)
-    if rows.size:
-        dd = np.broadcast_to(d, c.shape[:-1] + (1,)).reshape(-1, 1)[rows]
-        le[rows] = _cdf_counts((flat[rows] - dd) / dd, n.reshape(-1)[rows], kappa)
-    return le.reshape(c.shape[:-1] + (kappa.size,))
+_LOCATE_TABLES: dict[bytes, tuple[float, float, np.ndarray, np.ndarray, float] | None] = {}
 
 
-def _cdf_counts(x: np.ndarray, n: np.ndarray, kappa: np.ndarray) -> np.ndarray:
-    """le[..., g] = #{i: x[..., i] <= kappa[g]} for x (..., E) with NaN = no episode; n = non-NaN counts.
-
-    Every episode is located on the grid once (x <= kappa[g] iff g >= locate(x) = #{kappa < x}), the
-    locations are histogrammed per cell and cumulated: no sort, no Python loop.
-    """
-    g = kappa.size
-    flat = x.reshape(-1, x.shape[-1])
-    first = grid_locate(kappa, flat)  # NaN (no episode) -> g: the bin dropped below
-    first += (np.arange(flat.shape[0]) * (g + 1))[:, None]
-    hist = np.bincount(first.ravel(), minlength=flat.shape[0] * (g + 1)).reshape(-1, g + 1)
-    return np.cumsum(hist[:, :g], axis=1).reshape(x.shape[:-1] + (g,))
-
-
-_LOCATE_TABLES: dict[bytes, tuple[float, float, np.ndarray, np.ndarray]] = {}
+def _index_scale(top: float, h: float, n_buckets: int) -> float:
+    """Bucket-index size that rounding errors of (top - x) / h scale with: the buckets, plus |top| / h
+    (top itself is rounded to x's dtype)."""
+    return n_buckets + abs(top) / h
 
 
 def grid_locate(kappa: np.ndarray, x: np.ndarray) -> np.ndarray:
     """#{kappa < x} for every element of x (= np.searchsorted(kappa, x, 'left'); NaN -> kappa.size).
 
-    Exact, and several times faster than searchsorted: x is bucketed on a uniform grid of width half the
-    smallest kappa spacing (so a bucket holds at most one grid point), a table gives the count at the
-    bucket's left edge, and exact comparisons with the neighbouring grid points fix the guess (off by at
-    most one bucket through rounding of the bucket index). Falls back to searchsorted for very fine grids.
+    Exact, and several times faster than searchsorted. x is bucketed on a uniform grid of width h, half
+    the smallest kappa spacing, counted down from a top edge above the grid (so that NaN, which np.fmax
+    sends to bucket 0, lands above every grid point); the bucket index is computed in x's float dtype.
+    Each bucket has a window reaching h/4 beyond its edges, narrower than the spacing, so it holds at
+    most one grid point s_q; a table keeps #{kappa below the window} and s_q. Rounding moves the computed
+    bucket by far less than h/4, so x lies in its bucket's window and the answer is below_q + (s_q < x).
+    Falls back to searchsorted for grids too fine for that.
     """
-    key = kappa.tobytes()
+    key = kappa.tobytes() + kappa.dtype.str.encode()
     if key not in _LOCATE_TABLES:
-        k0, h = float(kappa[0]), float(np.min(np.diff(kappa))) / 2 if kappa.size > 1 else 1.0
-        span = (float(kappa[-1]) - k0) / h if h > 1e-12 else np.inf
-        if not (np.isfinite(span) and span < 1 << 20):
-            return np.searchsorted(kappa, x, side="left")
-        table = np.searchsorted(kappa, k0 + h * np.arange(int(span) + 3), side="left")
-        _LOCATE_TABLES[key] = (k0, 1.0 / h, table, np.append(kappa, np.inf))
-    k0, inv_h, table, ext = _LOCATE_TABLES[key]
-    x = np.where(np.isnan(x), np.inf, x)  # NaN -> +inf -> kappa.size
+        _LOCATE_TABLES[key] = _locate_table(kappa)
+    entry = _LOCATE_TABLES[key]
+    x = np.asarray(x)
+    # the bucket index must be right to well within h/4: a few rounding errors of x's dtype per span
+    if entry is None or x.dtype.kind != "f" or np.finfo(x.dtype).eps * entry[4] > 0.01:
+        return np.searchsorted(kappa, x, side="left")
+    top, inv_h, below, inside, _ = entry
     with np.errstate(over="ignore", invalid="ignore"):
-        b = (x - k0) * inv_h
-    np.clip(b, 0, table.size - 1, out=b)
-    idx = table[b.astype(np.int64)]
-    idx -= (idx > 0) & (ext[idx - 1] >= x)  # the guess was one too high
-    idx += ext[idx] < x  # one or two too low
-    idx += ext[idx] < x
+        q = (top - x) * inv_h  # Python floats: computed in x's dtype
+    np.fmax(q, 0, out=q)  # NaN -> 0
+    np.fmin(q, below.size - 1, out=q)
+    q = q.astype(np.int32)
+    idx = np.take(below, q)
+    idx += np.take(inside, q) < x
     return idx
+
+
+def _locate_table(kappa: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, float] | None:
+    """(top, 1/h, below, inside, scale) for `grid_locate`, or None when the grid needs more than 2^20
+    buckets. Bucket q spans (top - (q+1) h, top - q h]; rounding a bucket index of x (near the grid)
+    errs by at most a few eps * scale buckets."""
+    h = float(np.min(np.diff(kappa))) / 2 if kappa.size > 1 else 1.0
+    span = (float(kappa[-1]) - float(kappa[0])) / h if h > 1e-12 else np.inf
+    if not (np.isfinite(span) and span < 1 << 20):
+        return None
+    top = float(kappa[-1]) + 2 * h
+    edges = top - h * np.arange(int(span) + 5)  # decreasing; the last one is below kappa[0] - h
+    lo = np.searchsorted(kappa, edges[1:] - h / 4, side="left")
+    hi = np.searchsorted(kappa, edges[:-1] + h / 4, side="left")
+    assert np.all(hi - lo <= 1)  # a window is narrower than the grid spacing
+    padded = np.append(kappa, np.inf).astype(kappa.dtype)
+    inside = np.where(hi > lo, padded[np.minimum(lo, kappa.size)], np.inf).astype(kappa.dtype)
+    return top, 1.0 / h, lo.astype(np.int32), inside, _index_scale(top, h, lo.size)
+
+
+_THRESHOLDS: dict[tuple[float, bytes, str], tuple[np.generic, np.ndarray]] = {}
+
+
+def cost_thresholds(d: float, kappa: np.ndarray, dtype: np.dtype) -> tuple[np.generic, np.ndarray]:
+    """Thresholds in a float dtype that decide the float64 tests of its costs exactly.
+
+    Returns (t_d, t) with, for every cost c of that dtype (as float64, the value the metrics use):
+        c > t_d     <=>  c > d                      (a violation)
+        c <= t[g]   <=>  (c - d) / d <= kappa[g]    (CDF counts, with the float64 rounding of eq. 9)
+    Both right-hand sides are monotone in c, so each set of costs passing them is a down-set of the
+    dtype's values and has a largest member: the threshold, found from its approximation d(1 + kappa)
+    by stepping one unit in the last place at a time. Comparing float32 costs with these float32
+    thresholds then needs no float64 copy of the episodes.
+    """
+    dtype = np.dtype(dtype)
+    key = (float(d), kappa.tobytes(), dtype.str)
+    if key not in _THRESHOLDS:
+        t_d = _largest_passing(lambda v: v <= d, np.array([d]), dtype)[0]
+        with np.errstate(over="ignore"):
+            t = _largest_passing(lambda v: (v - d) / d <= kappa, d * (1.0 + kappa), dtype)
+        _THRESHOLDS[key] = (t_d, t)
+    return _THRESHOLDS[key]
+
+
+def _largest_passing(passes: Callable[[np.ndarray], np.ndarray], guess: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Elementwise, the largest finite value v of `dtype` with passes(float64(v)), for a predicate
+    monotone (true up to a point, then false) that holds for the dtype's lowest finite value."""
+    info = np.finfo(dtype)
+    v = np.clip(guess, info.min, info.max).astype(dtype)
+    for _ in range(1 << 12):  # the guess is a few units in the last place away
+        fails = ~passes(v.astype(np.float64))
+        if not fails.any():
+            break
+        v[fails] = np.nextafter(v[fails], dtype.type(-np.inf))
+    for _ in range(1 << 12):
+        with np.errstate(over="ignore"):
+            up = np.nextafter(v, dtype.type(np.inf))
+        grow = (up <= info.max) & passes(up.astype(np.float64))
+        if not grow.any():
+            break
+        v[grow] = up[grow]
+    return v
 
 
 def _kappa_grid(kappa: np.ndarray | None) -> np.ndarray:
@@ -208,11 +292,11 @@ def _map_block(r, c, *, bounds: np.ndarray, kappa: np.ndarray, labels: dict[str,
     loc = block_info[0]["array-location"]
     lo, hi = loc[2]
     d = bounds[lo:hi].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against (..., M, E)
-    stats = _block_stats(r, c, d, kappa, _locator(labels, tuple(start for start, _ in loc)))
-    out = np.empty(stats.shape[:-1], dtype=rec)
-    out["sums"] = stats[..., : len(SUM_VARS)]
-    out["le"] = stats[..., len(SUM_VARS):]
-    return out
+    cells, rows, sums, le = _cell_stats(r, c, d, kappa, _locator(labels, tuple(start for start, _ in loc)))
+    out = np.zeros(int(np.prod(cells)), dtype=rec)
+    out["sums"][rows] = sums
+    out["le"][rows] = le
+    return out.reshape(cells)
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
@@ -358,6 +442,7 @@ def store_fingerprint(path: Path) -> str:
 
 
 def _read_cache(path: Path) -> xr.Dataset | None:
+    wait_for_cache_writes(path)
     if not (path / CACHE_GROUP / "zarr.json").exists():
         return None
     try:
@@ -395,8 +480,41 @@ def _write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.n
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None) -> xr.Dataset:
-    """Cached statistics brought up to date: reused, patched run by run, or recomputed."""
+_PENDING_WRITES: dict[Path, threading.Thread] = {}
+
+
+def _write_cache_in_background(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None) -> None:
+    """`_write_cache` in a (non-daemon) thread, so the caller works on the statistics meanwhile; the
+    next cache read of the store, `wait_for_cache_writes` and interpreter exit wait for it. The
+    statistics are not modified in place by anyone, so the writer can share their arrays."""
+    wait_for_cache_writes(path)
+    out = ss.copy(deep=False)
+
+    def write() -> None:
+        try:
+            _write_cache(path, out, attrs, run_fp)
+        except Exception:  # best effort, as _write_cache itself: a cache that is not written is recomputed
+            pass
+
+    thread = threading.Thread(target=write, name=f"saferl-cache-write:{path.name}")
+    _PENDING_WRITES[path.resolve()] = thread
+    thread.start()
+
+
+def wait_for_cache_writes(path: Path | None = None) -> None:
+    """Wait until the background cache writes of `path` (of every store if None) are on disk."""
+    keys = list(_PENDING_WRITES) if path is None else [Path(path).resolve()]
+    for key in keys:
+        thread = _PENDING_WRITES.pop(key, None)
+        if thread is not None:
+            thread.join()
+
+
+def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
+                background: bool = False) -> xr.Dataset:
+    """Cached statistics brought up to date: reused, patched run by run, or recomputed; a cache write
+    runs in a background thread when `background`."""
+    write = _write_cache_in_background if background else _write_cache
     grid = grid_fingerprint(ds, kappa)
     run_fp = run_fingerprints(path, ds)  # taken before any data is read: a later write makes it stale
     attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else ""}
@@ -411,10 +529,10 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
             if stale.shape[0] <= run_fp.size // 2:
                 ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress)
                 if stale.shape[0] > WRITE_BACK_FRACTION * run_fp.size:
-                    _write_cache(path, ss, attrs, run_fp)
+                    write(path, ss, attrs, run_fp)
                 return ss
     ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
-    _write_cache(path, ss, attrs, run_fp)
+    write(path, ss, attrs, run_fp)
     return ss
 
 
@@ -436,12 +554,15 @@ def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
 
 
 def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
-                   kappa: np.ndarray | None = None, cache: bool = True) -> xr.Dataset:
+                   kappa: np.ndarray | None = None, cache: bool = True,
+                   background_write: bool = False) -> xr.Dataset:
     """Sufficient statistics for a cube path or Dataset; cached in Zarr stores (see module docstring).
 
     Returns an in-memory Dataset with dims (algo, task, bound, seed, iterate, mode[, kappa]).
     In a Zarr store chunked one run per chunk, only runs whose chunk files changed since the cache
-    was written are recomputed. `progress(done, total)` is called as dask tasks finish.
+    was written are recomputed. `progress(done, total)` is called as dask tasks finish. With
+    `background_write`, a new or patched cache is written by a background thread while the caller goes
+    on (a second of the paper-scale report); `wait_for_cache_writes()` waits for it, and so does exit.
     """
     kappa = _kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
@@ -449,7 +570,7 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
     path = Path(source)
     ds = open_cube(path)
     if cache and path.is_dir():
-        ss = _from_cache(path, ds, kappa, progress)
+        ss = _from_cache(path, ds, kappa, progress, background_write)
     else:
         ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
     return _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
@@ -512,7 +633,7 @@ def _save_status(path: Path, key: str, values: np.ndarray) -> None:
     target = path / STATUS_CACHE
     tmp = target.with_name(f".run_status.{uuid.uuid4().hex[:8]}.npz")
     try:
-        target.parent.mkdir(exist_ok=True)
+        zarr.open_group(target.parent, mode="a")  # a group, so the store's hierarchy stays valid for zarr
         np.savez(tmp, key=np.array(key), values=values)
         os.replace(tmp, target)
     except OSError:

@@ -134,7 +134,8 @@ class CubeModel:
                 raise
 
         try:
-            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(watched)))
+            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(watched),
+                                                              background_write=True))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
         except Exception as exc:
             if cancelled or any(isinstance(e, LoadCancelled) for e in _chain(exc)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -208,3 +209,99 @@ def test_grid_locate_equals_searchsorted(grid, seed):
     kappa = sfs.default_kappa()
     x = np.concatenate([kappa, np.nextafter(kappa, np.inf), np.nextafter(kappa, -np.inf), rng.gamma(2, 1, 500) - 1])
     np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+
+
+def _around(values: np.ndarray, dtype: type) -> np.ndarray:
+    """values in dtype and their neighbours one and two units in the last place away."""
+    v = values.astype(dtype)
+    out = [v]
+    for direction in (np.inf, -np.inf):
+        step = np.nextafter(v, dtype(direction))
+        out += [step, np.nextafter(step, dtype(direction))]
+    return np.concatenate(out)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grid=hnp.arrays(np.float32, st.integers(1, 40), elements=st.floats(-50, 50, width=32, allow_nan=False),
+                       unique=True),
+       seed=st.integers(0, 2**32 - 1))
+def test_grid_locate_in_float32_equals_searchsorted(grid, seed):
+    kappa = np.sort(grid)
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([_around(kappa, np.float32), rng.uniform(-60, 60, 300).astype(np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 3e38, -3e38], dtype=np.float32)])
+    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(d=st.one_of(st.sampled_from([0.1, 1 / 3, 1.0, 15.0, 25.0, 40.0, 1e-3, 7e5]),
+                   st.floats(1e-4, 1e6, allow_nan=False)),
+       dtype=st.sampled_from([np.float32, np.float64, np.float16]), seed=st.integers(0, 2**32 - 1))
+def test_cost_thresholds_decide_the_float64_tests_exactly(d, dtype, seed):
+    """c > t_d and c <= t[g], compared in the stored dtype, are the float64 tests c > d and
+    (c - d) / d <= kappa[g], at and around every boundary."""
+    kappa = sfs.default_kappa()
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):
+        c = np.concatenate([_around(np.array([d]), dtype), _around(d * (1 + kappa), dtype),
+                            (rng.gamma(2.0, d / 2, 400)).astype(dtype), np.array([0.0], dtype=dtype)])
+    c = c[np.isfinite(c) & (c >= 0)]
+    t_d, t = sfs.cost_thresholds(d, kappa, np.dtype(dtype))
+    c64 = c.astype(np.float64)
+    np.testing.assert_array_equal(c > t_d, c64 > d)
+    np.testing.assert_array_equal(c[:, None] <= t[None, :], (c64[:, None] - d) / d <= kappa[None, :])
+    np.testing.assert_array_equal(sfs.grid_locate(t, c), sfs.grid_locate(kappa, (c64 - d) / d))
+    np.testing.assert_array_equal(sfs.grid_locate(t, c), np.searchsorted(t, c, side="left"))
+
+
+def test_grid_locate_takes_the_bucket_path_for_float32_cost_thresholds(monkeypatch: pytest.MonkeyPatch):
+    _, t = sfs.cost_thresholds(25.0, sfs.default_kappa(), np.dtype(np.float32))
+    c = _around(t, np.float32)
+    want = np.searchsorted(t, c, side="left")
+    sfs._LOCATE_TABLES.clear()
+    sfs.grid_locate(t, c[:1])  # builds the bucket table (with searchsorted)
+    monkeypatch.setattr(np, "searchsorted", None)  # so a fallback would fail
+    np.testing.assert_array_equal(sfs.grid_locate(t, c), want)
+
+
+def test_float32_block_equals_its_float64_copy():
+    """The float32 kernel (thresholds, no float64 copy) gives what the same episodes as float64 give."""
+    rng = np.random.default_rng(3)
+    c = rng.gamma(2.0, 10.0, (2, 4, 9, 3)).astype(np.float32)
+    d = np.array([0.1, 25.0]).reshape(2, 1, 1, 1)
+    c[0] = (0.1 * (1 + rng.choice(sfs.default_kappa(), c[0].shape))).astype(np.float32)  # on the grid
+    c[1, 0, :5, 0] = 25.0
+    c[1, 1, 2:] = np.nan
+    r = rng.normal(size=c.shape).astype(np.float32)
+    r[np.isnan(c)] = np.nan
+    kappa = sfs.default_kappa()
+    narrow = sfs._block_stats(r, c, d, kappa)
+    wide = sfs._block_stats(r.astype(np.float64), c.astype(np.float64), d, kappa)
+    np.testing.assert_array_equal(narrow[..., [0, 2, 4]], wide[..., [0, 2, 4]])
+    np.testing.assert_allclose(narrow[..., [1, 3, 5]], wide[..., [1, 3, 5]], rtol=1e-12)
+    np.testing.assert_array_equal(narrow[..., 6:], wide[..., 6:])
+
+
+def test_background_cache_write_is_waited_for_and_reused(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    first = sfs.load_suffstats(demo_copy, background_write=True)
+    sfs.wait_for_cache_writes(demo_copy)
+    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists() and not sfs._PENDING_WRITES
+    monkeypatch.setattr(sfs, "compute_suffstats", None)  # a second full pass would fail
+    _same(first, sfs.load_suffstats(demo_copy))
+
+
+def test_a_cache_read_waits_for_a_pending_background_write(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    started, release = threading.Event(), threading.Event()
+    real_write = sfs._write_cache
+
+    def slow_write(*args):
+        started.set()
+        release.wait(timeout=30)
+        real_write(*args)
+
+    monkeypatch.setattr(sfs, "_write_cache", slow_write)
+    first = sfs.load_suffstats(demo_copy, background_write=True)
+    assert started.wait(timeout=30) and not (demo_copy / sfs.CACHE_GROUP).exists()
+    threading.Timer(0.2, release.set).start()  # the read below must block until the write is done
+    monkeypatch.setattr(sfs, "compute_suffstats", None)
+    _same(first, sfs.load_suffstats(demo_copy))
