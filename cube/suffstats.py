@@ -245,22 +245,33 @@ def cost_thresholds(d: float, kappa: np.ndarray, dtype: np.dtype) -> tuple[np.ge
 
 def _largest_passing(passes: Callable[[np.ndarray], np.ndarray], guess: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Elementwise, the largest finite value v of `dtype` with passes(float64(v)), for a predicate
-    monotone (true up to a point, then false) that holds for the dtype's lowest finite value."""
+    monotone in v (true up to a point, then false) that holds for the dtype's lowest finite value.
+
+    Bisection on the values' order keys (their bit patterns, made monotone), bracketed by the guess:
+    exact, and at most 64 steps even where many values pass alike (all tiny costs give (c - d)/d = -1)."""
+    bits = np.dtype(f"i{dtype.itemsize}")
+    magnitude = np.iinfo(bits).max
+
+    def key(v: np.ndarray) -> np.ndarray:
+        b = v.astype(dtype).view(bits).astype(np.int64)
+        return np.where(b < 0, -(b & magnitude), b)
+
+    def value(k: np.ndarray) -> np.ndarray:
+        return np.where(k < 0, (-k) | np.int64(np.iinfo(bits).min), k).astype(bits).view(dtype)
+
     info = np.finfo(dtype)
-    v = np.clip(guess, info.min, info.max).astype(dtype)
-    for _ in range(1 << 12):  # the guess is a few units in the last place away
-        fails = ~passes(v.astype(np.float64))
-        if not fails.any():
-            break
-        v[fails] = np.nextafter(v[fails], dtype.type(-np.inf))
-    for _ in range(1 << 12):
-        with np.errstate(over="ignore"):
-            up = np.nextafter(v, dtype.type(np.inf))
-        grow = (up <= info.max) & passes(up.astype(np.float64))
-        if not grow.any():
-            break
-        v[grow] = up[grow]
-    return v
+    k_min, k_max = int(key(np.array([info.min]))[0]), int(key(np.array([info.max]))[0])
+    if not passes(np.full(1, info.min, dtype=np.float64)).all():
+        raise CubeError(f"cannot place the CDF grid on {dtype} costs: store costs as float32 or float64")
+    start = key(np.clip(guess, info.min, info.max))
+    start_passes = passes(value(start).astype(np.float64))
+    lo = np.where(start_passes, start, k_min)  # passes
+    hi = np.where(start_passes, k_max + 1, start)  # fails, or is beyond the largest finite value
+    while np.any(hi > lo + 1):
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # no int64 overflow
+        ok = passes(value(mid).astype(np.float64))
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return value(lo)
 
 
 def _kappa_grid(kappa: np.ndarray | None) -> np.ndarray:

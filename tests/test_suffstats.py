@@ -243,8 +243,10 @@ def test_cost_thresholds_decide_the_float64_tests_exactly(d, dtype, seed):
     kappa = sfs.default_kappa()
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):
+        tiny = np.array([1e-45, 1e-38, 1e-30, 1e-20, 1e-10, d * 2.0**-54, d * 2.0**-53, d * 2.0**-52])
         c = np.concatenate([_around(np.array([d]), dtype), _around(d * (1 + kappa), dtype),
-                            (rng.gamma(2.0, d / 2, 400)).astype(dtype), np.array([0.0], dtype=dtype)])
+                            (rng.gamma(2.0, d / 2, 400)).astype(dtype), np.array([0.0], dtype=dtype),
+                            _around(tiny, dtype)])  # tiny costs all give (c - d) / d = -1 exactly
     c = c[np.isfinite(c) & (c >= 0)]
     t_d, t = sfs.cost_thresholds(d, kappa, np.dtype(dtype))
     c64 = c.astype(np.float64)
