@@ -239,6 +239,20 @@ def _check_same_grid(
 # opening the group and locating runs
 
 
+def side_folder(path: PathLike) -> Path:
+    """Create (if needed) a folder inside a store for saferl's own files (derived statistics, run
+    claims), marked as an empty zarr group: zarr lists a store's members when xarray opens it, and
+    warns about folders that are neither groups nor arrays. Safe against concurrent callers."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = folder / "zarr.json"
+    if not meta.exists():
+        tmp = folder / f".zarr.json.{uuid.uuid4().hex[:8]}"
+        tmp.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+        os.replace(tmp, meta)
+    return folder
+
+
 def _open_group(path: PathLike, mode: str = "r+") -> zarr.Group:
     path = Path(path)
     if not path.exists():

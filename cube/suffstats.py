@@ -37,7 +37,7 @@ import zarr
 from cube.cluster import compute
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS
-from cube.store import open_cube
+from cube.store import open_cube, side_folder
 
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
@@ -292,22 +292,16 @@ def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable
     return where
 
 
-def _record_dtype(n_kappa: int, n_episodes: int) -> np.dtype:
-    """One cell's statistics as a record: the float64 sums and the CDF counts in their small dtype
-    (a third of the float64 layout's memory when the blocks are gathered)."""
-    return np.dtype([("sums", np.float64, (len(SUM_VARS),)), ("le", _le_dtype(n_episodes), (n_kappa,))])
-
-
-def _map_block(r, c, *, bounds: np.ndarray, kappa: np.ndarray, labels: dict[str, np.ndarray],
-               rec: np.dtype, block_info=None) -> np.ndarray:
-    loc = block_info[0]["array-location"]
-    lo, hi = loc[2]
-    d = bounds[lo:hi].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against (..., M, E)
-    cells, rows, sums, le = _cell_stats(r, c, d, kappa, _locator(labels, tuple(start for start, _ in loc)))
-    out = np.zeros(int(np.prod(cells)), dtype=rec)
-    out["sums"][rows] = sums
-    out["le"][rows] = le
-    return out.reshape(cells)
+def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, labels: dict[str, np.ndarray],
+               origin: tuple[int, ...], le_dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """One dask task: the (..., M, 6) float64 sums and (..., M, G) CDF counts of a block of episodes
+    (..., E, M) whose first element sits at `origin` in the cube."""
+    cells, rows, sums, le = _cell_stats(r, c, d, kappa, _locator(labels, origin))
+    out_sums = np.zeros((int(np.prod(cells)), len(SUM_VARS)), dtype=np.float64)
+    out_le = np.zeros((out_sums.shape[0], kappa.size), dtype=le_dtype)
+    out_sums[rows] = sums
+    out_le[rows] = le
+    return out_sums.reshape(*cells, len(SUM_VARS)), out_le.reshape(*cells, kappa.size)
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
@@ -334,23 +328,38 @@ def _le_dtype(n_episodes: int) -> type:
 
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None) -> xr.Dataset:
-    """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring)."""
+    """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
+
+    One dask task per block of runs and iterates (all episodes and modes of them), returning that
+    block's sums and CDF counts, which are then copied into place."""
     kappa = _kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
     r = da.asarray(reward.data).rechunk({5: -1, 6: -1})
     c = da.asarray(cost.data).rechunk(r.chunks)
-    rec = _record_dtype(kappa.size, ds.sizes["episode"])
-    out = da.map_blocks(_map_block, r, c, bounds=bounds, kappa=kappa, labels=_labels(ds), rec=rec, dtype=rec,
-                        drop_axis=5, chunks=(*r.chunks[:5], (r.shape[6],)))
-    return _records_to_dataset(np.asarray(_read(out, progress)), ds, kappa)
+    r_blocks, c_blocks = r.to_delayed(), c.to_delayed()
+    starts = [np.concatenate([[0], np.cumsum(ch)[:-1]]) for ch in r.chunks[:5]]
+    labels, le_dtype = _labels(ds), _le_dtype(ds.sizes["episode"])
+    tasks, places = [], []
+    for idx in np.ndindex(*r.numblocks[:5]):
+        origin = tuple(int(starts[k][i]) for k, i in enumerate(idx))
+        place = tuple(slice(o, o + r.chunks[k][i]) for k, (o, i) in enumerate(zip(origin, idx, strict=True)))
+        d = bounds[place[2]].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against the block (..., E, M)
+        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, kappa, labels,
+                                              (*origin, 0, 0), le_dtype))
+        places.append(place)
+    sums = np.empty((*r.shape[:5], r.shape[6], len(SUM_VARS)), dtype=np.float64)
+    le = np.empty((*r.shape[:5], r.shape[6], kappa.size), dtype=le_dtype)
+    for place, (block_sums, block_le) in zip(places, _read(tasks, progress), strict=True):
+        sums[place], le[place] = block_sums, block_le
+    return _to_dataset(sums, le, ds, kappa)
 
 
-def _records_to_dataset(rec: np.ndarray, ds: xr.Dataset, kappa: np.ndarray) -> xr.Dataset:
-    """(A, T, B, S, J, M) records of _record_dtype -> the suffstats Dataset."""
+def _to_dataset(sums: np.ndarray, le: np.ndarray, ds: xr.Dataset, kappa: np.ndarray) -> xr.Dataset:
+    """(A, T, B, S, J, M, 6) sums and (A, T, B, S, J, M, G) counts -> the suffstats Dataset."""
     coords = {d: ds[d].values for d in CELL_DIMS}
-    data = {v: (CELL_DIMS, np.ascontiguousarray(rec["sums"][..., i])) for i, v in enumerate(SUM_VARS)}
-    data["le"] = ((*CELL_DIMS, "kappa"), np.ascontiguousarray(rec["le"]))
+    data = {v: (CELL_DIMS, np.ascontiguousarray(sums[..., i])) for i, v in enumerate(SUM_VARS)}
+    data["le"] = ((*CELL_DIMS, "kappa"), le)
     ss = xr.Dataset(data, coords={**coords, "kappa": kappa})
     for v in ("n_r", "n", "n_viol"):
         ss[v] = ss[v].astype(np.int64)
@@ -644,7 +653,7 @@ def _save_status(path: Path, key: str, values: np.ndarray) -> None:
     target = path / STATUS_CACHE
     tmp = target.with_name(f".run_status.{uuid.uuid4().hex[:8]}.npz")
     try:
-        zarr.open_group(target.parent, mode="a")  # a group, so the store's hierarchy stays valid for zarr
+        side_folder(target.parent)
         np.savez(tmp, key=np.array(key), values=values)
         os.replace(tmp, target)
     except OSError:

@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 
 from cube.schema import RunKey
+from cube.store import side_folder
 
 CLAIMS_DIR = "_claims"
 
@@ -55,6 +56,7 @@ def _stale(holder: dict[str, object] | None) -> bool:
 def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
     """Claim a run for this process; True if this process now holds it (or already did)."""
     path = claim_path(store, key)
+    side_folder(Path(store) / CLAIMS_DIR)
     path.parent.mkdir(parents=True, exist_ok=True)
     me = _holder()
     for _ in range(2):
