@@ -41,7 +41,8 @@ class Selection:
         return json.dumps(asdict(self), separators=(",", ":"))
 
 
-def _split(text: str) -> list[str]:
+def split_list(text: str) -> list[str]:
+    """'a, b,,c' -> ['a', 'b', 'c']: the non-empty, stripped items of a comma-separated string."""
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
@@ -49,7 +50,7 @@ def _parse_ints(text: str, what: str) -> tuple[int, ...]:
     """'0,3,5-9' -> (0, 3, 5, 6, 7, 8, 9) (non-negative integers, inclusive ranges)."""
     out: list[int] = []
     try:
-        for tok in _split(text):
+        for tok in split_list(text):
             if "-" in tok:
                 lo, hi = tok.split("-", 1)
                 out.extend(range(int(lo), int(hi) + 1))
@@ -84,12 +85,12 @@ def parse_selection(
     bnds = None
     if bounds is not None:
         try:
-            bnds = tuple(float(b) for b in _split(bounds))
+            bnds = tuple(float(b) for b in split_list(bounds))
         except ValueError:
             raise CubeError(f"cannot read bounds {bounds!r}: use numbers like '15,25'") from None
     return Selection(
-        algos=tuple(_split(algos)) if algos is not None else None,
-        tasks=tuple(_split(tasks)) if tasks is not None else None,
+        algos=tuple(split_list(algos)) if algos is not None else None,
+        tasks=tuple(split_list(tasks)) if tasks is not None else None,
         bounds=bnds,
         seeds=_parse_ints(seeds, "seeds") if seeds is not None else None,
         iterates=_parse_iterates(iterates) if iterates is not None else None,

@@ -84,13 +84,16 @@ def _cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.n
     n_eps, n_modes = cost.shape[-2:]
     cells = (*cost.shape[:-2], n_modes)
     r_3d, c_3d = reward.reshape(-1, n_eps, n_modes), cost.reshape(-1, n_eps, n_modes)
+    def gather(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Contiguous (k, E) rows of the cells `rows`, in the stored dtype (sums accumulate in float64)."""
+        return r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+
     no_cost = _all_nan(c_3d).reshape(-1)
     rows = np.flatnonzero(~no_cost)
-    # gathered as contiguous (k, E) rows in the stored dtype; the sums accumulate in float64
-    r_rows, c_rows = r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+    r_rows, c_rows = gather(rows)
     if np.count_nonzero(~np.isnan(r_rows)) != np.count_nonzero(~np.isnan(reward)):
         rows = np.flatnonzero(~(no_cost & _all_nan(r_3d).reshape(-1)))  # rewards without costs: an error below
-        r_rows, c_rows = r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+        r_rows, c_rows = gather(rows)
     d_rows = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)[rows]
     sums = np.empty((rows.size, len(SUM_VARS)), dtype=np.float64)
     le = np.empty((rows.size, kappa.size), dtype=np.int64)
@@ -165,11 +168,6 @@ def _check_costs(c: np.ndarray, has_r: np.ndarray, has_c: np.ndarray,
 _LOCATE_TABLES: dict[bytes, tuple[float, float, np.ndarray, np.ndarray, float] | None] = {}
 
 
-def _index_scale(top: float, h: float, n_buckets: int) -> float:
-    """Bucket-index size that rounding errors of (top - x) / h scale with: the buckets, plus |top| / h
-    (top itself is rounded to x's dtype)."""
-    return n_buckets + abs(top) / h
-
 
 def grid_locate(kappa: np.ndarray, x: np.ndarray) -> np.ndarray:
     """#{kappa < x} for every element of x (= np.searchsorted(kappa, x, 'left'); NaN -> kappa.size).
@@ -216,7 +214,8 @@ def _locate_table(kappa: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarr
     assert np.all(hi - lo <= 1)  # a window is narrower than the grid spacing
     padded = np.append(kappa, np.inf).astype(kappa.dtype)
     inside = np.where(hi > lo, padded[np.minimum(lo, kappa.size)], np.inf).astype(kappa.dtype)
-    return top, 1.0 / h, lo.astype(np.int32), inside, _index_scale(top, h, lo.size)
+    scale = lo.size + abs(top) / h  # top itself is rounded to x's dtype
+    return top, 1.0 / h, lo.astype(np.int32), inside, scale
 
 
 _THRESHOLDS: dict[tuple[float, bytes, str], tuple[np.generic, np.ndarray]] = {}
@@ -387,14 +386,14 @@ def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Pro
     kappa, bounds = ss["kappa"].values, _check_bounds(ds)
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
-    labels = _labels(ds)
-    tasks = [dask.delayed(_block_stats)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa,
-                                        _locator(labels, (*map(int, i), 0, 0, 0))) for i in runs]
+    labels, le_dtype = _labels(ds), ss["le"].dtype
+    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa, labels,
+                                      (*map(int, i), 0, 0, 0), le_dtype) for i in runs]
     blocks = _read(tasks, progress)
     idx = tuple(runs.T)
     for f, v in enumerate(SUM_VARS):
-        ss[v].values[idx] = np.stack([b[..., f] for b in blocks])
-    ss["le"].values[idx] = np.stack([b[..., len(SUM_VARS):] for b in blocks]).astype(ss["le"].dtype)
+        ss[v].values[idx] = np.stack([sums[..., f] for sums, _ in blocks])
+    ss["le"].values[idx] = np.stack([le for _, le in blocks])
     return ss
 
 

@@ -240,6 +240,14 @@ def _idle_slurm() -> str | None:
     return None
 
 
+def _need_idle_slurm() -> None:
+    """Skip the calling test, saying why, unless a SLURM node is idle and dask-jobqueue is installed."""
+    reason = _idle_slurm()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("dask_jobqueue")
+
+
 def _squeue(name: str) -> dict[str, str]:
     res = subprocess.run(["squeue", "-h", "-n", name, "-o", "%i %T"], capture_output=True, text=True, check=True)
     return dict(line.split() for line in res.stdout.splitlines() if line.strip())
@@ -247,10 +255,7 @@ def _squeue(name: str) -> dict[str, str]:
 
 @pytest.mark.slurm
 def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
-    reason = _idle_slurm()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("dask_jobqueue")
+    _need_idle_slurm()
     store = make_store(tmp_path)
     gate = tmp_path / "gate"
     # The jobs' workers unpickle SyntheticRun by reference: put this test directory on their path.
@@ -318,10 +323,7 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
 
 @pytest.mark.slurm
 def test_slurm_refusal_is_one_line_error(tmp_path: Path) -> None:
-    reason = _idle_slurm()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("dask_jobqueue")
+    _need_idle_slurm()
     ex = SlurmExecutor(SlurmSpec(partition="no-such-partition", walltime="00:05:00", memory="1GB"))
     with pytest.raises(CubeError, match="SLURM refuses the job .*partition") as err, ex:
         ex.map(SyntheticRun(str(tmp_path), str(tmp_path)), KEYS)
@@ -344,10 +346,7 @@ def _zarr_iterates(store: Path, row: dict) -> int:
 def test_saferl_train_executor_slurm_toy_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`saferl train --executor slurm` on the toy task: 4 runs on 2 jobs, one job cancelled mid-run; every
     run completes once, the lost run resumes on another job from its last resume point."""
-    reason = _idle_slurm()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("dask_jobqueue")
+    _need_idle_slurm()
     pytest.importorskip("jax")
     from cube.cli import main
 
