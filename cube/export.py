@@ -22,6 +22,7 @@ import io
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -420,3 +421,46 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
         text = SYNTHETIC_MARK[fmt] + text
     return text
+
+
+# ------------------------------------------------------------- small header + rows tables (TUI views)
+def _cell_text(v: Any) -> str:
+    """Plain text for a table cell (floats with 10 significant digits, NaN empty)."""
+    if isinstance(v, float | np.floating):
+        return "" if not np.isfinite(v) else format(float(v), ".10g")
+    return str(v)
+
+
+def table_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """RFC 4180 CSV of a header and rows (quotes fields holding commas, quotes or newlines)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(list(header))
+    for row in rows:
+        writer.writerow([_cell_text(v) for v in row])
+    return buf.getvalue()
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX special characters in plain text."""
+    return "".join(_LATEX_ESCAPES.get(c, c) for c in text)
+
+
+def table_latex(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
+    """A booktabs ``tabular`` of a header and rows (cells escaped), wrapped in a ``table``."""
+    cols = "l" + "r" * (len(header) - 1)
+    lines = [r"\begin{table}[h]", r"\centering", r"\small"]
+    if caption:
+        lines.append(rf"\caption{{{latex_escape(caption)}}}")
+    lines += [rf"\begin{{tabular}}{{{cols}}}", r"\toprule", " & ".join(latex_escape(h) for h in header) + r" \\",
+              r"\midrule"]
+    lines += [" & ".join(latex_escape(_cell_text(v)) for v in row) + r" \\" for row in rows]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
+    return "\n".join(lines)

@@ -1,13 +1,18 @@
 """Selection of a sub-cube: which algorithms, tasks, bounds, seeds and training iterates to analyse.
 
 `Selection` is a frozen value object shared by the report CLI and the TUI; `parse_selection` builds one
-from command-line strings. Applying a selection to sufficient statistics is `cube.stats.select`.
+from command-line strings. The parsers here (`parse_names`, `parse_ints`, `parse_floats`,
+`parse_iterates`) are the only ones: every CLI and the TUI read lists, ranges and iterate windows with
+them, under one policy (comma lists; inclusive ranges LO-HI or LO:HI; a value given twice is an error). Applying a selection to sufficient statistics is `cube.stats.select`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+
+import numpy as np
 
 from cube.errors import CubeError
 
@@ -46,32 +51,109 @@ def split_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def _parse_ints(text: str, what: str) -> tuple[int, ...]:
-    """'0,3,5-9' -> (0, 3, 5, 6, 7, 8, 9) (non-negative integers, inclusive ranges)."""
-    out: list[int] = []
+Words = str | Sequence[str]
+MAX_LIST_VALUES = 100_000  # a longer list is a typo (0-1000000000), not a sweep: refused before expansion
+
+
+def _items(words: Words) -> list[str]:
+    """The comma-separated items of one string or of several words ('0-2,7' '9' -> ['0-2', '7', '9'])."""
+    return [item for word in ([words] if isinstance(words, str) else words) for item in split_list(word)]
+
+
+def _range(item: str, what: str) -> tuple[int, int] | None:
+    """'5-9' or '5:9' -> (5, 9); a single integer -> None; CubeError for anything else."""
+    lo, sep, hi = item.replace(":", "-").partition("-")
     try:
-        for tok in split_list(text):
-            if "-" in tok:
-                lo, hi = tok.split("-", 1)
-                out.extend(range(int(lo), int(hi) + 1))
-            else:
-                out.append(int(tok))
+        if not sep:
+            int(item)
+            return None
+        start, stop = int(lo), int(hi)
     except ValueError:
-        raise CubeError(f"cannot read {what} {text!r}: use integers like '0,3,5-9'") from None
-    if not out:
+        raise CubeError(f"cannot read {what} {item!r}: {what} must be integers or ranges like 0-29") from None
+    if stop < start:
+        raise CubeError(f"cannot read {what} {item!r}: the range is empty (the end is below the start)")
+    return start, stop
+
+
+def parse_names(words: Words, what: str) -> tuple[str, ...]:
+    """Names from 'ppo,p3o' (or several such words); a name given twice or none at all is an error."""
+    text = words if isinstance(words, str) else " ".join(words)
+    names: list[str] = []
+    for item in _items(words):
+        if item in names:
+            raise CubeError(f"{what[:-1]} {item!r} given twice in {text!r}; list every {what[:-1]} once")
+        names.append(item)
+    if not names:
         raise CubeError(f"empty {what} list {text!r}: give at least one value")
-    return tuple(out)
+    return tuple(names)
 
 
-def _parse_iterates(text: str) -> Iterates:
-    """'12' -> 12; '10:50' -> (10, 50) inclusive."""
+def parse_ints(words: Words, what: str = "seeds") -> tuple[int, ...]:
+    """Non-negative integers from '0,3,5-9' (inclusive ranges, LO-HI or LO:HI); duplicates are an error.
+
+    The size of every range is checked before it is expanded, so a typo like 0-1000000000 is refused at
+    once (at most MAX_LIST_VALUES values)."""
+    text = words if isinstance(words, str) else " ".join(words)
+    spans: list[tuple[int, int]] = []
+    for item in _items(words):
+        span = _range(item, what)
+        if span is None:
+            span = (int(item), int(item))
+        if span[0] < 0:
+            raise CubeError(f"cannot read {what} {item!r}: {what} must be non-negative integers")
+        spans.append(span)
+    total = sum(hi - lo + 1 for lo, hi in spans)
+    if total > MAX_LIST_VALUES:
+        raise CubeError(f"{what} {text!r} hold {total:,} values; at most {MAX_LIST_VALUES:,} are allowed")
+    values: list[int] = []
+    seen: set[int] = set()
+    for lo, hi in spans:
+        for v in range(lo, hi + 1):
+            if v in seen:
+                raise CubeError(f"{what[:-1]} {v} given twice in {text!r}; list every {what[:-1]} once")
+            seen.add(v)
+            values.append(v)
+    if not values:
+        raise CubeError(f"empty {what} list {text!r}: give at least one value")
+    return tuple(values)
+
+
+def parse_floats(words: Words, what: str = "bounds") -> tuple[float, ...]:
+    """Numbers from '15,25.5' (or several such words); a value given twice (np.isclose) is an error."""
+    text = words if isinstance(words, str) else " ".join(words)
+    values: list[float] = []
+    for item in _items(words):
+        try:
+            value = float(item)
+        except ValueError:
+            raise CubeError(f"cannot read {what} {item!r}: {what} must be numbers like 15,25") from None
+        if any(np.isclose(value, v) for v in values):
+            raise CubeError(f"{what[:-1]} {value:g} given twice in {text!r}; list every {what[:-1]} once")
+        values.append(value)
+    if not values:
+        raise CubeError(f"empty {what} list {text!r}: give at least one value")
+    return tuple(values)
+
+
+def parse_iterates(text: str, n_iterates: int | None = None) -> Iterates:
+    """'' or 'all' -> None; 'J' -> J; 'LO:HI' or 'LO-HI' -> (LO, HI) inclusive; CubeError otherwise.
+
+    With n_iterates, an iterate (or range start) past the cube's last iterate is refused, and a range end
+    past it is an error too: the window must lie inside 0..n_iterates-1."""
+    t = text.strip().lower()
+    if t in ("", "all"):
+        return None
+    lo, sep, hi = t.replace("-", ":").partition(":")
     try:
-        if ":" in text:
-            lo, hi = text.split(":", 1)
-            return (int(lo), int(hi))
-        return int(text)
+        out: Iterates = (int(lo), int(hi)) if sep else int(t)
     except ValueError:
-        raise CubeError(f"cannot read iterates {text!r}: use 'J' or 'LO:HI' (inclusive)") from None
+        raise CubeError(f"cannot read iterates {text!r}: use all, J or LO:HI (inclusive)") from None
+    first, last = (out, out) if isinstance(out, int) else out
+    if first < 0 or last < first:
+        raise CubeError(f"iterate range {text!r} is invalid: give J or LO:HI with 0 <= LO <= HI")
+    if n_iterates is not None and last >= n_iterates:
+        raise CubeError(f"iterate {last} is out of range: the cube has iterates 0..{n_iterates - 1}")
+    return out
 
 
 def parse_selection(
@@ -82,16 +164,10 @@ def parse_selection(
     iterates: str | None = None,
 ) -> Selection:
     """Build a Selection from comma-separated CLI strings (None = all)."""
-    bnds = None
-    if bounds is not None:
-        try:
-            bnds = tuple(float(b) for b in split_list(bounds))
-        except ValueError:
-            raise CubeError(f"cannot read bounds {bounds!r}: use numbers like '15,25'") from None
     return Selection(
-        algos=tuple(split_list(algos)) if algos is not None else None,
-        tasks=tuple(split_list(tasks)) if tasks is not None else None,
-        bounds=bnds,
-        seeds=_parse_ints(seeds, "seeds") if seeds is not None else None,
-        iterates=_parse_iterates(iterates) if iterates is not None else None,
+        algos=parse_names(algos, "algos") if algos is not None else None,
+        tasks=parse_names(tasks, "tasks") if tasks is not None else None,
+        bounds=parse_floats(bounds, "bounds") if bounds is not None else None,
+        seeds=parse_ints(seeds, "seeds") if seeds is not None else None,
+        iterates=parse_iterates(iterates) if iterates is not None else None,
     )

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dask
 import numpy as np
+import xarray as xr
 from rich.table import Table
 
+from cube.curves import final_iterate
 from cube.schema import RUN_DIMS, RUN_STATUS_NAMES
 from cube.store import open_cube
 
@@ -43,3 +46,54 @@ def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -
         table.add_row("runs", str(n_runs))
     table.add_row("schema version", str(ds.attrs.get("saferl_schema_version", "none (foreign cube)")))
     return table
+
+
+def config_summary(manifest: str, width: int = 60) -> str:
+    """Compact ``k=v`` summary of a manifest's ``config`` (or the whole JSON object), truncated."""
+    try:
+        obj = json.loads(manifest) if manifest else {}
+    except (TypeError, ValueError):
+        return str(manifest)[:width]
+    cfg = obj.get("config", obj) if isinstance(obj, dict) else obj
+    if isinstance(cfg, dict):
+        text = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
+    else:
+        text = json.dumps(cfg)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def run_rows(ds: xr.Dataset) -> list[dict]:
+    """One row per run of a (selected) cube: algo, task, bound, seed, status, steps, iterates, config.
+
+    ``status`` comes from ``run_status`` (missing: "unknown"), ``steps`` is the last finite
+    ``env_steps`` (missing: NaN), ``iterates`` the number of iterates with training episodes when
+    cheap to know (``env_steps`` finite count), ``config`` a one-line summary of ``run_manifest``.
+    """
+    shape = tuple(ds.sizes[d] for d in RUN_DIMS)
+    status = ds["run_status"].transpose(*RUN_DIMS).values if "run_status" in ds else np.full(shape, -1)
+    manifest = ds["run_manifest"].transpose(*RUN_DIMS).values if "run_manifest" in ds else np.full(shape, "")
+    if "env_steps" in ds:
+        steps_arr = ds["env_steps"].transpose(*RUN_DIMS, "iterate").values.astype(np.float64)
+        finite = np.isfinite(steps_arr)
+        n_it = finite.sum(axis=-1)
+        last = final_iterate(finite.astype(np.int64))
+        steps = np.where(last >= 0, np.take_along_axis(steps_arr, np.maximum(last, 0)[..., None], -1)[..., 0], np.nan)
+    else:
+        steps = np.full(shape, np.nan)
+        n_it = np.full(shape, -1)
+    rows = []
+    for idx in np.ndindex(*shape):
+        a, t, b, s = (ds[d].values[i] for d, i in zip(RUN_DIMS, idx, strict=True))
+        rows.append(
+            {
+                "algo": str(a),
+                "task": str(t),
+                "bound": float(b),
+                "seed": int(s),
+                "status": RUN_STATUS_NAMES.get(int(status[idx]), "unknown"),
+                "steps": float(steps[idx]),
+                "iterates": int(n_it[idx]),
+                "config": config_summary(str(manifest[idx]) if manifest[idx] is not None else ""),
+            }
+        )
+    return rows

@@ -17,7 +17,7 @@ from typing import Any
 
 import xarray as xr
 
-from cube import stats, views
+from cube import curves, stats, summary
 from cube.errors import CubeError
 from cube.selection import Selection
 
@@ -270,9 +270,9 @@ class CubeModel:
 
         def compute() -> tuple[xr.Dataset, xr.Dataset | None]:
             im = self.iterate_metrics(sel)
-            mult = views.multiplier_curves(views.select_cube(self._run_vars(("multiplier",)), sel.cube_selection()),
+            mult = curves.multiplier_curves(curves.select_cube(self._run_vars(("multiplier",)), sel.cube_selection()),
                                            window)
-            return views.training_curves(im, window), mult
+            return curves.training_curves(im, window), mult
 
         return self._cached(key, compute)
 
@@ -307,23 +307,23 @@ class CubeModel:
             return fn()
 
     def final_costs(self, sel: UISelection, task: str, bound: float) -> dict:
-        """Final-iterate episodic costs of one condition per algorithm and mode (``views.final_costs``)."""
+        """Final-iterate episodic costs of one condition per algorithm and mode (``curves.final_costs``)."""
         key = ("final_costs", sel.algos, sel.seeds, task, float(bound))
         self._check(sel)
-        return self._cached(key, lambda: self._read(lambda: views.final_costs(
-            views.select_cube(self._raw(), sel.cube_selection()), task, bound)))
+        return self._cached(key, lambda: self._read(lambda: curves.final_costs(
+            curves.select_cube(self._raw(), sel.cube_selection()), task, bound)))
 
     def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[dict, dict]:
         """Final-episode cost histograms of one condition: ({algo: (edges, counts)}, raw costs)."""
         costs = self.final_costs(sel, task, bound)
-        return views.cost_histograms(costs, bins=bins, include=(bound,)), costs
+        return curves.cost_histograms(costs, bins=bins, include=(bound,)), costs
 
     def runs(self, sel: UISelection) -> list[dict]:
         """The run manifest rows of the selection."""
         self._check(sel)
         key = ("runs", sel.algos, sel.tasks, sel.bounds, sel.seeds)
         run_vars = ("run_status", "run_manifest", "env_steps")
-        return self._cached(key, lambda: views.run_rows(views.select_cube(self._run_vars(run_vars),
+        return self._cached(key, lambda: summary.run_rows(curves.select_cube(self._run_vars(run_vars),
                                                                           sel.cube_selection())))
 
 

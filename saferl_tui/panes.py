@@ -22,7 +22,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from cube import views as cube_views
+from cube import export as cube_export
 from saferl_tui.messages import ViewParamsChanged
 from saferl_tui.model import (
     HIGHER_IS_BETTER,
@@ -694,8 +694,8 @@ class CurvesView(ConditionCycler, ResultView):
                              float(mm["mult_std"]) if mm is not None else math.nan])
         stem = f"saferl_curves_{task}_d{bound:g}"
         caption = f"Training curves, {condition_label(task, bound)}, moving average {self.window}"
-        return [(f"{stem}.csv", cube_views.table_csv(header, rows)),
-                (f"{stem}.tex", cube_views.table_latex(header, rows, caption))]
+        return [(f"{stem}.csv", cube_export.table_csv(header, rows)),
+                (f"{stem}.tex", cube_export.table_latex(header, rows, caption))]
 
 
 def _band(plt: Any, x: list[float], mean: np.ndarray, std: np.ndarray, color: str, label: str) -> None:
@@ -826,8 +826,8 @@ class HistogramsView(ConditionCycler, ResultView):
                 for a, (edges, counts) in hists.items() for i in range(len(edges) - 1)]
         stem = f"saferl_hist_{task}_d{bound:g}"
         caption = f"Final episodic cost histogram, {condition_label(task, bound)} (counts)"
-        return [(f"{stem}.csv", cube_views.table_csv(header, rows)),
-                (f"{stem}.tex", cube_views.table_latex(header, rows, caption))]
+        return [(f"{stem}.csv", cube_export.table_csv(header, rows)),
+                (f"{stem}.tex", cube_export.table_latex(header, rows, caption))]
 
 
 # ======================================================================== Runs
@@ -868,8 +868,8 @@ class RunsView(ResultView):
         if self.data is None:
             return []
         rows = [[r[h] for h in self.HEADER] for r in self.data]
-        return [("saferl_runs.csv", cube_views.table_csv(self.HEADER, rows)),
-                ("saferl_runs.tex", cube_views.table_latex(self.HEADER, rows, "Run manifest"))]
+        return [("saferl_runs.csv", cube_export.table_csv(self.HEADER, rows)),
+                ("saferl_runs.tex", cube_export.table_latex(self.HEADER, rows, "Run manifest"))]
 
 
 def _steps(v: float) -> str:

@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Static
 
 from cube.errors import CubeError
+from cube.selection import parse_iterates
 from saferl_tui.messages import SelectionChanged
 from saferl_tui.model import SETTING_LABELS, SETTINGS, CubeInfo, UISelection
 
@@ -72,29 +73,6 @@ class PickList(SelectionList[str]):
     def action_none(self) -> None:
         """Deselect every entry."""
         self.deselect_all()
-
-
-def parse_iterates(text: str, n_iterates: int | None = None) -> None | int | tuple[int, int]:
-    """'' or 'all' -> None, '12' -> 12, '10:50' or '10-50' -> (10, 50); CubeError otherwise."""
-    t = text.strip().lower()
-    if t in ("", "all"):
-        return None
-    try:
-        if ":" in t or "-" in t:
-            lo, hi = t.replace("-", ":").split(":", 1)
-            out: int | tuple[int, int] = (int(lo), int(hi))
-            if out[0] > out[1] or out[0] < 0:
-                raise ValueError
-        else:
-            out = int(t)
-            if out < 0:
-                raise ValueError
-    except ValueError:
-        raise CubeError(f"cannot read iterates {text!r}: type all, J or LO:HI (0 <= LO <= HI)") from None
-    last = (out if isinstance(out, int) else out[0])
-    if n_iterates is not None and last >= n_iterates:
-        raise CubeError(f"iterate {last} is out of range: the cube has iterates 0..{n_iterates - 1}")
-    return out
 
 
 class SelectionPanel(VerticalScroll):

@@ -136,7 +136,9 @@ def test_selection_subsets_runs_and_rejects_unknown_labels(small_demo_cube: Path
     sel = stats.select(ss, parse_selection(algos="p3o,ppo", bounds="25", seeds="0-1"))
     assert list(sel["algo"].values) == ["p3o", "ppo"]
     assert sel["bound"].values.tolist() == [25.0] and sel["seed"].values.tolist() == [0, 1]
-    assert stats.select(ss, parse_selection(seeds="1,1,0")).seed.values.tolist() == [1, 0]
+    assert stats.select(ss, Selection(seeds=(1, 1, 0))).seed.values.tolist() == [1, 0]
+    with pytest.raises(CubeError, match="seed 1 given twice"):  # one policy for every CLI: no duplicates
+        parse_selection(seeds="1,1,0")
     with pytest.raises(CubeError, match="unknown task nope: the cube has goal, circle"):
         stats.select(ss, Selection(tasks=("nope",)))
     with pytest.raises(CubeError, match="no iterates in 50..60"):
@@ -307,3 +309,22 @@ def test_a_cache_read_waits_for_a_pending_background_write(demo_copy: Path, monk
     threading.Timer(0.2, release.set).start()  # the read below must block until the write is done
     monkeypatch.setattr(sfs, "compute_suffstats", None)
     _same(first, sfs.load_suffstats(demo_copy))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("0-2,2", "seed 2 given twice"), ("0-1000000000", "at most 100,000"), ("-1", "cannot read seeds"),
+     ("3:1", "range is empty")],
+)
+def test_one_list_policy(text, message):
+    """The one parser refuses duplicates and huge ranges before expanding them, for report, train and TUI."""
+    with pytest.raises(CubeError, match=message):
+        parse_selection(seeds=text)
+
+
+def test_one_range_syntax_everywhere():
+    from cube.selection import parse_ints, parse_iterates
+
+    assert parse_ints("0-2,5:6") == (0, 1, 2, 5, 6)
+    assert parse_iterates("10-20") == parse_iterates("10:20") == (10, 20)
+    assert parse_selection(iterates="3-5").iterates == (3, 5)

@@ -10,8 +10,17 @@ import pytest
 
 from cube import RunKey, create_store, set_run_manifest
 from cube.errors import CubeError
+from cube.selection import parse_floats, parse_ints
 from train.config import TrainConfig, config_to_dict, load_toml
-from train.sweep import Plan, parse_bounds, parse_part, parse_seeds
+from train.sweep import Plan, parse_part
+
+
+def parse_seeds(words: list[str]) -> list[int]:
+    return list(parse_ints(words, "seeds"))
+
+
+def parse_bounds(words: list[str]) -> list[float]:
+    return list(parse_floats(words, "bounds"))
 
 
 def test_seed_ranges_and_lists() -> None:

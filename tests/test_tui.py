@@ -18,13 +18,13 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from cube import stats, views
+from cube import curves, stats
 from cube.cli import main as saferl_main
-from cube.selection import Selection
+from cube.selection import Selection, parse_iterates
 from saferl_tui.app import SaferlApp, build_app
 from saferl_tui.panes import CdfView, ConditionsView, CurvesView, HistogramsView
 from saferl_tui.screens import MainScreen
-from saferl_tui.widgets import LoadingPanel, parse_iterates
+from saferl_tui.widgets import LoadingPanel
 
 BOOT = 40
 SIZE = (120, 40)
@@ -273,7 +273,7 @@ def test_curves_view_condition_and_window(cube_path: Path) -> None:
         assert cond == ("goal", 25.0)
         im = stats.iterate_metrics(stats.load_suffstats(cube_path))
         r = im["R"].sel(task="goal", bound=25.0).transpose("algo", "seed", "iterate").values
-        smooth = views.moving_average(r, 3)
+        smooth = curves.moving_average(r, 3)
         np.testing.assert_allclose(cur["R_mean"].values, smooth.mean(axis=1), rtol=1e-9)
         np.testing.assert_allclose(cur["R_std"].values, smooth.std(axis=1, ddof=1), rtol=1e-9)
         assert mult is not None and np.isnan(mult["mult_mean"].sel(algo="ppo").values).all()

@@ -1,4 +1,4 @@
-"""cube.views: the pure-data helpers behind the TUI views, checked against plain loops and numpy."""
+"""cube.curves, cube.summary.run_rows, cube.export.table_*: the pure-data helpers behind the TUI views, checked against plain loops and numpy."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from cube import open_cube, stats, views
+from cube import curves, export, open_cube, stats, summary
 from cube.selection import Selection
 
 
@@ -38,16 +38,16 @@ def naive_moving_average(x: np.ndarray, window: int) -> np.ndarray:
     st.integers(1, 15),
 )
 def test_moving_average_matches_loop(x: np.ndarray, window: int) -> None:
-    np.testing.assert_allclose(views.moving_average(x, window), naive_moving_average(x, window), rtol=1e-9,
+    np.testing.assert_allclose(curves.moving_average(x, window), naive_moving_average(x, window), rtol=1e-9,
                                atol=1e-9)
 
 
 def test_moving_average_hand_values_and_axis() -> None:
     x = np.array([1.0, 2.0, np.nan, 6.0])
-    np.testing.assert_allclose(views.moving_average(x, 2), [1.0, 1.5, 2.0, 6.0])
-    np.testing.assert_allclose(views.moving_average(x, 1), x)
+    np.testing.assert_allclose(curves.moving_average(x, 2), [1.0, 1.5, 2.0, 6.0])
+    np.testing.assert_allclose(curves.moving_average(x, 1), x)
     m = np.stack([x, 2 * x])  # (2, 4); smooth along axis 0 instead
-    np.testing.assert_allclose(views.moving_average(m, 2, axis=0)[1], [1.5, 3.0, np.nan, 9.0])
+    np.testing.assert_allclose(curves.moving_average(m, 2, axis=0)[1], [1.5, 3.0, np.nan, 9.0])
 
 
 def _im(values: np.ndarray) -> xr.Dataset:
@@ -60,30 +60,30 @@ def _im(values: np.ndarray) -> xr.Dataset:
 
 def test_training_curves_seed_mean_and_sample_std() -> None:
     r = np.array([[1.0, 3.0, 5.0], [3.0, 5.0, 9.0]])  # 2 seeds x 3 iterates
-    cur = views.training_curves(_im(r[None, None, None]), window=1)
+    cur = curves.training_curves(_im(r[None, None, None]), window=1)
     np.testing.assert_allclose(cur["R_mean"].values.ravel(), [2.0, 4.0, 7.0])
     np.testing.assert_allclose(cur["R_std"].values.ravel(), np.std(r, axis=0, ddof=1))
     np.testing.assert_allclose(cur["C_mean"].values.ravel(), [4.0, 8.0, 14.0])
-    smooth = views.training_curves(_im(r[None, None, None]), window=2)
+    smooth = curves.training_curves(_im(r[None, None, None]), window=2)
     # per-seed trailing means: seed0 [1, 2, 4], seed1 [3, 4, 7] -> mean [2, 3, 5.5]
     np.testing.assert_allclose(smooth["R_mean"].values.ravel(), [2.0, 3.0, 5.5])
     assert smooth["R_mean"].dims == ("algo", "task", "bound", "iterate")
 
 
 def test_training_curves_single_seed_std_is_nan() -> None:
-    cur = views.training_curves(_im(np.ones((1, 1, 1, 1, 4))), window=3)
+    cur = curves.training_curves(_im(np.ones((1, 1, 1, 1, 4))), window=3)
     assert np.isnan(cur["R_std"].values).all()
     np.testing.assert_allclose(cur["R_mean"].values.ravel(), 1.0)
 
 
 def test_final_iterate() -> None:
     counts = np.array([[0, 3, 0, 2, 0], [0, 0, 0, 0, 0], [5, 0, 0, 0, 0]])
-    np.testing.assert_array_equal(views.final_iterate(counts), [3, -1, 0])
+    np.testing.assert_array_equal(curves.final_iterate(counts), [3, -1, 0])
 
 
 def test_final_costs_and_histograms_on_demo_cube(small_demo_cube: Path) -> None:
     ds = open_cube(small_demo_cube)
-    costs = views.final_costs(ds, "goal", 15.0)
+    costs = curves.final_costs(ds, "goal", 15.0)
     raw = ds["cost"].sel(task="goal", bound=15.0).values  # (algo, seed, iterate, episode, mode)
     modes = list(ds["mode"].values)
     for a, algo in enumerate(ds["algo"].values):
@@ -97,7 +97,7 @@ def test_final_costs_and_histograms_on_demo_cube(small_demo_cube: Path) -> None:
                     row = per_it[have[-1]]
                     expect.append(row[np.isfinite(row)])
             np.testing.assert_allclose(costs[str(algo)][mode], np.concatenate(expect))
-    hists = views.cost_histograms(costs, bins=7, include=(15.0,))
+    hists = curves.cost_histograms(costs, bins=7, include=(15.0,))
     for algo, (edges, counts) in hists.items():
         assert edges.size == 8 and edges[0] <= 0.0 and edges[-1] >= 15.0
         for mode in ("expl", "greedy"):
@@ -106,7 +106,7 @@ def test_final_costs_and_histograms_on_demo_cube(small_demo_cube: Path) -> None:
 
 
 def test_cost_histograms_constant_values() -> None:
-    hists = views.cost_histograms({"a": {"expl": np.array([0.0, 0.0]), "greedy": np.empty(0)}}, bins=4)
+    hists = curves.cost_histograms({"a": {"expl": np.array([0.0, 0.0]), "greedy": np.empty(0)}}, bins=4)
     edges, counts = hists["a"]
     assert edges[0] < 0.0 < edges[-1]
     assert counts["expl"].sum() == 2 and counts["greedy"].sum() == 0
@@ -114,7 +114,7 @@ def test_cost_histograms_constant_values() -> None:
 
 def test_multiplier_curves_match_numpy(small_demo_cube: Path) -> None:
     ds = open_cube(small_demo_cube)
-    mult = views.multiplier_curves(ds, window=1)
+    mult = curves.multiplier_curves(ds, window=1)
     raw = ds["multiplier"].transpose("algo", "task", "bound", "seed", "iterate").values
     assert mult is not None
     ppo = list(ds["algo"].values).index("ppo")
@@ -122,12 +122,12 @@ def test_multiplier_curves_match_numpy(small_demo_cube: Path) -> None:
     lag = list(ds["algo"].values).index("ppo_lag")
     np.testing.assert_allclose(mult["mult_mean"].values[lag], raw[lag].mean(axis=2))
     np.testing.assert_allclose(mult["mult_std"].values[lag], raw[lag].std(axis=2, ddof=1))
-    assert views.multiplier_curves(ds.drop_vars("multiplier")) is None
+    assert curves.multiplier_curves(ds.drop_vars("multiplier")) is None
 
 
 def test_training_curves_from_stats(small_demo_cube: Path) -> None:
     ss = stats.select(stats.load_suffstats(small_demo_cube), Selection(algos=("p3o",)))
-    cur = views.training_curves(stats.iterate_metrics(ss), window=1)
+    cur = curves.training_curves(stats.iterate_metrics(ss), window=1)
     ds = open_cube(small_demo_cube).sel(algo=["p3o"], mode="train")
     per_run = ds["reward"].mean("episode", skipna=True).transpose("algo", "task", "bound", "seed", "iterate").values
     np.testing.assert_allclose(cur["R_mean"].values, per_run.mean(axis=3), rtol=1e-5)
@@ -135,8 +135,8 @@ def test_training_curves_from_stats(small_demo_cube: Path) -> None:
 
 def test_select_cube_and_run_rows(small_demo_cube: Path) -> None:
     ds = open_cube(small_demo_cube)
-    sub = views.select_cube(ds, Selection(algos=("focops",), seeds=(0, 2)))
-    rows = views.run_rows(sub)
+    sub = curves.select_cube(ds, Selection(algos=("focops",), seeds=(0, 2)))
+    rows = summary.run_rows(sub)
     assert len(rows) == 1 * ds.sizes["task"] * ds.sizes["bound"] * 2
     assert {r["algo"] for r in rows} == {"focops"} and {r["seed"] for r in rows} == {0, 2}
     steps = ds["env_steps"].sel(algo="focops", seed=0).isel(iterate=-1).values
@@ -147,21 +147,21 @@ def test_select_cube_and_run_rows(small_demo_cube: Path) -> None:
 
 
 def test_config_summary_handles_bad_json() -> None:
-    assert views._config_summary("not json{") == "not json{"
-    assert views._config_summary(json.dumps({"config": {"lr": 0.1, "nested": {"x": 1}}})) == "lr=0.1"
-    long = views._config_summary(json.dumps({"k" * 100: 1}), width=10)
+    assert summary.config_summary("not json{") == "not json{"
+    assert summary.config_summary(json.dumps({"config": {"lr": 0.1, "nested": {"x": 1}}})) == "lr=0.1"
+    long = summary.config_summary(json.dumps({"k" * 100: 1}), width=10)
     assert len(long) == 10 and long.endswith("…")
 
 
 def test_table_csv_round_trip() -> None:
     header = ["name", "value"]
     rows = [["a,b", 1.5], ['q"uote', float("nan")], ["plain", 3]]
-    parsed = list(csv.reader(io.StringIO(views.table_csv(header, rows))))
+    parsed = list(csv.reader(io.StringIO(export.table_csv(header, rows))))
     assert parsed == [header, ["a,b", "1.5"], ['q"uote', ""], ["plain", "3"]]
 
 
 def test_table_latex_escapes() -> None:
-    tex = views.table_latex(["algo_name", "x"], [["ppo_lag", 0.5]], caption="50% & more")
+    tex = export.table_latex(["algo_name", "x"], [["ppo_lag", 0.5]], caption="50% & more")
     assert r"ppo\_lag & 0.5 \\" in tex
     assert r"\caption{50\% \& more}" in tex
     assert tex.count(r"\begin{tabular}{lr}") == 1
@@ -170,6 +170,6 @@ def test_table_latex_escapes() -> None:
 @pytest.mark.parametrize("window", [1, 4])
 def test_training_curves_keep_nan_iterates(window: int) -> None:
     r = np.array([[1.0, np.nan, 3.0]])
-    cur = views.training_curves(_im(r[None, None, None]), window=window)
+    cur = curves.training_curves(_im(r[None, None, None]), window=window)
     expect = naive_moving_average(r, window)[0]
     np.testing.assert_allclose(cur["R_mean"].values.ravel(), expect)

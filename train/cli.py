@@ -17,28 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
+from cube.selection import parse_floats, parse_ints, parse_names
 from train.config import ALGOS, PRESETS, TASKS, TrainConfig, load_toml, with_overrides
-
-
-def _split(values: list[str] | None) -> list[str]:
-    out: list[str] = []
-    for v in values or []:
-        out.extend(x for x in v.split(",") if x)
-    return out
-
-
-def _floats(values: list[str] | None, what: str) -> list[float]:
-    try:
-        return [float(v) for v in _split(values)]
-    except ValueError:
-        raise CubeError(f"{what} must be numbers, got {' '.join(values or [])}") from None
-
-
-def _ints(values: list[str] | None, what: str) -> list[int]:
-    try:
-        return [int(v) for v in _split(values)]
-    except ValueError:
-        raise CubeError(f"{what} must be integers, got {' '.join(values or [])}") from None
 
 
 def register(subparsers: Any) -> None:
@@ -105,7 +85,7 @@ def _once(values: list[list[str]] | None, flag: str) -> list[str]:
 def build_plan(args: argparse.Namespace) -> Any:
     """The sweep (`train.sweep.Plan`) from the arguments; every check that needs no compile happens here."""
     from train.runner import check_labels
-    from train.sweep import Plan, known_tasks, parse_bounds, parse_names, parse_part, parse_seeds
+    from train.sweep import Plan, known_tasks, parse_part
 
     if args.preset:
         preset = PRESETS[args.preset]
@@ -115,10 +95,11 @@ def build_plan(args: argparse.Namespace) -> Any:
     else:
         config = TrainConfig()
         algos, tasks, bounds, seeds = [], [], [], []
-    algos = parse_names(_once(args.algos, "--algos"), "algorithm") or algos
-    tasks = parse_names(_once(args.tasks, "--tasks"), "task") or tasks
-    bounds = parse_bounds(_once(args.bounds, "--bounds")) or bounds
-    seeds = parse_seeds(_once(args.seeds, "--seeds")) or seeds
+    given = {flag: _once(getattr(args, flag), f"--{flag}") for flag in ("algos", "tasks", "bounds", "seeds")}
+    algos = list(parse_names(given["algos"], "algos")) if given["algos"] else algos
+    tasks = list(parse_names(given["tasks"], "tasks")) if given["tasks"] else tasks
+    bounds = list(parse_floats(given["bounds"], "bounds")) if given["bounds"] else bounds
+    seeds = list(parse_ints(given["seeds"], "seeds")) if given["seeds"] else seeds
     for name, vals in (("--algo", algos), ("--task", tasks), ("--bound", bounds), ("--seed", seeds)):
         if not vals:
             raise CubeError(f"{name} is required (or use --preset {'/'.join(sorted(PRESETS))})")
@@ -321,7 +302,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _need_train_extra()
     from train.runner import evaluate_store
 
-    n = evaluate_store(args.path, args.iterate, algos=_split(args.algo) or None, tasks=_split(args.task) or None,
-                       bounds=_floats(args.bound, "bounds") or None, seeds=_ints(args.seed, "seeds") or None)
+    n = evaluate_store(args.path, args.iterate,
+                       algos=parse_names(args.algo, "algos") if args.algo else None,
+                       tasks=parse_names(args.task, "tasks") if args.task else None,
+                       bounds=parse_floats(args.bound, "bounds") if args.bound else None,
+                       seeds=parse_ints(args.seed, "seeds") if args.seed else None)
     print(f"added expl and greedy episodes at iterate {args.iterate} for {n} runs in {args.path}")
     return 0

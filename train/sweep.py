@@ -23,7 +23,6 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import RunKey
-from cube.selection import split_list
 from train.config import TASKS, TrainConfig, config_to_dict, with_overrides
 
 TOY_ENV_VAR = "SAFERL_ENABLE_TOY"
@@ -47,53 +46,6 @@ def make_env(task: str, episode_length: int) -> Any:
 
 
 # ------------------------------------------------------------------------------------------ parsing
-def _items(words: Sequence[str]) -> list[str]:
-    """The comma-separated items of several words ("0-4,7", "9" -> "0-4", "7", "9")."""
-    return [item for word in words for item in split_list(word)]
-
-
-def parse_seeds(words: Sequence[str]) -> list[int]:
-    """Seeds from words like "0-29", "0,3,5" or "7" (inclusive ranges); a seed given twice is an error."""
-    seeds: list[int] = []
-    for part in _items(words):
-        lo, sep, hi = part.partition("-") if not part.startswith("-") else (part, "", "")
-        try:
-            vals = list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
-        except ValueError:
-            raise CubeError(f"seeds must be integers or ranges like 0-29, got '{part}'") from None
-        if sep and int(hi) < int(lo):
-            raise CubeError(f"seed range '{part}' is empty (the end is below the start)")
-        for s in vals:
-            if s in seeds:
-                raise CubeError(f"seed {s} given twice; list every seed once (e.g. --seeds 0-29)")
-            seeds.append(s)
-    return seeds
-
-
-def parse_bounds(words: Sequence[str]) -> list[float]:
-    """Bounds from words like "15,25,50"; a bound given twice is an error."""
-    bounds: list[float] = []
-    for part in _items(words):
-        try:
-            b = float(part)
-        except ValueError:
-            raise CubeError(f"bounds must be numbers, got '{part}'") from None
-        if any(np.isclose(b, x) for x in bounds):
-            raise CubeError(f"bound {b:g} given twice; list every bound once (e.g. --bounds 15,25,50)")
-        bounds.append(b)
-    return bounds
-
-
-def parse_names(words: Sequence[str], what: str) -> list[str]:
-    """Names from words like "ppo,p3o"; a name given twice is an error."""
-    names: list[str] = []
-    for part in _items(words):
-        if part in names:
-            raise CubeError(f"{what} '{part}' given twice; list every {what} once")
-        names.append(part)
-    return names
-
-
 def parse_part(text: str | None) -> tuple[int, int] | None:
     """`--part K/N` (1 <= K <= N): the K-th of N contiguous slices of the grid's runs."""
     if text is None:

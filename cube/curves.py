@@ -1,7 +1,7 @@
-"""Pure-data helpers behind the TUI views that are not statistics of the report.
+"""Per-condition curves and histograms: the paper's training curves and final-cost histograms as data.
 
-Everything here takes and returns numpy arrays or xarray objects (no textual imports), so the
-TUI stays a thin presentation layer and these functions can be tested on their own:
+Everything here takes and returns numpy arrays or xarray objects, so the TUI and figures stay thin
+presentation layers and these functions can be tested on their own:
 
 * :func:`moving_average` / :func:`training_curves`: per-iterate seed mean and sample std of the
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``).
@@ -9,22 +9,17 @@ TUI stays a thin presentation layer and these functions can be tested on their o
 * :func:`final_iterate` / :func:`final_costs` / :func:`cost_histograms`: the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
-* :func:`run_rows`: the run manifest (status, steps, config) as plain rows.
-* :func:`table_csv` / :func:`table_latex`: write any small header + rows table (used to export
-  views that ``cube.export`` has no kind for).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-RUN_DIMS = ("algo", "task", "bound", "seed")
-STATUS_NAMES = {0: "pending", 1: "partial", 2: "complete"}
+from cube.schema import RUN_DIMS
 
 
 def moving_average(x: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -160,96 +155,3 @@ def cost_histograms(costs: Mapping[str, Mapping[str, np.ndarray]], bins: int = 2
         edges = np.linspace(lo, hi, bins + 1)
         out[algo] = (edges, {m: np.histogram(v, bins=edges)[0] for m, v in modes.items()})
     return out
-
-
-def _config_summary(manifest: str, width: int = 60) -> str:
-    """Compact ``k=v`` summary of a manifest's ``config`` (or the whole JSON object), truncated."""
-    try:
-        obj = json.loads(manifest) if manifest else {}
-    except (TypeError, ValueError):
-        return str(manifest)[:width]
-    cfg = obj.get("config", obj) if isinstance(obj, dict) else obj
-    if isinstance(cfg, dict):
-        text = " ".join(f"{k}={v}" for k, v in cfg.items() if not isinstance(v, dict | list))
-    else:
-        text = json.dumps(cfg)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def run_rows(ds: xr.Dataset) -> list[dict]:
-    """One row per run of a (selected) cube: algo, task, bound, seed, status, steps, iterates, config.
-
-    ``status`` comes from ``run_status`` (missing: "unknown"), ``steps`` is the last finite
-    ``env_steps`` (missing: NaN), ``iterates`` the number of iterates with training episodes when
-    cheap to know (``env_steps`` finite count), ``config`` a one-line summary of ``run_manifest``.
-    """
-    shape = tuple(ds.sizes[d] for d in RUN_DIMS)
-    status = ds["run_status"].transpose(*RUN_DIMS).values if "run_status" in ds else np.full(shape, -1)
-    manifest = ds["run_manifest"].transpose(*RUN_DIMS).values if "run_manifest" in ds else np.full(shape, "")
-    if "env_steps" in ds:
-        steps_arr = ds["env_steps"].transpose(*RUN_DIMS, "iterate").values.astype(np.float64)
-        finite = np.isfinite(steps_arr)
-        n_it = finite.sum(axis=-1)
-        last = final_iterate(finite.astype(np.int64))
-        steps = np.where(last >= 0, np.take_along_axis(steps_arr, np.maximum(last, 0)[..., None], -1)[..., 0], np.nan)
-    else:
-        steps = np.full(shape, np.nan)
-        n_it = np.full(shape, -1)
-    rows = []
-    for idx in np.ndindex(*shape):
-        a, t, b, s = (ds[d].values[i] for d, i in zip(RUN_DIMS, idx, strict=True))
-        rows.append(
-            {
-                "algo": str(a),
-                "task": str(t),
-                "bound": float(b),
-                "seed": int(s),
-                "status": STATUS_NAMES.get(int(status[idx]), "unknown"),
-                "steps": float(steps[idx]),
-                "iterates": int(n_it[idx]),
-                "config": _config_summary(str(manifest[idx]) if manifest[idx] is not None else ""),
-            }
-        )
-    return rows
-
-
-def _fmt(v: Any) -> str:
-    """Plain text for a table cell (floats with 10 significant digits, NaN empty)."""
-    if isinstance(v, float | np.floating):
-        return "" if not np.isfinite(v) else format(float(v), ".10g")
-    return str(v)
-
-
-def table_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """RFC 4180 CSV of a header and rows (quotes fields holding commas, quotes or newlines)."""
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(list(header))
-    for row in rows:
-        writer.writerow([_fmt(v) for v in row])
-    return buf.getvalue()
-
-
-_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters in plain text."""
-    return "".join(_LATEX_ESCAPES.get(c, c) for c in text)
-
-
-def table_latex(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:
-    """A booktabs ``tabular`` of a header and rows (cells escaped), wrapped in a ``table``."""
-    cols = "l" + "r" * (len(header) - 1)
-    lines = [r"\begin{table}[h]", r"\centering", r"\small"]
-    if caption:
-        lines.append(rf"\caption{{{latex_escape(caption)}}}")
-    lines += [rf"\begin{{tabular}}{{{cols}}}", r"\toprule", " & ".join(latex_escape(h) for h in header) + r" \\",
-              r"\midrule"]
-    lines += [" & ".join(latex_escape(_fmt(v)) for v in row) + r" \\" for row in rows]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
-    return "\n".join(lines)
