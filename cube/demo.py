@@ -13,9 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from cube.schema import ALGOS, TASKS, RunKey
+from cube.schema import RunKey
 from cube.store import CubeWriter, PathLike, create_store
 
+# The synthetic data imitate the paper's grid: its four algorithms, four Safe Point tasks and three bounds.
+DEMO_ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")
+DEMO_TASKS: tuple[str, ...] = ("goal", "circle", "push", "button")
 DEMO_BOUNDS: tuple[float, ...] = (15.0, 25.0, 50.0)
 EPISODE_LENGTH = 2000
 
@@ -40,8 +43,8 @@ def make_demo_cube(
     path: PathLike,
     *,
     seed: int = 0,
-    algos: Sequence[str] = ALGOS,
-    tasks: Sequence[str] = TASKS,
+    algos: Sequence[str] = DEMO_ALGOS,
+    tasks: Sequence[str] = DEMO_TASKS,
     bounds: Sequence[float] = DEMO_BOUNDS,
     n_seeds: int = 10,
     n_iterates: int = 60,

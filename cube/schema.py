@@ -25,9 +25,6 @@ DEFAULT_ITERATE_VARS: tuple[str, ...] = ("env_steps", "multiplier")
 RUN_STATUS = {"pending": 0, "partial": 1, "complete": 2}
 RUN_STATUS_NAMES = {code: name for name, code in RUN_STATUS.items()}
 
-ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")
-TASKS: tuple[str, ...] = ("goal", "circle", "push", "button")
-
 # The kind of label each dimension holds: "str", "float" or "int".
 DIM_KINDS: dict[str, str] = {
     "algo": "str",
