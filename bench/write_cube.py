@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from cube import CubeWriter, RunKey, create_store
-from cube.demo import DEMO_BOUNDS, _synthetic_run
-from cube.schema import ALGOS, TASKS
+from cube.demo import DEMO_ALGOS as ALGOS
+from cube.demo import DEMO_BOUNDS, synthetic_run
+from cube.demo import DEMO_TASKS as TASKS
 
 SCALE = {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 256, "n_eval_episodes": 100}
 
@@ -54,7 +55,7 @@ def main() -> None:
                 for seed in range(n_seeds):
                     key = RunKey(algo, task, bound, seed)
                     t0 = time.perf_counter()
-                    run = _synthetic_run(rng, key, n_iter, SCALE["n_train_episodes"], SCALE["n_eval_episodes"], n_slots)
+                    run = synthetic_run(rng, key, n_iter, SCALE["n_train_episodes"], SCALE["n_eval_episodes"], n_slots)
                     t1 = time.perf_counter()
                     writer.write_run(key, run["reward"], run["cost"])
                     writer.write_iterate_vars(key, 0, {"env_steps": run["env_steps"], "multiplier": run["multiplier"]})

@@ -84,7 +84,7 @@ def make_demo_cube(
                 rng = np.random.default_rng([seed, a, t, b])
                 for s in range(n_seeds):
                     key = RunKey(algo, task, float(bound), s)
-                    run = _synthetic_run(rng, key, n_iterates, n_train_episodes, n_eval_episodes, n_episodes)
+                    run = synthetic_run(rng, key, n_iterates, n_train_episodes, n_eval_episodes, n_episodes)
                     writer.write_run(key, run["reward"], run["cost"])
                     writer.write_iterate_vars(
                         key, 0, {"env_steps": run["env_steps"], "multiplier": run["multiplier"]}
@@ -104,7 +104,7 @@ def make_demo_cube(
     return path
 
 
-def _synthetic_run(
+def synthetic_run(
     rng: np.random.Generator, key: RunKey, n_iter: int, n_train: int, n_eval: int, n_slots: int
 ) -> dict[str, np.ndarray]:
     """Reward/cost arrays (J, E, 3) and per-iterate env_steps/multiplier (J,) of one synthetic run."""
