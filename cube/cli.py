@@ -1,17 +1,20 @@
-"""The ``saferl`` command: validate, demo, export, report, train, evaluate.
+"""The ``saferl`` command and its plugin mechanism.
 
-Each subcommand module exposes ``register(subparsers)`` which adds its parser and sets ``func`` to a
-``run(args) -> int``. User errors raise ``CubeError`` and end as one ``error:`` line with exit 2.
+Subcommands come from the entry-point group ``saferl.commands`` (pyproject.toml): each entry names a
+``register(subparsers)`` function that adds its parsers and sets ``func`` to a ``run(args) -> int``.
+This package registers ``validate``, ``demo`` and ``export`` (here) and ``report`` (``cube.report_cli``);
+any installed package (the trainer, a third party) adds its own the same way, and this module never
+names them. User errors raise ``CubeError`` and end as one ``error:`` line with exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import warnings
 from collections.abc import Sequence
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 from rich.console import Console
@@ -19,8 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cube.errors import CubeError
 
-# Modules that add subcommands of their own (loaded in this order).
-COMMAND_MODULES: tuple[str, ...] = ("cube.report_cli", "train.cli")
+COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
 
 err_console = Console(stderr=True)
 
@@ -108,12 +110,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="saferl", description="Evaluation suite for safe RL: results cube, paper metrics, training."
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the cube's own subcommands: validate, demo, export."""
     p = sub.add_parser("validate", help="check a cube against the schema, one line per problem")
     p.add_argument("path", help="Zarr store directory or netCDF file")
     p.set_defaults(func=_cmd_validate)
@@ -133,8 +131,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="netCDF file to write (.nc)")
     p.set_defaults(func=_cmd_export)
 
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+
+def command_plugins() -> list[EntryPoint]:
+    """The installed ``saferl.commands`` entry points, ordered by name (one per registering module)."""
+    return sorted(entry_points(group=COMMAND_GROUP), key=lambda ep: ep.name)
+
+
+def build_parser(plugins: Sequence[EntryPoint] | None = None) -> argparse.ArgumentParser:
+    """The ``saferl`` parser with the subcommands of every plugin (default: the installed ones).
+
+    A plugin that fails to load is reported in one line and left out, so the other commands still work.
+    """
+    parser = argparse.ArgumentParser(
+        prog="saferl", description="Evaluation suite for safe RL: results cube, paper metrics, training."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    plugins = command_plugins() if plugins is None else plugins
+    if not plugins:
+        raise CubeError(f"no saferl commands are installed (entry-point group {COMMAND_GROUP!r} is empty): "
+                        "install the package, e.g. pip install -e .")
+    for ep in plugins:
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # a broken plugin must not take the other commands down
+            err_console.print(f"warning: saferl command plugin {ep.name!r} ({ep.value}) could not be loaded: "
+                              f"{type(exc).__name__}: {exc}", highlight=False, markup=False)
     return parser
 
 
@@ -142,7 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl`` console script."""
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     warnings.filterwarnings("ignore", module="zarr")
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except CubeError as exc:
+        err_console.print(f"error: {exc}", highlight=False, markup=False)
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +41,86 @@ def test_cli_parser_builds_without_jax() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
+
+
+ROOT = Path(__file__).resolve().parents[1]
+# `train` and `saferl_tui` as modules: an import, or a dotted/entry-point string like "train.cli" or
+# "saferl_tui:main". The bare word "train" is a mode name of the cube and stays allowed.
+MODULE_REF = re.compile(r"\b(train|saferl_tui)[.:][A-Za-z_]|\bsaferl_tui\b")
+
+
+def _names_module(node: ast.AST, roots: tuple[str, ...]) -> bool:
+    if isinstance(node, ast.Import):
+        return any(a.name.split(".")[0] in roots for a in node.names)
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").split(".")[0] in roots and node.level == 0
+    return False
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "cube").glob("*.py")), ids=lambda p: p.name)
+def test_cube_never_names_train_or_tui(path: Path) -> None:
+    """cube knows nothing of the trainer or the TUI: no import, no string import, no mention."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    imports = [n for n in ast.walk(tree) if _names_module(n, ("train", "saferl_tui"))]
+    assert not imports, f"{path.name}:{imports[0].lineno} imports train/saferl_tui"
+    hits = [(i, line) for i, line in enumerate(text.splitlines(), 1) if MODULE_REF.search(line)]
+    assert not hits, f"{path.name}:{hits[0][0]} names train/saferl_tui: {hits[0][1].strip()}"
+
+
+def test_module_reference_pattern_catches_string_imports() -> None:
+    """The pattern above must catch the ways cube could reach the trainer (so the test can fail)."""
+    for bad in ('importlib.import_module("train.cli")', "COMMANDS = ('train.cli',)", "x = 'saferl_tui'",
+                '"train:register"'):
+        assert MODULE_REF.search(bad), bad
+    for ok in ('mode = "train"', "the train setting", "train_episodes"):
+        assert not MODULE_REF.search(ok), ok
+    tree = ast.parse("from train.core import x\nimport saferl_tui.app\n")
+    assert all(_names_module(n, ("train", "saferl_tui")) for n in tree.body)
+
+
+def test_tui_never_imports_jax_anywhere() -> None:
+    """Every saferl_tui module, imported in a fresh process, leaves jax unimported."""
+    mods = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in (ROOT / "saferl_tui").rglob("*.py")]
+    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in mods) + (
+        "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'crax'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == ""
+
+
+PLUGIN = '''
+def register(sub):
+    p = sub.add_parser("hello", help="a third-party command")
+    p.set_defaults(func=lambda args: print("hello from a plugin") or 0)
+'''
+
+
+def _fake_distribution(tmp_path: Path, entry: str) -> dict[str, str]:
+    """A package `saferl_hello` with a dist-info that declares `entry` in the saferl.commands group."""
+    (tmp_path / "saferl_hello.py").write_text(PLUGIN)
+    info = tmp_path / "saferl_hello-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: saferl-hello\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[saferl.commands]\n{entry}\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+
+def test_third_party_package_adds_a_command(tmp_path: Path) -> None:
+    env = _fake_distribution(tmp_path, "hello = saferl_hello:register")
+    run = subprocess.run([sys.executable, "-m", "cube.cli", "hello"], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "hello from a plugin"
+    helptext = subprocess.run([sys.executable, "-m", "cube.cli", "--help"], capture_output=True, text=True,
+                              env=env).stdout
+    for command in ("validate", "demo", "export", "report", "train", "evaluate", "status", "hello"):
+        assert f"    {command} " in helptext, command
+
+
+def test_broken_plugin_is_one_warning_and_the_rest_works(tmp_path: Path) -> None:
+    env = _fake_distribution(tmp_path, "broken = saferl_hello_missing:register")
+    run = subprocess.run([sys.executable, "-m", "cube.cli", "validate", str(tmp_path / "none.zarr")],
+                         capture_output=True, text=True, env=env)
+    lines = run.stderr.strip().splitlines()
+    assert any("plugin 'broken'" in line for line in lines)
+    assert "Traceback" not in run.stderr
+    assert run.returncode in (1, 2)  # validate ran and refused the missing store
