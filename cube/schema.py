@@ -1,4 +1,5 @@
-"""Names, dimensions and dtypes of the saferl results cube (schema version 1).
+"""Names, dimensions and dtypes of the saferl results cube (schema version 1), its structure check and
+canonical form.
 
 The cube is an xarray Dataset with seven dimensions. ``reward`` and ``cost`` are required over all
 seven; everything else (per-iterate variables, run manifest, attrs) is optional on read so that cubes
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 SCHEMA_VERSION = 1
 
@@ -65,3 +67,92 @@ def dim_kind_ok(kind: str, dtype: np.dtype) -> bool:
 def manifest_json(manifest: dict[str, Any]) -> str:
     """Serialise a run manifest to compact, sorted JSON (non-JSON values become strings)."""
     return json.dumps(manifest, sort_keys=True, default=str, separators=(",", ":"))
+
+
+# ------------------------------------------------------- the contract as checks and canonical form
+def as_str_array(values: Any) -> np.ndarray:
+    """Labels as a plain numpy unicode array (zarr 3 and xarray may hand back numpy StringDType)."""
+    return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
+
+
+def as_bool(value: Any) -> bool:
+    """An attribute read back as a bool (netCDF stores booleans as 0/1, some tools as strings)."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(np.asarray(value).item())
+
+
+def normalise(ds: xr.Dataset) -> xr.Dataset:
+    """Plain numpy string labels, float bounds, int seeds/iterates, dims in the schema's order."""
+    fixed = {}
+    for dim in ("algo", "task", "mode"):
+        fixed[dim] = as_str_array(ds[dim].values)
+    fixed["bound"] = np.asarray(ds["bound"].values, dtype=np.float64)
+    for dim in ("seed", "iterate", "episode"):
+        if dim in ds.coords:
+            fixed[dim] = np.asarray(ds[dim].values, dtype=np.int64)
+    ds = ds.assign_coords(fixed)
+    if "synthetic" in ds.attrs:
+        ds.attrs["synthetic"] = as_bool(ds.attrs["synthetic"])
+    for name in ("reward", "cost"):
+        if ds[name].dims != DIMS:
+            ds[name] = ds[name].transpose(*DIMS)
+    return ds
+
+
+def structure_problems(ds: xr.Dataset) -> list[str]:
+    """Contract violations visible without reading data: dims, variables, dtypes, labels."""
+    problems = []
+    for dim in DIMS:
+        if dim not in ds.dims:
+            problems.append(f"dimension '{dim}' is missing (a cube needs {', '.join(DIMS)})")
+    for name in EPISODE_VARS:
+        if name not in ds.data_vars:
+            problems.append(f"variable '{name}' is missing (it must span all seven dimensions)")
+            continue
+        var = ds[name]
+        if set(var.dims) != set(DIMS):
+            problems.append(f"variable '{name}' has dims {var.dims}, expected all of {DIMS}")
+        if var.dtype.kind != "f":
+            problems.append(f"variable '{name}' has dtype {var.dtype}, expected a float type (float32)")
+    for dim, kind in DIM_KINDS.items():
+        if dim not in ds.dims:
+            continue
+        if dim not in ds.coords:
+            if dim in RUN_DIMS or dim == "mode":
+                problems.append(f"dimension '{dim}' has no coordinate labels")
+            continue
+        values = np.asarray(ds[dim].values)
+        if not dim_kind_ok(kind, values.dtype):
+            problems.append(f"coordinate '{dim}' has dtype {values.dtype}, expected {kind} labels")
+            continue
+        problems.extend(label_problems(dim, values))
+    for name, var in ds.data_vars.items():
+        if name in EPISODE_VARS:
+            continue
+        if "episode" in var.dims or "mode" in var.dims:
+            continue  # extra episode-level variables are allowed
+        if not set(var.dims) <= set(ITERATE_DIMS):
+            problems.append(f"variable '{name}' has dims {var.dims}, not a subset of {ITERATE_DIMS}")
+    return problems
+
+
+def label_problems(dim: str, values: np.ndarray) -> list[str]:
+    problems = []
+    as_list = [str(v) for v in values.tolist()] if values.dtype.kind in "OUST" else values.tolist()
+    seen, dupes = set(), []
+    for v in as_list:
+        if v in seen and v not in dupes:
+            dupes.append(v)
+        seen.add(v)
+    if dupes:
+        problems.append(f"coordinate '{dim}' has duplicate labels {dupes[:3]}; each label must be unique")
+    if dim == "bound":
+        bad = values[~np.isfinite(values.astype(float)) | (values.astype(float) <= 0)]
+        if bad.size:
+            problems.append(f"bound {bad[0]} is not a finite number > 0 (d must be positive)")
+    if dim == "mode":
+        unknown = [m for m in as_list if m not in MODES]
+        if unknown:
+            problems.append(f"mode labels {unknown} are unknown; modes are {', '.join(MODES)}")
+    return problems

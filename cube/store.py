@@ -33,7 +33,10 @@ from cube.schema import (
     RUN_STATUS_NAMES,
     SCHEMA_VERSION,
     RunKey,
+    as_str_array,
     manifest_json,
+    normalise,
+    structure_problems,
 )
 
 PathLike = str | os.PathLike[str]
@@ -267,11 +270,6 @@ def _open_group(path: PathLike, mode: str = "r+") -> zarr.Group:
         if name not in group:
             raise CubeError(f"{path} lacks the array '{name}'; it is not a writable saferl cube")
     return group
-
-
-def as_str_array(values: Any) -> np.ndarray:
-    """Labels as a plain numpy unicode array (zarr 3 and xarray may hand back numpy StringDType)."""
-    return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
 
 
 def _read_coords(group: zarr.Group) -> dict[str, np.ndarray]:
@@ -547,8 +545,6 @@ def open_cube(
     ``reward``/``cost`` are required. Raises ``CubeError`` (one line) for a missing, corrupt or
     malformed store; value checks that need a pass over the data live in ``cube.validate``.
     """
-    from cube.validate import structure_problems
-
     if isinstance(source, xr.Dataset):
         ds = source
         where = "dataset"
@@ -560,7 +556,7 @@ def open_cube(
         if problems:
             more = f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)" if len(problems) > 1 else ""
             raise CubeError(f"{where} is not a valid saferl cube: {problems[0]}{more}")
-        ds = _normalise(ds)
+        ds = normalise(ds)
     if not isinstance(source, xr.Dataset):
         ds.encoding["saferl_source"] = str(source)  # lets ``ds.saferl`` reuse the store's cached statistics
     return ds
@@ -582,30 +578,6 @@ def _open_dataset(path: Path, chunks: dict[str, int]) -> xr.Dataset:
     except Exception as exc:  # backends raise many types for unreadable files
         reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise CubeError(f"cannot read {path} as a Zarr store or netCDF file ({reason}); is it corrupt?") from None
-
-
-def _as_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes")
-    return bool(np.asarray(value).item())
-
-
-def _normalise(ds: xr.Dataset) -> xr.Dataset:
-    """Plain numpy string labels, float bounds, int seeds/iterates, dims in the schema's order."""
-    fixed = {}
-    for dim in ("algo", "task", "mode"):
-        fixed[dim] = as_str_array(ds[dim].values)
-    fixed["bound"] = np.asarray(ds["bound"].values, dtype=np.float64)
-    for dim in ("seed", "iterate", "episode"):
-        if dim in ds.coords:
-            fixed[dim] = np.asarray(ds[dim].values, dtype=np.int64)
-    ds = ds.assign_coords(fixed)
-    if "synthetic" in ds.attrs:
-        ds.attrs["synthetic"] = _as_bool(ds.attrs["synthetic"])
-    for name in ("reward", "cost"):
-        if ds[name].dims != DIMS:
-            ds[name] = ds[name].transpose(*DIMS)
-    return ds
 
 
 def _netcdf_attr(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Checks of the cube contract: structure (cheap, on open) and values (one pass over the data)."""
+"""Checks of the cube contract: values (one pass over the data) after the structure check of `cube.schema`."""
 
 from __future__ import annotations
 
@@ -10,66 +10,8 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.schema import DIM_KINDS, DIMS, EPISODE_VARS, ITERATE_DIMS, MODES, RUN_DIMS, dim_kind_ok
-
-
-def structure_problems(ds: xr.Dataset) -> list[str]:
-    """Contract violations visible without reading data: dims, variables, dtypes, labels."""
-    problems = []
-    for dim in DIMS:
-        if dim not in ds.dims:
-            problems.append(f"dimension '{dim}' is missing (a cube needs {', '.join(DIMS)})")
-    for name in EPISODE_VARS:
-        if name not in ds.data_vars:
-            problems.append(f"variable '{name}' is missing (it must span all seven dimensions)")
-            continue
-        var = ds[name]
-        if set(var.dims) != set(DIMS):
-            problems.append(f"variable '{name}' has dims {var.dims}, expected all of {DIMS}")
-        if var.dtype.kind != "f":
-            problems.append(f"variable '{name}' has dtype {var.dtype}, expected a float type (float32)")
-    for dim, kind in DIM_KINDS.items():
-        if dim not in ds.dims:
-            continue
-        if dim not in ds.coords:
-            if dim in RUN_DIMS or dim == "mode":
-                problems.append(f"dimension '{dim}' has no coordinate labels")
-            continue
-        values = np.asarray(ds[dim].values)
-        if not dim_kind_ok(kind, values.dtype):
-            problems.append(f"coordinate '{dim}' has dtype {values.dtype}, expected {kind} labels")
-            continue
-        problems.extend(_label_problems(dim, values))
-    for name, var in ds.data_vars.items():
-        if name in EPISODE_VARS:
-            continue
-        if "episode" in var.dims or "mode" in var.dims:
-            continue  # extra episode-level variables are allowed
-        if not set(var.dims) <= set(ITERATE_DIMS):
-            problems.append(f"variable '{name}' has dims {var.dims}, not a subset of {ITERATE_DIMS}")
-    return problems
-
-
-def _label_problems(dim: str, values: np.ndarray) -> list[str]:
-    problems = []
-    as_list = [str(v) for v in values.tolist()] if values.dtype.kind in "OUST" else values.tolist()
-    seen, dupes = set(), []
-    for v in as_list:
-        if v in seen and v not in dupes:
-            dupes.append(v)
-        seen.add(v)
-    if dupes:
-        problems.append(f"coordinate '{dim}' has duplicate labels {dupes[:3]}; each label must be unique")
-    if dim == "bound":
-        bad = values[~np.isfinite(values.astype(float)) | (values.astype(float) <= 0)]
-        if bad.size:
-            problems.append(f"bound {bad[0]} is not a finite number > 0 (d must be positive)")
-    if dim == "mode":
-        unknown = [m for m in as_list if m not in MODES]
-        if unknown:
-            problems.append(f"mode labels {unknown} are unknown; modes are {', '.join(MODES)}")
-    return problems
-
+from cube.schema import RUN_DIMS, normalise, structure_problems
+from cube.store import open_cube
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "negative cost": lambda reward, cost: cost < 0,
@@ -121,8 +63,6 @@ def validate(source: str | Path | xr.Dataset, episode_counts: dict[str, int] | N
 
     ``episode_counts``, if given, receives the episodes per mode when the values were checked.
     """
-    from cube.store import open_cube
-
     try:
         ds = open_cube(source, check=False)
     except CubeError as exc:
@@ -130,6 +70,4 @@ def validate(source: str | Path | xr.Dataset, episode_counts: dict[str, int] | N
     problems = structure_problems(ds)
     if problems:
         return problems
-    from cube.store import _normalise
-
-    return value_problems(_normalise(ds), episode_counts)
+    return value_problems(normalise(ds), episode_counts)
