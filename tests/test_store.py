@@ -228,3 +228,72 @@ def test_bad_writes_are_refused_and_leave_store_unchanged(tiny_store: Path, kwar
 def test_unknown_iterate_variable_is_refused(tiny_store: Path, tiny_key: RunKey) -> None:
     with pytest.raises(CubeError, match="'entropy' is not in the store"):
         write_iterate_vars(tiny_store, tiny_key, 0, {"entropy": 1.0})
+
+
+RUN_ARRAYS = ("reward", "cost", "env_steps", "multiplier", "run_status", "run_manifest")
+
+
+def _run_index(path: Path, key: RunKey) -> tuple[int, ...]:
+    ds = open_cube(path)
+    return tuple(int(np.flatnonzero(ds[d].values == v)[0]) for d, v in key.as_dict().items())
+
+
+def test_every_array_holds_one_run_per_chunk(tiny_store: Path) -> None:
+    """The layout that makes writers of different runs safe: chunk length 1 on every run dim and the
+    whole run (all iterates, episodes, modes) in that one chunk; kept when the grid grows."""
+    import zarr
+
+    for when in ("created", "extended"):
+        group = zarr.open_group(tiny_store, mode="r")
+        for name in RUN_ARRAYS:
+            arr = group[name]
+            assert arr.chunks[:4] == (1, 1, 1, 1), (when, name, arr.chunks)
+            assert arr.chunks[4:] == arr.shape[4:], (when, name, arr.chunks, arr.shape)
+        extend_store(tiny_store, algos=["p3o"], seeds=[7])
+
+
+def test_writing_one_run_touches_only_its_own_chunks(tiny_store: Path, tiny_key: RunKey) -> None:
+    writer = CubeWriter(tiny_store)
+    for it in range(TINY_GRID["n_iterates"]):
+        writer.write_episodes(tiny_key, "train", it, np.ones(6), np.ones(6))
+        writer.write_iterate_vars(tiny_key, it, {"env_steps": 10.0 * it, "multiplier": 0.5})
+    writer.write_episodes(tiny_key, "greedy", 3, np.ones(4), np.ones(4))
+    writer.set_run_manifest(tiny_key, status="complete", manifest={"x": 1})
+    index = _run_index(tiny_store, tiny_key)
+    for name in RUN_ARRAYS:
+        files = sorted(p.relative_to(tiny_store / name / "c") for p in (tiny_store / name / "c").rglob("*")
+                       if p.is_file())
+        assert len(files) == 1, (name, files)  # one chunk for the whole run
+        assert tuple(int(x) for x in files[0].parts[:4]) == index, (name, files[0])
+
+
+def _write_neighbours_in_process(path: str, seeds: list[int], start: object, rounds: int) -> None:
+    writer = CubeWriter(path)
+    start.wait()  # type: ignore[attr-defined]  # both processes write at the same moments
+    for r in range(rounds):
+        for it in range(TINY_GRID["n_iterates"]):
+            for seed in seeds:
+                key = RunKey("ppo", "goal", 15.0, seed)
+                value = seed * 1000 + it * 10 + r
+                writer.write_episodes(key, "train", it, np.full(6, value), np.full(6, value))
+                writer.write_iterate_vars(key, it, {"env_steps": float(value)})
+
+
+def test_processes_writing_neighbouring_runs_lose_nothing(tiny_store: Path) -> None:
+    """Two processes write runs that sit next to each other in the grid (even and odd seeds), iterate
+    by iterate and at the same moments: if neighbouring runs shared a chunk, read-modify-write races
+    would lose values here."""
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(2)
+    rounds = 12
+    procs = [ctx.Process(target=_write_neighbours_in_process, args=(str(tiny_store), seeds, start, rounds))
+             for seeds in ([0, 2], [1])]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    ds = open_cube(tiny_store).sel(algo="ppo", task="goal", bound=15.0, mode="train").compute()
+    expected = ds.seed * 1000 + ds.iterate * 10 + rounds - 1
+    np.testing.assert_array_equal(ds.cost.isel(episode=0).values, expected.transpose("seed", "iterate").values)
+    np.testing.assert_array_equal(ds.env_steps.values, expected.transpose("seed", "iterate").values)
