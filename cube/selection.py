@@ -8,6 +8,7 @@ them, under one policy (comma lists; inclusive ranges LO-HI or LO:HI; a value gi
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -171,3 +172,18 @@ def parse_selection(
         seeds=parse_ints(seeds, "seeds") if seeds is not None else None,
         iterates=parse_iterates(iterates) if iterates is not None else None,
     )
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """The selection flags shared by every command that analyses a cube (report, plot, ...)."""
+    parser.add_argument("--algos", "--algo", dest="algos", help="comma-separated algorithms (default all)")
+    parser.add_argument("--tasks", "--task", dest="tasks", help="comma-separated tasks (default all)")
+    parser.add_argument("--bounds", "--bound", dest="bounds", help="comma-separated safety bounds (default all)")
+    parser.add_argument("--seeds", "--seed", dest="seeds", help="seeds, e.g. 0-9 or 0,3,5 (default all)")
+    parser.add_argument("--iterates",
+                        help="training iterates: J (policy pi_J) or LO:HI / LO-HI inclusive (default all)")
+
+
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    """The Selection named by the flags of `add_selection_arguments`."""
+    return parse_selection(args.algos, args.tasks, args.bounds, args.seeds, args.iterates)
