@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from cube.errors import CubeError
 
@@ -159,24 +160,51 @@ def build_parser(plugins: Sequence[EntryPoint] | None = None) -> argparse.Argume
     return parser
 
 
+def error_line(exc: BaseException) -> str:
+    """One line for a failure of a command: what went wrong, with which path, and what to do.
+
+    CubeError already carries such a line; OS errors (permissions, a full disk, a missing folder) name
+    the path and the remedy; anything else becomes its type and first line, so no traceback reaches the
+    user (set SAFERL_DEBUG=1 to see it)."""
+    if isinstance(exc, CubeError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        what = exc.strerror or str(exc) or type(exc).__name__
+        remedy = {28: "free some space and run the command again",
+                  13: "check the permissions of the path or choose another one",
+                  30: "the file system is read-only: choose another path"}.get(exc.errno or 0,
+                                                                                "check the path and try again")
+        return f"{where}{what}; {remedy}"
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return f"unexpected {type(exc).__name__}: {first} (run with SAFERL_DEBUG=1 for the traceback)"
+
+
+def print_error(exc: BaseException) -> None:
+    """`error: <one line>` on stderr, the message printed literally (no rich markup in user text)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``saferl`` console script."""
+    """Entry point of the ``saferl`` console script: the one error boundary of every subcommand."""
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     warnings.filterwarnings("ignore", module="zarr")
     try:
         parser = build_parser()
     except CubeError as exc:
-        err_console.print(f"error: {exc}", highlight=False, markup=False)
+        print_error(exc)
         return 2
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except CubeError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        return 2
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
+    except Exception as exc:  # the boundary: one line, never a traceback (unless asked for)
+        if os.environ.get("SAFERL_DEBUG"):
+            raise
+        print_error(exc)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""The one error boundary of `saferl`: every failure is one `error:` line and exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import errno
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from cube.cli import error_line, main
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    lines = [line for line in err if line.startswith("error:")]
+    assert len(lines) == 1, err
+    assert not any("Traceback" in line for line in err)
+    return lines[0]
+
+
+def test_user_text_is_printed_literally_not_as_markup(capsys: pytest.CaptureFixture[str], small_demo_cube: Path,
+                                                      tmp_path: Path) -> None:
+    """rich must not swallow '[/x]' or '[/b]' in labels and paths given by the user."""
+    assert main(["report", str(small_demo_cube), "--algo", "[/x]", "--boot", "10"]) == 2
+    assert "unknown algo [/x]" in _one_error_line(capsys)
+    missing = tmp_path / "x[/b].zarr"
+    assert main(["validate", str(missing)]) in (1, 2)
+    assert "x[/b].zarr" in capsys.readouterr().err
+
+
+def test_os_errors_name_the_path_and_the_remedy(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    assert main(["demo", str(blocker / "demo.zarr"), "--seeds", "1", "--iterates", "2"]) == 2
+    line = _one_error_line(capsys)
+    assert str(blocker) in line
+
+
+@pytest.mark.parametrize(("code", "remedy"), [(errno.ENOSPC, "free some space"), (errno.EACCES, "permissions"),
+                                              (errno.ENOENT, "check the path")])
+def test_error_line_for_os_errors(code: int, remedy: str) -> None:
+    line = error_line(OSError(code, "boom", "/some/store.zarr"))
+    assert line.startswith("/some/store.zarr: boom; ") and remedy in line
+
+
+def register_exploding(sub) -> None:
+    """A command plugin whose command fails with an unexpected exception."""
+
+    def explode(args: object) -> int:
+        raise RuntimeError("first line\nsecond line")
+
+    sub.add_parser("explode").set_defaults(func=explode)
+
+
+def test_unexpected_errors_are_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import cube.cli
+
+    plugin = EntryPoint("explode", f"{__name__}:register_exploding", cube.cli.COMMAND_GROUP)
+    monkeypatch.setattr(cube.cli, "command_plugins", lambda: [plugin])
+    assert main(["explode"]) == 2
+    line = _one_error_line(capsys)
+    assert "RuntimeError: first line" in line and "second line" not in line
+    monkeypatch.setenv("SAFERL_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        main(["explode"])
