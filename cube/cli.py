@@ -156,7 +156,7 @@ def build_parser(plugins: Sequence[EntryPoint] | None = None) -> argparse.Argume
             ep.load()(sub)
         except Exception as exc:  # a broken plugin must not take the other commands down
             err_console.print(f"warning: saferl command plugin {ep.name!r} ({ep.value}) could not be loaded: "
-                              f"{type(exc).__name__}: {exc}", highlight=False, markup=False)
+                              f"{type(exc).__name__}: {exc}", highlight=False, markup=False, soft_wrap=True)
     return parser
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.schema import RUN_DIMS, normalise, structure_problems
+from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
 from cube.store import open_cube
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
@@ -31,11 +31,12 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
     """
     cost, reward = ds["cost"], ds["reward"]
     checks = {what: mask(reward, cost).sum() for what, mask in _BAD_VALUES.items()}
-    per_mode = cost.notnull().sum(dim=[d for d in cost.dims if d != "mode"])
+    per_run_mode = cost.notnull().sum(dim=["iterate", "episode"])  # (run dims..., mode), same pass
     try:
-        counts, modes = dask.compute({k: v.data for k, v in checks.items()}, per_mode.data)
+        counts, per_run_mode = dask.compute({k: v.data for k, v in checks.items()}, per_run_mode)
     except Exception as exc:  # codecs raise many types for damaged chunks
         return [f"the stored data are corrupt or unreadable ({type(exc).__name__}: {str(exc)[:80]}); restore from a copy"]
+    modes = per_run_mode.sum(RUN_DIMS).transpose("mode").values
     if episode_counts is not None:
         episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(modes), strict=True)})
     problems = []
@@ -43,7 +44,25 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
         if int(count):
             example = _first_run_with(ds, _BAD_VALUES[what](reward, cost))
             problems.append(f"{int(count)} episode(s) with {what} (first in run {example}); fix or drop them")
-    if int(np.sum(modes)) == 0:
+    problems.extend(_status_problems(ds, per_run_mode.sum("mode"), int(np.sum(modes))))
+    return problems
+
+
+def _status_problems(ds: xr.Dataset, per_run: xr.DataArray, total: int) -> list[str]:
+    """What the recorded run status contradicts: a run marked complete without a single episode; a cube
+    with no episodes at all, unless its runs are still pending or partial (training has not written yet).
+    per_run: episodes per run (run dims)."""
+    if "run_status" not in ds:
+        return [] if total else ["the cube holds no episodes at all (every reward/cost is NaN)"]
+    status = ds["run_status"].transpose(*RUN_DIMS).values
+    per_run = per_run.transpose(*RUN_DIMS).values
+    empty_complete = np.argwhere((status == RUN_STATUS["complete"]) & (per_run == 0))
+    problems = []
+    if len(empty_complete):
+        first = "/".join(str(ds[d].values[i]) for d, i in zip(RUN_DIMS, empty_complete[0], strict=True))
+        problems.append(f"{len(empty_complete)} run(s) marked complete hold no episodes (first: {first}); "
+                        "rerun them or mark them pending")
+    elif total == 0 and not (status != RUN_STATUS["complete"]).any():
         problems.append("the cube holds no episodes at all (every reward/cost is NaN)")
     return problems
 

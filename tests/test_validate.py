@@ -130,3 +130,31 @@ def test_store_missing_a_variable_array(tmp_path: Path) -> None:
     group = zarr.open_group(path)
     assert "reward" not in group
     assert any("'reward' is missing" in p for p in validate(path))
+
+
+def test_run_marked_complete_without_episodes_is_a_problem(tiny_store: Path, tiny_key) -> None:
+    from cube import set_run_manifest, write_episodes
+
+    other = type(tiny_key)("ppo", "goal", 15.0, 0)
+    write_episodes(tiny_store, other, "train", 0, [1.0], [2.0])
+    set_run_manifest(tiny_store, other, status="complete")
+    assert validate(tiny_store) == []
+    set_run_manifest(tiny_store, tiny_key, status="complete")  # no episode was ever written for it
+    problems = validate(tiny_store)
+    assert len(problems) == 1 and "1 run(s) marked complete hold no episodes (first: ppo_lag/circle/25.0/1)" in problems[0]
+
+
+def test_fresh_training_store_without_episodes_yet_is_valid(tiny_store: Path, tiny_key) -> None:
+    """A sweep whose first iterate is still compiling: runs pending or partial, no episodes yet."""
+    from cube import set_run_manifest
+
+    assert validate(tiny_store) == []  # every run pending
+    set_run_manifest(tiny_store, tiny_key, status="partial")
+    assert validate(tiny_store) == []
+
+
+def test_cube_without_status_and_without_episodes_is_invalid(tmp_path: Path) -> None:
+    shape = (1, 1, 2, 2, 2, 3, 2)
+    path = _foreign(tmp_path, data={"reward": np.full(shape, np.nan, np.float32),
+                                    "cost": np.full(shape, np.nan, np.float32)})
+    assert validate(path) == ["the cube holds no episodes at all (every reward/cost is NaN)"]
