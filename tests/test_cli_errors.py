@@ -64,3 +64,43 @@ def test_unexpected_errors_are_one_line(capsys: pytest.CaptureFixture[str], monk
     monkeypatch.setenv("SAFERL_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["explode"])
+
+
+DEMO_ARGS = ["--seeds", "1", "--iterates", "2", "--episodes", "4", "--eval-episodes", "3"]
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_demo_force_refuses_a_plain_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("precious")
+    assert main(["demo", str(target), "--force", *DEMO_ARGS]) == 2
+    assert "not a Zarr store" in _one_error_line(capsys)
+    assert target.read_text() == "precious"
+
+
+def test_demo_force_failure_keeps_the_old_store(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk while writing the new store leaves the old one byte-identical and nothing half-written."""
+    import cube.demo
+
+    target = tmp_path / "demo.zarr"
+    assert main(["demo", str(target), *DEMO_ARGS]) == 0
+    before = _tree(target)
+    real = cube.demo.make_demo_cube
+
+    def disk_fills_up(path, **kwargs):
+        real(path, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(cube.demo, "make_demo_cube", disk_fills_up)
+    assert main(["demo", str(target), "--force", "--seed", "1", *DEMO_ARGS]) == 2
+    assert "No space left on device; free some space" in _one_error_line(capsys)
+    assert _tree(target) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.zarr"]  # no staging folder left
+    monkeypatch.setattr(cube.demo, "make_demo_cube", real)
+    assert main(["demo", str(target), "--force", "--seed", "1", *DEMO_ARGS]) == 0
+    assert _tree(target) != before  # replaced on success
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.zarr"]
