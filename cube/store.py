@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 import zarr
+from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from cube.errors import CubeError
 from cube.schema import (
@@ -40,6 +41,10 @@ from cube.schema import (
 )
 
 PathLike = str | os.PathLike[str]
+
+# Every chunk is zstd-compressed (zarr's default) and then carries a CRC-32C checksum, so a flipped bit
+# in a stored chunk fails loudly on read instead of giving plausible wrong numbers.
+CHUNK_COMPRESSORS = (ZstdCodec(level=0, checksum=False), Crc32cCodec())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -84,10 +89,10 @@ def _now() -> str:
 
 def _create_coord(group: zarr.Group, dim: str, values: np.ndarray) -> None:
     if values.dtype == object or values.dtype.kind in "US":
-        arr = group.create_array(dim, shape=values.shape, dtype=str, fill_value="", dimension_names=(dim,))
+        arr = group.create_array(dim, shape=values.shape, dtype=str, fill_value="", dimension_names=(dim,), compressors=CHUNK_COMPRESSORS)
         arr[:] = values.astype(str)
     else:
-        arr = group.create_array(dim, shape=values.shape, dtype=values.dtype, dimension_names=(dim,))
+        arr = group.create_array(dim, shape=values.shape, dtype=values.dtype, dimension_names=(dim,), compressors=CHUNK_COMPRESSORS)
         arr[:] = values
 
 
@@ -182,6 +187,7 @@ def _build_store(
             dtype="float32",
             fill_value=np.nan,
             dimension_names=DIMS,
+            compressors=CHUNK_COMPRESSORS,
         )
         arr.attrs["long_name"] = units
     for name in iterate_vars:
@@ -192,14 +198,17 @@ def _build_store(
             dtype="float64",
             fill_value=np.nan,
             dimension_names=(*RUN_DIMS, "iterate"),
+            compressors=CHUNK_COMPRESSORS,
         )
     status = group.create_array(
-        "run_status", shape=run_shape, chunks=one_run, dtype="int8", fill_value=0, dimension_names=RUN_DIMS
+        "run_status", shape=run_shape, chunks=one_run, dtype="int8", fill_value=0, dimension_names=RUN_DIMS,
+        compressors=CHUNK_COMPRESSORS,
     )
     status.attrs["flag_meanings"] = " ".join(RUN_STATUS)
     status.attrs["flag_values"] = list(RUN_STATUS.values())
     group.create_array(
-        "run_manifest", shape=run_shape, chunks=one_run, dtype=str, fill_value="", dimension_names=RUN_DIMS
+        "run_manifest", shape=run_shape, chunks=one_run, dtype=str, fill_value="", dimension_names=RUN_DIMS,
+        compressors=CHUNK_COMPRESSORS,
     )
 
 
@@ -431,6 +440,22 @@ class CubeWriter:
         body.setdefault("run", key.as_dict())
         self._array("run_manifest")[index] = manifest_json(body)
         self._array("run_status")[index] = RUN_STATUS[status]
+
+    def run_status(self, key: RunKey) -> str:
+        """A run's stored status (``pending``/``partial``/``complete``), read from its own chunk only."""
+        if "run_status" not in self.group:
+            return "pending"
+        return RUN_STATUS_NAMES.get(int(self._array("run_status")[_run_index(self.coords, key)]), "pending")
+
+    def run_manifest(self, key: RunKey) -> dict[str, Any]:
+        """A run's stored manifest fields (without ``status`` and ``run``), read from its own chunk only."""
+        if "run_manifest" not in self.group:
+            return {}
+        text = str(self._array("run_manifest")[_run_index(self.coords, key)])
+        body = json.loads(text) if text else {}
+        body.pop("status", None)
+        body.pop("run", None)
+        return body
 
 
 def write_episodes(

@@ -35,7 +35,9 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
     try:
         counts, per_run_mode = dask.compute({k: v.data for k, v in checks.items()}, per_run_mode)
     except Exception as exc:  # codecs raise many types for damaged chunks
-        return [f"the stored data are corrupt or unreadable ({type(exc).__name__}: {str(exc)[:80]}); restore from a copy"]
+        where = unreadable_chunk(ds.encoding.get("saferl_source"))
+        return [f"the stored data are corrupt or unreadable ({where or type(exc).__name__ + ': ' + str(exc)[:80]}); "
+                "restore that run from a copy or rerun it"]
     modes = per_run_mode.sum(RUN_DIMS).transpose("mode").values
     if episode_counts is not None:
         episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(modes), strict=True)})
@@ -46,6 +48,29 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
             problems.append(f"{int(count)} episode(s) with {what} (first in run {example}); fix or drop them")
     problems.extend(_status_problems(ds, per_run_mode.sum("mode"), int(np.sum(modes))))
     return problems
+
+
+def unreadable_chunk(source: str | Path | None) -> str | None:
+    """Name the first chunk of a Zarr store that cannot be read (checksum mismatch, bad compression):
+    'chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/15.0/2 (Crc32c...)'; None if every chunk reads or the
+    source is not a Zarr directory. Reads the store chunk by chunk: for error messages, not hot paths."""
+    import zarr
+
+    if source is None or not (Path(source) / "zarr.json").exists():
+        return None
+    group = zarr.open_group(str(source), mode="r")
+    labels = {d: group[d][:] for d in RUN_DIMS}
+    for name, arr in group.arrays():
+        if arr.ndim < len(RUN_DIMS) or tuple(arr.metadata.dimension_names or ())[:4] != RUN_DIMS:
+            continue
+        for index in np.ndindex(*arr.shape[: len(RUN_DIMS)]):
+            try:
+                arr[index]
+            except Exception as exc:  # noqa: BLE001 - any decode failure is what we are looking for
+                chunk = "/".join(["c", *map(str, index), *["0"] * (arr.ndim - len(RUN_DIMS))])
+                run = "/".join(str(labels[d][i]) for d, i in zip(RUN_DIMS, index, strict=True))
+                return f"chunk {name}/{chunk} of run {run}: {type(exc).__name__}: {str(exc)[:60]}"
+    return None
 
 
 def _status_problems(ds: xr.Dataset, per_run: xr.DataArray, total: int) -> list[str]:

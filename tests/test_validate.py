@@ -158,3 +158,26 @@ def test_cube_without_status_and_without_episodes_is_invalid(tmp_path: Path) -> 
     path = _foreign(tmp_path, data={"reward": np.full(shape, np.nan, np.float32),
                                     "cost": np.full(shape, np.nan, np.float32)})
     assert validate(path) == ["the cube holds no episodes at all (every reward/cost is NaN)"]
+
+
+def test_bit_flip_in_a_chunk_is_detected_and_named(tiny_store: Path, tiny_key) -> None:
+    """Chunks carry a CRC-32C checksum: a single flipped bit is an error naming the chunk and the run,
+    never plausible wrong numbers."""
+    from cube import write_episodes
+
+    write_episodes(tiny_store, tiny_key, "train", 0, np.arange(6.0), np.arange(6.0) + 1)
+    assert validate(tiny_store) == []
+    chunks = [p for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()]
+    assert len(chunks) == 1
+    data = bytearray(chunks[0].read_bytes())
+    flipped = []
+    for bit in (3, len(data) * 4, len(data) * 8 - 20):  # header, middle, near the checksum
+        copy = bytearray(data)
+        copy[bit // 8] ^= 1 << (bit % 8)
+        chunks[0].write_bytes(bytes(copy))
+        problems = validate(tiny_store)
+        flipped.append(problems)
+        assert len(problems) == 1, problems
+        assert "chunk cost/c/1/1/1/1/0/0/0 of run ppo_lag/circle/25.0/1" in problems[0]
+    chunks[0].write_bytes(bytes(data))
+    assert validate(tiny_store) == []
