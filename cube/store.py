@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,11 @@ PathLike = str | os.PathLike[str]
 # Every chunk is zstd-compressed (zarr's default) and then carries a CRC-32C checksum, so a flipped bit
 # in a stored chunk fails loudly on read instead of giving plausible wrong numbers.
 CHUNK_COMPRESSORS = (ZstdCodec(level=0, checksum=False), Crc32cCodec())
+
+# Per run, a sequence number (a seqlock): odd while a writer is between its reward and cost chunk writes,
+# bumped again when both are written. A reader that sees it change or odd around its read of a run reads
+# that run again, so nobody ever sees the rewards of an iterate without its costs.
+WRITE_SEQ = "write_seq"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -210,6 +216,11 @@ def _build_store(
         "run_manifest", shape=run_shape, chunks=one_run, dtype=str, fill_value="", dimension_names=RUN_DIMS,
         compressors=CHUNK_COMPRESSORS,
     )
+    seq = group.create_array(
+        WRITE_SEQ, shape=run_shape, chunks=one_run, dtype="int64", fill_value=0, dimension_names=RUN_DIMS,
+        compressors=CHUNK_COMPRESSORS,
+    )
+    seq.attrs["long_name"] = "episode writes of the run so far, x2; odd while a write is in progress"
 
 
 def _check_same_grid(
@@ -379,10 +390,25 @@ class CubeWriter:
             raise CubeError(f"{where}: iterates {iterate}..{iterate + k - 1} outside the grid's 0..{n_iter - 1}")
         if n > n_eps:
             raise CubeError(f"{where}: {n} episodes do not fit the store's {n_eps} episode slots")
-        for name, values in (("reward", reward), ("cost", cost)):
-            block = np.full((k, n_eps), np.nan, dtype=np.float32)
-            block[:, :n] = values
-            self._array(name)[(*index, slice(iterate, iterate + k), slice(None), m)] = block
+        with self._publishing(index):
+            for name, values in (("reward", reward), ("cost", cost)):
+                block = np.full((k, n_eps), np.nan, dtype=np.float32)
+                block[:, :n] = values
+                self._array(name)[(*index, slice(iterate, iterate + k), slice(None), m)] = block
+
+    @contextmanager
+    def _publishing(self, index: tuple[int, ...]) -> Iterator[None]:
+        """Bracket the chunk writes of one run by its write sequence (odd inside, even after)."""
+        if WRITE_SEQ not in self.group:  # stores written before the seqlock: nothing to bump
+            yield
+            return
+        seq = self._array(WRITE_SEQ)
+        start = int(seq[index])
+        seq[index] = start + 1 + start % 2  # odd: a write is in progress
+        try:
+            yield
+        finally:
+            seq[index] = start + 2 + start % 2
 
 
     def write_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
@@ -403,8 +429,9 @@ class CubeWriter:
         if not np.array_equal(present, ~np.isnan(reward)):
             raise CubeError(f"{where}: reward and cost disagree on which episodes exist (NaN in one only)")
         _check_episode_values(reward[present], cost[present], where)
-        self._array("reward")[index] = reward
-        self._array("cost")[index] = cost
+        with self._publishing(index):
+            self._array("reward")[index] = reward
+            self._array("cost")[index] = cost
 
 
     def write_iterate_vars(self, key: RunKey, iterate: int, values: dict[str, Any]) -> None:
@@ -500,6 +527,17 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+def read_write_seqs(source: PathLike | None) -> np.ndarray | None:
+    """Every run's write sequence (run dims; odd = a write in progress), read in one concurrent call;
+    None for stores without one (foreign cubes, netCDF, stores written before the seqlock)."""
+    if source is None or not (Path(source) / WRITE_SEQ / "zarr.json").exists():
+        return None
+    try:
+        return np.asarray(zarr.open_array(Path(source) / WRITE_SEQ, mode="r")[...])
+    except Exception:  # noqa: BLE001 - an unreadable sequence is reported by the data read it guards
+        return None
+
+
 # --------------------------------------------------------------------------------------------------
 # extending the grid
 
@@ -582,6 +620,7 @@ def open_cube(
             more = f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)" if len(problems) > 1 else ""
             raise CubeError(f"{where} is not a valid saferl cube: {problems[0]}{more}")
         ds = normalise(ds)
+    ds = ds.drop_vars(WRITE_SEQ, errors="ignore")  # the writers' seqlock, read by `read_write_seqs` only
     if not isinstance(source, xr.Dataset):
         ds.encoding["saferl_source"] = str(source)  # lets ``ds.saferl`` reuse the store's cached statistics
     return ds

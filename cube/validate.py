@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,43 +12,102 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
-from cube.store import open_cube
+from cube.store import WRITE_SEQ, open_cube, read_write_seqs
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "negative cost": lambda reward, cost: cost < 0,
     "infinite cost": lambda reward, cost: np.isinf(cost),
     "infinite reward": lambda reward, cost: np.isinf(reward),
-    "cost NaN where reward present": lambda reward, cost: cost.isnull() & reward.notnull(),
-    "reward NaN where cost present": lambda reward, cost: reward.isnull() & cost.notnull(),
+    "cost NaN where reward present": lambda reward, cost: np.isnan(cost) & ~np.isnan(reward),
+    "reward NaN where cost present": lambda reward, cost: np.isnan(reward) & ~np.isnan(cost),
 }
 """Masks of episodes a cube must not hold, by the words that name them in a problem line."""
+
+
+def _per_run_checks(ds: xr.Dataset) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """One dask pass: per run, the count of episodes of each bad kind ({what: (run dims)}) and the
+    episodes per mode ((run dims..., mode))."""
+    cost, reward = ds["cost"], ds["reward"]
+    inner = ["iterate", "episode", "mode"]
+    checks = {what: mask(reward, cost).sum(inner).transpose(*RUN_DIMS).data for what, mask in _BAD_VALUES.items()}
+    per_mode = cost.notnull().sum(["iterate", "episode"]).transpose(*RUN_DIMS, "mode").data
+    counts, per_mode = dask.compute(checks, per_mode)
+    return {k: np.asarray(v) for k, v in counts.items()}, np.asarray(per_mode)
+
+
+def _consistent_checks(ds: xr.Dataset, tries: int = 200) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """`_per_run_checks` as of a moment when no writer was inside a write: a run written while it was
+    read (its write sequence changed or is odd, see `cube.store.read_write_seqs`) is read again alone,
+    straight from its two chunks, so a reader never sees one variable of an iterate without the other."""
+    source = ds.encoding.get("saferl_source")
+    before = read_write_seqs(source) if source else None
+    counts, per_mode = _per_run_checks(ds)
+    if before is None:
+        return counts, per_mode
+    dirty = _dirty_runs(before, read_write_seqs(source))
+    if not dirty:
+        return counts, per_mode
+    import zarr
+
+    arrays = {name: zarr.open_array(Path(source) / name, mode="r") for name in ("reward", "cost", WRITE_SEQ)}
+    for index in dirty:
+        reward, cost = _read_run_when_still(arrays, index, tries)
+        for what, mask in _BAD_VALUES.items():
+            counts[what][index] = int(mask(reward, cost).sum())
+        per_mode[index] = (~np.isnan(cost)).sum(axis=(0, 1))
+    return counts, per_mode
+
+
+def _read_run_when_still(arrays: dict, index: tuple[int, ...], tries: int) -> tuple[np.ndarray, np.ndarray]:
+    """One run's reward and cost (iterate, episode, mode), read while its write sequence stood still and
+    even; a writer is inside a write for milliseconds, so a few short waits suffice."""
+    for attempt in range(tries):
+        seq = int(arrays[WRITE_SEQ][index])
+        reward, cost = arrays["reward"][index], arrays["cost"][index]
+        if seq % 2 == 0 and int(arrays[WRITE_SEQ][index]) == seq:
+            return reward, cost
+        time.sleep(0.001 * min(attempt + 1, 20))
+    raise CubeError("a run was being written during every read of it; stop its writer or try again")
+
+
+def _dirty_runs(before: np.ndarray, after: np.ndarray | None) -> list[tuple[int, ...]]:
+    """Runs whose write sequence moved between two reads or was odd (a write in progress)."""
+    if after is None or after.shape != before.shape:
+        return []
+    return [tuple(int(i) for i in ix) for ix in np.argwhere((before != after) | (before % 2 == 1))]
 
 
 def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None) -> list[str]:
     """Contract violations in the values (one dask pass over reward and cost).
 
     If ``episode_counts`` is given it is filled with the number of episodes per mode, counted in the
-    same pass (so a summary need not read the data again).
+    same pass (so a summary need not read the data again). Runs being written during the pass are read
+    again once their writer has finished the iterate (see `_consistent_checks`).
     """
-    cost, reward = ds["cost"], ds["reward"]
-    checks = {what: mask(reward, cost).sum() for what, mask in _BAD_VALUES.items()}
-    per_run_mode = cost.notnull().sum(dim=["iterate", "episode"])  # (run dims..., mode), same pass
     try:
-        counts, per_run_mode = dask.compute({k: v.data for k, v in checks.items()}, per_run_mode)
+        counts, per_run_mode = _consistent_checks(ds)
+    except CubeError:
+        raise
     except Exception as exc:  # codecs raise many types for damaged chunks
         where = unreadable_chunk(ds.encoding.get("saferl_source"))
         return [f"the stored data are corrupt or unreadable ({where or type(exc).__name__ + ': ' + str(exc)[:80]}); "
                 "restore that run from a copy or rerun it"]
-    modes = per_run_mode.sum(RUN_DIMS).transpose("mode").values
+    modes = per_run_mode.reshape(-1, per_run_mode.shape[-1]).sum(0)
     if episode_counts is not None:
-        episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(modes), strict=True)})
+        episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, modes, strict=True)})
     problems = []
-    for what, count in counts.items():
-        if int(count):
-            example = _first_run_with(ds, _BAD_VALUES[what](reward, cost))
-            problems.append(f"{int(count)} episode(s) with {what} (first in run {example}); fix or drop them")
-    problems.extend(_status_problems(ds, per_run_mode.sum("mode"), int(np.sum(modes))))
+    for what, per_run in counts.items():
+        if int(per_run.sum()):
+            problems.append(f"{int(per_run.sum())} episode(s) with {what} (first in run {_run_label(ds, per_run)}); "
+                            "fix or drop them")
+    problems.extend(_status_problems(ds, per_run_mode.sum(-1), int(modes.sum())))
     return problems
+
+
+def _run_label(ds: xr.Dataset, per_run: np.ndarray) -> str:
+    """Labels "algo/task/bound/seed" of the first run where ``per_run`` (run dims) is non-zero."""
+    first = np.argwhere(per_run)[0]
+    return "/".join(str(ds[d].values[i]) for d, i in zip(RUN_DIMS, first, strict=True))
 
 
 def unreadable_chunk(source: str | Path | None) -> str | None:
@@ -73,33 +133,17 @@ def unreadable_chunk(source: str | Path | None) -> str | None:
     return None
 
 
-def _status_problems(ds: xr.Dataset, per_run: xr.DataArray, total: int) -> list[str]:
+def _status_problems(ds: xr.Dataset, per_run: np.ndarray, total: int) -> list[str]:
     """What the recorded run status contradicts: a run marked complete without a single episode; a cube
     with no episodes at all, unless its runs are still pending or partial (training has not written yet).
     per_run: episodes per run (run dims)."""
     if "run_status" not in ds:
         return [] if total else ["the cube holds no episodes at all (every reward/cost is NaN)"]
-    status = ds["run_status"].transpose(*RUN_DIMS).values
-    per_run = per_run.transpose(*RUN_DIMS).values
-    empty_complete = np.argwhere((status == RUN_STATUS["complete"]) & (per_run == 0))
-    problems = []
-    if len(empty_complete):
-        first = "/".join(str(ds[d].values[i]) for d, i in zip(RUN_DIMS, empty_complete[0], strict=True))
-        problems.append(f"{len(empty_complete)} run(s) marked complete hold no episodes (first: {first}); "
-                        "rerun them or mark them pending")
-    elif total == 0 and not (status != RUN_STATUS["complete"]).any():
-        problems.append("the cube holds no episodes at all (every reward/cost is NaN)")
-    return problems
-
-
-def _first_run_with(ds: xr.Dataset, mask: xr.DataArray) -> str:
-    """Labels "algo/task/bound/seed" of the first run where ``mask`` holds."""
-    per_run = mask.any(dim=["iterate", "episode", "mode"]).compute()
-    where = np.argwhere(per_run.transpose(*RUN_DIMS).values)
-    if not len(where):
-        return "?"
-    labels = [str(ds[d].values[i]) for d, i in zip(RUN_DIMS, where[0], strict=True)]
-    return "/".join(labels)
+    empty_complete = (ds["run_status"].transpose(*RUN_DIMS).values == RUN_STATUS["complete"]) & (per_run == 0)
+    if not empty_complete.any():
+        return []
+    return [f"{int(empty_complete.sum())} run(s) marked complete hold no episodes (first: "
+            f"{_run_label(ds, empty_complete)}); rerun them or mark them pending"]
 
 
 def validate(source: str | Path | xr.Dataset, episode_counts: dict[str, int] | None = None) -> list[str]:

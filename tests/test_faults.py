@@ -1,0 +1,53 @@
+"""Fault injection: readers racing writers, corrupt chunks, hostile output paths (marker `faults`)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cube import CubeWriter, RunKey, create_store, validate
+
+pytestmark = pytest.mark.faults
+
+KEY = RunKey("ppo", "goal", 15.0, 0)
+
+
+def _write_forever(path: str, started: object, stop: object) -> None:
+    """Rewrite iterates of one run with a changing number of episodes, as fast as possible."""
+    writer = CubeWriter(path)
+    rng = np.random.default_rng(0)
+    started.set()  # type: ignore[attr-defined]
+    i = 0
+    while not stop.is_set():  # type: ignore[attr-defined]
+        n = int(rng.integers(1, 9))
+        reward = rng.normal(size=n)
+        writer.write_episodes(KEY, "train", i % 4, reward, np.abs(reward) + 1.0)
+        i += 1
+
+
+@pytest.fixture
+def busy_store(tmp_path: Path):
+    """A store with one run that another process rewrites continuously while the test reads."""
+    path = tmp_path / "busy.zarr"
+    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=4, n_episodes=8)
+    writer = CubeWriter(path)
+    for it in range(4):
+        writer.write_episodes(KEY, "train", it, np.ones(8), np.ones(8))
+    ctx = mp.get_context("spawn")
+    started, stop = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_write_forever, args=(str(path), started, stop))
+    proc.start()
+    assert started.wait(60)
+    yield path
+    stop.set()
+    proc.join(30)
+    assert proc.exitcode == 0
+
+
+def test_validate_never_sees_a_torn_iterate(busy_store: Path) -> None:
+    """200 validations while a writer rewrites iterates: never a spurious problem (rewards without costs)."""
+    for attempt in range(200):
+        assert validate(busy_store) == [], f"read {attempt}"
