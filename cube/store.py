@@ -26,6 +26,7 @@ import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
 from cube.errors import CubeError
+from cube.outputs import atomic_output
 from cube.schema import (
     DEFAULT_ITERATE_VARS,
     DIMS,
@@ -654,19 +655,13 @@ def _netcdf_attr(value: Any) -> Any:
 
 
 def export_netcdf(source: PathLike, out: PathLike) -> Path:
-    """Write the cube (all variables and attrs) to a netCDF4 file; returns the path written."""
+    """Write the cube (all variables and attrs) to a netCDF4 file; returns the path written.
+
+    Written beside `out` and renamed into place; a target that is not a regular file is refused."""
     ds = open_cube(source)
-    out = Path(out)
-    if out.exists() and out.is_dir():
-        raise CubeError(f"{out} is a directory; give a file name ending in .nc")
-    tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
     attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
     ds = ds.assign_attrs(attrs)
     encoding = {name: {"zlib": True, "complevel": 1} for name in ("reward", "cost")}
-    try:
+    with atomic_output(out) as tmp:
         ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return out
+    return Path(out)

@@ -51,3 +51,44 @@ def test_validate_never_sees_a_torn_iterate(busy_store: Path) -> None:
     """200 validations while a writer rewrites iterates: never a spurious problem (rewards without costs)."""
     for attempt in range(200):
         assert validate(busy_store) == [], f"read {attempt}"
+
+
+def _hostile_targets(tmp_path: Path) -> dict[str, Path]:
+    """A symlink to a precious file, a FIFO and a folder, in a temp dir (never /dev)."""
+    import os
+
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    link = tmp_path / "link.csv"
+    link.symlink_to(precious)
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    return {"symbolic link": link, "FIFO": fifo, "folder": folder}
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "FIFO", "folder"])
+def test_outputs_refuse_targets_that_are_not_regular_files(tmp_path: Path, kind: str, small_demo_cube: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from cube.cli import main
+
+    target = _hostile_targets(tmp_path)[kind]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["export", str(small_demo_cube), str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and f"is a {kind}" in err[0].replace("is an ", "is a ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing replaced, no temp file left
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_atomic_output_leaves_the_old_file_on_failure(tmp_path: Path) -> None:
+    from cube.outputs import atomic_output
+
+    target = tmp_path / "table.csv"
+    target.write_text("old")
+    with pytest.raises(OSError), atomic_output(target) as tmp:
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]

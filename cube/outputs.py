@@ -1,0 +1,62 @@
+"""Every file saferl writes for a user (tables, figures, netCDF, exports) goes through here.
+
+A target is written to a temporary file in the same folder and renamed over the target only when
+complete, so a failure (full disk, Ctrl-C) never leaves half a file; and a target that exists but is
+not a regular file (a symlink, a FIFO, a device such as /dev/stdout, a folder) is refused, never
+replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from cube.errors import CubeError
+
+
+def check_output_path(path: str | os.PathLike[str]) -> Path:
+    """The target as a Path; CubeError if it exists as anything but a regular file or its folder is missing."""
+    target = Path(path)
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
+                else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "not a regular file")
+        raise CubeError(f"{target} exists and is {kind}; refusing to replace it: give the path of a file")
+    if not target.parent.is_dir():
+        raise CubeError(f"the folder {target.parent} does not exist; create it or write elsewhere")
+    return target
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed."""
+    target = check_output_path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists() or tmp.is_symlink():
+            tmp.unlink()
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; returns the path written."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write `data` to `path` atomically; returns the path written."""
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
