@@ -272,8 +272,11 @@ def side_folder(path: PathLike) -> Path:
     meta = folder / "zarr.json"
     if not meta.exists():
         tmp = folder / f".zarr.json.{uuid.uuid4().hex[:8]}"
-        tmp.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
-        os.replace(tmp, meta)
+        try:
+            tmp.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+            os.replace(tmp, meta)
+        finally:
+            tmp.unlink(missing_ok=True)  # a full disk must not leave an empty temporary file behind
     return folder
 
 
