@@ -5,12 +5,14 @@ This package never imports jax or textual (enforced by a test).
 
 from cube import stats  # registers the ``ds.saferl`` accessor
 from cube.errors import CubeError
+from cube.recorder import Recorder
 from cube.schema import DIMS, MODES, RUN_DIMS, SCHEMA_VERSION, RunKey
 from cube.store import (
     CubeWriter,
     create_store,
     export_netcdf,
     extend_store,
+    grow_store,
     open_cube,
     read_manifests,
     set_run_manifest,
@@ -27,10 +29,12 @@ __all__ = [
     "SCHEMA_VERSION",
     "CubeError",
     "CubeWriter",
+    "Recorder",
     "RunKey",
     "create_store",
     "export_netcdf",
     "extend_store",
+    "grow_store",
     "open_cube",
     "read_manifests",
     "set_run_manifest",

@@ -116,6 +116,8 @@ def create_store(
     iterate_vars: Sequence[str] = DEFAULT_ITERATE_VARS,
     attrs: dict[str, Any] | None = None,
     exist_ok: bool = False,
+    chunk_iterates: int | None = None,
+    chunk_episodes: int | None = None,
 ) -> None:
     """Create an empty cube for a grid of runs (all values NaN, every run pending).
 
@@ -123,6 +125,10 @@ def create_store(
     (run, iterate, mode). With ``exist_ok`` an existing store with exactly this grid is accepted as is;
     a store of another grid or schema is refused. The store is built in a temporary folder and renamed
     into place, so a crash never leaves a half-created store at ``path``.
+
+    Chunks hold one run each; along iterates and episodes a chunk spans ``chunk_iterates`` x
+    ``chunk_episodes`` slots (default: all of them, one chunk per run). Smaller chunks suit stores that
+    grow while recorded (`cube.Recorder`): growing adds chunks and never rewrites one.
     """
     path = Path(path)
     labels = {
@@ -147,7 +153,8 @@ def create_store(
 
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
-        _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {})
+        chunk = (chunk_iterates or n_iterates, chunk_episodes or n_episodes)
+        _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {}, chunk)
         try:
             os.replace(tmp, path)
         except OSError:
@@ -168,6 +175,7 @@ def _build_store(
     modes: tuple[str, ...],
     iterate_vars: tuple[str, ...],
     attrs: dict[str, Any],
+    chunk: tuple[int, int],
 ) -> None:
     root_attrs = {
         "saferl_schema_version": SCHEMA_VERSION,
@@ -190,7 +198,7 @@ def _build_store(
         arr = group.create_array(
             name,
             shape=(*run_shape, n_iterates, n_episodes, len(modes)),
-            chunks=(*one_run, n_iterates, n_episodes, len(modes)),
+            chunks=(*one_run, *chunk, len(modes)),
             dtype="float32",
             fill_value=np.nan,
             dimension_names=DIMS,
@@ -198,15 +206,7 @@ def _build_store(
         )
         arr.attrs["long_name"] = units
     for name in iterate_vars:
-        group.create_array(
-            name,
-            shape=(*run_shape, n_iterates),
-            chunks=(*one_run, n_iterates),
-            dtype="float64",
-            fill_value=np.nan,
-            dimension_names=(*RUN_DIMS, "iterate"),
-            compressors=CHUNK_COMPRESSORS,
-        )
+        _create_iterate_var(group, name, (*run_shape, n_iterates), chunk[0])
     status = group.create_array(
         "run_status", shape=run_shape, chunks=one_run, dtype="int8", fill_value=0, dimension_names=RUN_DIMS,
         compressors=CHUNK_COMPRESSORS,
@@ -222,6 +222,19 @@ def _build_store(
         compressors=CHUNK_COMPRESSORS,
     )
     seq.attrs["long_name"] = "episode writes of the run so far, x2; odd while a write is in progress"
+
+
+def _create_iterate_var(group: zarr.Group, name: str, shape: tuple[int, ...], chunk_iterates: int) -> None:
+    """A per-iterate variable (run dims + iterate), NaN until written, one run per chunk."""
+    group.create_array(
+        name,
+        shape=shape,
+        chunks=(1, 1, 1, 1, chunk_iterates),
+        dtype="float64",
+        fill_value=np.nan,
+        dimension_names=(*RUN_DIMS, "iterate"),
+        compressors=CHUNK_COMPRESSORS,
+    )
 
 
 def _check_same_grid(
@@ -334,9 +347,10 @@ def _mode_index(coords: dict[str, np.ndarray], mode: str) -> int:
 def _check_episode_values(reward: np.ndarray, cost: np.ndarray, where: str) -> None:
     if reward.shape != cost.shape:
         raise CubeError(f"{where}: reward shape {reward.shape} != cost shape {cost.shape}")
-    if np.isnan(reward).any() or np.isnan(cost).any():
-        raise CubeError(f"{where}: NaN reward or cost in a written episode; pass only completed episodes")
-    if not (np.isfinite(reward).all() and np.isfinite(cost).all()):
+    if np.isnan(cost).any():
+        raise CubeError(f"{where}: NaN cost in a written episode; pass only completed episodes "
+                        "(a reward may be NaN where it is unknown)")
+    if np.isinf(reward).any() or np.isinf(cost).any():
         raise CubeError(f"{where}: infinite reward or cost; check the environment's outputs")
     if (cost < 0).any():
         raise CubeError(f"{where}: negative episode cost {cost.min():g}; costs must be >= 0")
@@ -351,6 +365,10 @@ class CubeWriter:
 
     def __init__(self, path: PathLike) -> None:
         self.path = Path(path)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Re-read the grid (labels, sizes, arrays): after this or another process grew the store."""
         self.group = _open_group(self.path)
         self.coords = _read_coords(self.group)
         self._arrays: dict[str, zarr.Array] = {}
@@ -396,9 +414,10 @@ class CubeWriter:
             raise CubeError(f"{where}: {n} episodes do not fit the store's {n_eps} episode slots")
         with self._publishing(index):
             for name, values in (("reward", reward), ("cost", cost)):
-                block = np.full((k, n_eps), np.nan, dtype=np.float32)
+                arr = self._array(name)  # its shape, not the labels read earlier: the store may have grown
+                block = np.full((k, max(arr.shape[-2], n)), np.nan, dtype=np.float32)
                 block[:, :n] = values
-                self._array(name)[(*index, slice(iterate, iterate + k), slice(None), m)] = block
+                arr[(*index, slice(iterate, iterate + k), slice(0, block.shape[1]), m)] = block
 
     @contextmanager
     def _publishing(self, index: tuple[int, ...]) -> Iterator[None]:
@@ -429,9 +448,9 @@ class CubeWriter:
         where = f"run {key}"
         if reward.shape != shape or cost.shape != shape:
             raise CubeError(f"{where}: arrays must have shape {shape} (iterate, episode, mode), got {reward.shape}")
-        present = ~np.isnan(cost)
-        if not np.array_equal(present, ~np.isnan(reward)):
-            raise CubeError(f"{where}: reward and cost disagree on which episodes exist (NaN in one only)")
+        present = ~np.isnan(cost)  # an episode exists where its cost does; its reward may be unknown (NaN)
+        if (~np.isnan(reward) & ~present).any():
+            raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
         _check_episode_values(reward[present], cost[present], where)
         with self._publishing(index):
             self._array("reward")[index] = reward
@@ -560,27 +579,74 @@ def extend_store(
     unchanged) and the new labels are appended to the coordinate. Do not run this while other
     processes are writing to the store. Returns the labels actually added per dimension.
     """
-    group = _open_group(path)
-    coords = _read_coords(group)
     wanted = {"algo": algos, "task": tasks, "bound": bounds, "seed": seeds}
+    cleaned = {dim: _clean_labels(dim, new) for dim, new in wanted.items() if len(new)}
     added: dict[str, list[Any]] = {}
-    for dim, new in wanted.items():
-        if not len(new):
-            continue
-        clean = _clean_labels(dim, new)
-        have = coords[dim]
-        if dim == "bound":
-            fresh = [v for v in clean if not np.isclose(have.astype(float), v, rtol=1e-12, atol=0).any()]
-        else:
-            have_str = set(have.astype(str).tolist())
-            fresh = [v for v in clean if str(v) not in have_str]
-        if fresh:
-            _grow_dim(group, dim, len(have), fresh)
-            added[dim] = [v.item() if hasattr(v, "item") else v for v in fresh]
+    with grid_lock(path):
+        group = _open_group(path)
+        coords = _read_coords(group)
+        for dim, clean in cleaned.items():
+            have = coords[dim]
+            if dim == "bound":
+                fresh = [v for v in clean if not np.isclose(have.astype(float), v, rtol=1e-12, atol=0).any()]
+            else:
+                have_str = set(have.astype(str).tolist())
+                fresh = [v for v in clean if str(v) not in have_str]
+            if fresh:
+                _grow_dim(group, dim, len(have), fresh)
+                added[dim] = [v.item() if hasattr(v, "item") else v for v in fresh]
     return added
 
 
+def grow_store(path: PathLike, *, n_iterates: int = 0, n_episodes: int = 0,
+               iterate_vars: Sequence[str] = ()) -> bool:
+    """Make room for at least `n_iterates` iterates and `n_episodes` episode slots, and add missing
+    per-iterate variables, without rewriting any chunk (arrays are resized; new slots are NaN).
+
+    Safe while other processes write and grow the same store (under the store's grid lock); writers
+    that hold a `CubeWriter` call `refresh()` afterwards. Returns whether anything changed."""
+    with grid_lock(path):
+        group = _open_group(path)
+        sizes = {d: group[d].shape[0] for d in ("iterate", "episode")}
+        changed = False
+        for dim, wanted in (("iterate", n_iterates), ("episode", n_episodes)):
+            if wanted > sizes[dim]:
+                _grow_dim(group, dim, sizes[dim], list(range(sizes[dim], wanted)))
+                sizes[dim] = wanted
+                changed = True
+        run_shape = tuple(group[d].shape[0] for d in RUN_DIMS)
+        chunk_iterates = group["cost"].chunks[len(RUN_DIMS)]
+        for name in iterate_vars:
+            check_iterate_var_name(name)
+            if name not in group:
+                _create_iterate_var(group, name, (*run_shape, sizes["iterate"]), chunk_iterates)
+                changed = True
+    return changed
+
+
+def check_iterate_var_name(name: str) -> None:
+    """CubeError if `name` cannot be a per-iterate variable (a dimension or one of the cube's own arrays)."""
+    if name in DIMS or name in ("reward", "cost", "run_status", "run_manifest", WRITE_SEQ) or not name.isidentifier():
+        raise CubeError(f"{name!r} is a reserved or invalid name; choose another name for a per-iterate variable")
+
+
+@contextmanager
+def grid_lock(path: PathLike) -> Iterator[None]:
+    """Hold the store's grid lock (an exclusive flock on `<store>/_locks/grid.lock`) while the grid's
+    labels or sizes change, so concurrent growers never lose each other's labels."""
+    import fcntl
+
+    folder = side_folder(Path(path) / "_locks")
+    with open(folder / "grid.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _grow_dim(group: zarr.Group, dim: str, old_size: int, fresh: list[Any]) -> None:
+    """Resize every array along `dim` by len(fresh) and append the labels `fresh` to its coordinate."""
     new_size = old_size + len(fresh)
     for name in group.array_keys():
         arr = group[name]

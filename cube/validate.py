@@ -19,7 +19,6 @@ _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "infinite cost": lambda reward, cost: np.isinf(cost),
     "infinite reward": lambda reward, cost: np.isinf(reward),
     "cost NaN where reward present": lambda reward, cost: np.isnan(cost) & ~np.isnan(reward),
-    "reward NaN where cost present": lambda reward, cost: np.isnan(reward) & ~np.isnan(cost),
 }
 """Masks of episodes a cube must not hold, by the words that name them in a problem line."""
 

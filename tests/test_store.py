@@ -210,7 +210,7 @@ def _snapshot(path: Path) -> dict[str, bytes]:
         ({"iterate": 4}, "outside the grid"),
         ({"cost": np.ones(7), "reward": np.ones(7)}, "do not fit"),
         ({"cost": np.array([1.0, -1.0]), "reward": np.ones(2)}, "negative episode cost"),
-        ({"cost": np.array([1.0, np.nan]), "reward": np.ones(2)}, "NaN reward or cost"),
+        ({"cost": np.array([1.0, np.nan]), "reward": np.ones(2)}, "NaN cost"),
         ({"cost": np.array([1.0, np.inf]), "reward": np.ones(2)}, "infinite"),
         ({"cost": np.ones(3), "reward": np.ones(2)}, "shape"),
     ],
