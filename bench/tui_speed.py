@@ -66,7 +66,7 @@ async def wait_until(pilot: Pilot, cond: Callable[[], bool], timeout: float = 60
 
 def summary_shown(screen: MainScreen, sel_check: Callable[[], bool]) -> Callable[[], bool]:
     def ok() -> bool:
-        return screen._shown.get("summary", (None, None))[1] == screen.selection and sel_check()
+        return screen.shown_selection("summary") == screen.selection and sel_check()
 
     return ok
 
@@ -116,7 +116,7 @@ async def drive(path: Path, boot: int) -> dict[str, float]:
                           ("1", "summary")):
             t1 = time.perf_counter()
             app.simulate_key(key)
-            t2 = await wait_until(pilot, lambda view=view: s._shown.get(view, (None, None))[1] == s.selection)
+            t2 = await wait_until(pilot, lambda view=view: s.shown_selection(view) == s.selection)
             out[f"view {view} (first time)" if view != "summary" else "back to summary (warm)"] = t2 - t1
     return out
 

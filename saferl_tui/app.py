@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import ClassVar
 
@@ -10,14 +10,17 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 
 from saferl_tui.commands import SaferlCommands
+from saferl_tui.messages import Exported
 from saferl_tui.model import CubeModel
-from saferl_tui.screens import MainScreen
-
-DemoBuilder = Callable[[str, Callable[[int, int], None]], object]
+from saferl_tui.screens import DemoBuilder, MainScreen
 
 
 class SaferlApp(App[None]):
-    """Keyboard-driven explorer of a saferl results cube."""
+    """Keyboard-driven explorer of a saferl results cube.
+
+    The app only starts the first :class:`MainScreen`, handing it what it needs, and records what the
+    screens report back (:class:`Exported` -> :attr:`last_export`).
+    """
 
     CSS_PATH = "saferl_tui.tcss"
     TITLE = "saferl-tui"
@@ -26,16 +29,20 @@ class SaferlApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
-    def __init__(self, path: str | Path, *, export_dir: str | Path | None = None, boot: int = 2000,
-                 rng_seed: int = 0, demo_builder: DemoBuilder | None = None) -> None:
+    def __init__(self, model: CubeModel, *, export_dir: Path, demo_builder: DemoBuilder | None = None,
+                 scheduler: str | None = None) -> None:
         super().__init__()
-        self.model = CubeModel(path, boot=boot, rng_seed=rng_seed)
-        self.export_dir = Path(export_dir) if export_dir is not None else Path.cwd()
-        self.demo_builder = demo_builder
+        self.model = model
+        self._first_screen = partial(MainScreen, model, export_dir=export_dir, demo_builder=demo_builder,
+                                     scheduler=scheduler)
         self.last_export: list[str] = []
+        """The files the last export (``e``) or screenshot (``s``) wrote."""
 
     def on_mount(self) -> None:
-        self.push_screen(MainScreen(self.model))
+        self.push_screen(self._first_screen())
+
+    def on_exported(self, msg: Exported) -> None:
+        self.last_export = list(msg.paths)
 
     @property
     def main_screen(self) -> MainScreen:
@@ -47,11 +54,15 @@ class SaferlApp(App[None]):
 
 
 def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: int = 2000, rng_seed: int = 0,
-              demo_builder: DemoBuilder | None = None) -> SaferlApp:
+              demo_builder: DemoBuilder | None = None, scheduler: str | None = None) -> SaferlApp:
     """Create the app for a cube ``path``.
 
     ``boot``/``rng_seed``: bootstrap replicates and seed for CIs (paper: 2000). ``export_dir``: where
     ``e`` and ``s`` write (default: the working directory). ``demo_builder(path, progress)``: called in
-    a worker to create the cube first when ``path`` does not exist (the bundled demo).
+    a worker to create the cube first when ``path`` does not exist (the bundled demo). ``scheduler``:
+    the address of the dask scheduler the caller runs the app under (see ``cube.cluster``), shown while
+    the cube loads; None for local threads.
     """
-    return SaferlApp(path, export_dir=export_dir, boot=boot, rng_seed=rng_seed, demo_builder=demo_builder)
+    model = CubeModel(path, boot=boot, rng_seed=rng_seed)
+    out = Path(export_dir) if export_dir is not None else Path.cwd()
+    return SaferlApp(model, export_dir=out, demo_builder=demo_builder, scheduler=scheduler)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from cube.cluster import scheduler_context
+from cube.cluster import resolve_address, scheduler_context
 from cube.errors import CubeError
 from saferl_tui.app import build_app
 
@@ -71,14 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         path, builder = demo_path(), build_demo
     else:
         path, builder = Path(args.path), None
-    app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed, demo_builder=builder)
     with ExitStack() as stack:
         try:
             stack.enter_context(scheduler_context(args.scheduler))
         except CubeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        app.run()
+        build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed, demo_builder=builder,
+                  scheduler=resolve_address(args.scheduler)).run()
     return 0
 
 

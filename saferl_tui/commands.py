@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from saferl_tui.model import SETTING_LABELS, SETTINGS
-from saferl_tui.panes import VIEW_CLASSES
+from cube.metrics import SETTING, SETTINGS
+from saferl_tui.views import VIEW_CLASSES
 
 if TYPE_CHECKING:
     from saferl_tui.screens import MainScreen
@@ -45,7 +45,7 @@ class SaferlCommands(Provider):
         if sel is None or info is None:
             return cmds
         for s in SETTINGS:
-            cmds.append((f"Setting: {SETTING_LABELS[s]}", partial(main.set_selection, replace(sel, setting=s)),
+            cmds.append((f"Setting: {SETTING[s].label}", partial(main.set_selection, replace(sel, setting=s)),
                          "key t cycles"))
         cmds.append(("Iterates: all", partial(main.set_selection, replace(sel, iterates=None)), "training iterates"))
         for a in (*info.algos, None):

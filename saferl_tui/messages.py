@@ -1,8 +1,9 @@
 """Typed messages that flow up the DOM (widgets -> screen -> app).
 
-Attributes flow down (the screen sets reactive attributes on the views); these messages flow up.
-Workers post :class:`CubeLoaded`, :class:`LoadFailed`, :class:`LoadProgress`, :class:`ViewReady` and
-:class:`ViewFailed` from their threads (``post_message`` is thread-safe).
+Attributes flow down (the app passes the export directory, the demo builder and the scheduler into the
+screen; the screen sets reactive attributes on the views); these messages flow up. Workers post
+:class:`CubeLoaded`, :class:`LoadFailed`, :class:`LoadProgress`, :class:`ViewReady` and :class:`ViewFailed`
+from their threads (``post_message`` is thread-safe); the screen posts :class:`Exported` to the app.
 """
 
 from __future__ import annotations
@@ -67,3 +68,10 @@ class ViewFailed(Message):
     view_id: str
     token: tuple
     error: str
+
+
+@dataclass
+class Exported(Message):
+    """The screen wrote files (``e``: the view's tables, ``s``: a screenshot); ``paths`` lists them."""
+
+    paths: tuple[str, ...]

@@ -19,13 +19,9 @@ import xarray as xr
 
 from cube import curves, stats, summary
 from cube.errors import CubeError
+from cube.metrics import SETTING, SETTINGS
 from cube.selection import Selection
 
-SETTINGS = ("train", "final_expl", "final_greedy")
-SETTING_LABELS = {"train": "Train", "final_expl": "Final expl", "final_greedy": "Final greedy"}
-METRICS = ("R", "C", "Dnorm", "V", "Dplus")
-METRIC_LABELS = {"R": "R̄", "C": "C̄", "Dnorm": "D_norm", "V": "V", "Dplus": "D_norm+"}
-HIGHER_IS_BETTER = {"R"}
 _NETCDF_LOCK = threading.RLock()
 
 
@@ -62,7 +58,7 @@ class UISelection:
         it = "all" if self.iterates is None else (
             f"{self.iterates}" if isinstance(self.iterates, int) else f"{self.iterates[0]}:{self.iterates[1]}")
         return (f"{len(self.algos)} algos × {len(self.tasks)} tasks × {len(self.bounds)} bounds × "
-                f"{len(self.seeds)} seeds = {self.n_runs} runs · {SETTING_LABELS[self.setting]} · iterates {it}")
+                f"{len(self.seeds)} seeds = {self.n_runs} runs · {SETTING[self.setting].label} · iterates {it}")
 
 
 @dataclass
@@ -363,11 +359,3 @@ def _progress_adapter(progress: ProgressFn | None) -> Any:
 
     return call
 
-
-def export_text(kind: str, obj: Any, fmt: str, baseline: str | None) -> str:
-    """``cube.export.render`` for the kinds it knows (aggregate, conditions, cdf)."""
-    from cube import export
-
-    if baseline is not None and baseline not in [str(a) for a in obj["algo"].values]:
-        baseline = None
-    return export.render(obj, kind=kind, fmt=fmt, baseline=baseline)

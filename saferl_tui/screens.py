@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -17,8 +18,10 @@ from textual.widgets import DataTable, Footer, Input, Label, TabbedContent, TabP
 from textual.worker import get_current_worker
 
 from cube.errors import CubeError
+from cube.metrics import SETTINGS
 from saferl_tui.messages import (
     CubeLoaded,
+    Exported,
     LoadFailed,
     LoadProgress,
     SelectionChanged,
@@ -26,12 +29,12 @@ from saferl_tui.messages import (
     ViewParamsChanged,
     ViewReady,
 )
-from saferl_tui.model import SETTINGS, CubeModel, LoadCancelled, UISelection
-from saferl_tui.panes import VIEW_CLASSES, ResultView
+from saferl_tui.model import CubeModel, LoadCancelled, UISelection
+from saferl_tui.views import VIEW_CLASSES, ResultView
 from saferl_tui.widgets import InfoBar, LoadingPanel, PickList, SelectionPanel
 
-if TYPE_CHECKING:
-    from saferl_tui.app import SaferlApp
+DemoBuilder = Callable[[str, Callable[[int, int], None]], object]
+"""``builder(path, progress(done, total))``: creates a cube at ``path`` (the bundled demo)."""
 
 
 def display_path(path: str) -> str:
@@ -43,7 +46,13 @@ def display_path(path: str) -> str:
 
 
 class MainScreen(Screen):
-    """The explorer: info bar, selection panel, the six views in tabs, footer."""
+    """The explorer: info bar, selection panel, the six views in tabs, footer.
+
+    What it needs comes in through the constructor (attributes down): the model of the cube, the
+    directory ``e`` and ``s`` write to, the demo builder (called when the model's path does not exist)
+    and the address of the dask scheduler the reductions run on (None: local threads; shown while
+    loading). What it wrote goes up to the app as :class:`~saferl_tui.messages.Exported`.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *[Binding(cls.KEY, f"show_view('{cls.VIEW_ID}')", cls.TITLE, id=f"view.{cls.VIEW_ID}")
@@ -58,19 +67,19 @@ class MainScreen(Screen):
         Binding("question_mark", "help", "Help", id="help"),
     ]
 
-    def __init__(self, model: CubeModel) -> None:
+    def __init__(self, model: CubeModel, *, export_dir: Path, demo_builder: DemoBuilder | None = None,
+                 scheduler: str | None = None) -> None:
         super().__init__()
         self.model = model
+        self.export_dir = export_dir
+        self.demo_builder = demo_builder
+        self.scheduler = scheduler
         self.selection: UISelection | None = None
         self._shown: dict[str, tuple] = {}
         self._pending: dict[str, tuple] = {}
         self._requested_at: dict[str, float] = {}
         self.render_times: dict[str, float] = {}
         """Seconds from request to rendered data, per view (last request; read by the benchmark)."""
-
-    @property
-    def saferl_app(self) -> SaferlApp:
-        return self.app  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -107,12 +116,13 @@ class MainScreen(Screen):
                 raise LoadCancelled
             self.post_message(LoadProgress(fraction, text))
 
+        where = f" on the dask scheduler at {self.scheduler}" if self.scheduler else ""
         try:
-            builder = self.saferl_app.demo_builder
+            builder = self.demo_builder
             if builder is not None and not Path(self.model.path).exists():
                 self.post_message(LoadProgress(0.0, f"building the demo cube at {self.model.path}"))
                 builder(self.model.path, lambda d, t: progress(d / max(t, 1), "building the demo cube"))
-            info = self.model.load(progress)
+            info = self.model.load(lambda fraction, text: progress(fraction, text + where))
         except LoadCancelled:
             return
         except CubeError as exc:
@@ -154,6 +164,11 @@ class MainScreen(Screen):
 
     def view(self, view_id: str) -> ResultView:
         return self.query_one(f"#view-{view_id}", ResultView)
+
+    def shown_selection(self, view_id: str) -> UISelection | None:
+        """The selection whose data a view shows (None before its first data)."""
+        token = self._shown.get(view_id)
+        return None if token is None else token[1]
 
     def request(self, view: ResultView) -> None:
         """Make sure ``view`` shows data for the current selection and its parameters."""
@@ -273,7 +288,7 @@ class MainScreen(Screen):
             self.notify("Nothing to export yet: wait for the view to show data.", severity="warning",
                         title="Export")
             return
-        out_dir = self.saferl_app.export_dir
+        out_dir = self.export_dir
         written = []
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -283,19 +298,19 @@ class MainScreen(Screen):
         except OSError as exc:
             self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Export")
             return
-        self.saferl_app.last_export = written
+        self.post_message(Exported(tuple(written)))
         self.notify("\n".join(written), title=f"Exported {view.TITLE}", timeout=8)
 
     def action_screenshot(self) -> None:
         """Save an SVG screenshot of the screen in the export directory."""
-        out_dir = self.saferl_app.export_dir
+        out_dir = self.export_dir
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             path = self.app.save_screenshot(filename=f"saferl_{self.active_view().VIEW_ID}.svg", path=str(out_dir))
         except OSError as exc:
             self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Screenshot")
             return
-        self.saferl_app.last_export = [path]
+        self.post_message(Exported((path,)))
         self.notify(path, title="Screenshot saved", timeout=8)
 
     def action_help(self) -> None:
@@ -303,12 +318,12 @@ class MainScreen(Screen):
         self.app.push_screen(HelpScreen(help_rows(self)))
 
     def action_open_path(self) -> None:
-        """Open another cube (asks for a path)."""
+        """Open another cube (asks for a path; a missing path is an error, never a new demo cube)."""
 
         def opened(path: str | None) -> None:
             if path:
-                self.app.switch_screen(MainScreen(CubeModel(path, boot=self.model.boot,
-                                                            rng_seed=self.model.rng_seed)))
+                model = CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed)
+                self.app.switch_screen(MainScreen(model, export_dir=self.export_dir, scheduler=self.scheduler))
 
         self.app.push_screen(OpenScreen(self.model.path), opened)
 

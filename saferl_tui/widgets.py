@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -11,9 +12,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Static
 
 from cube.errors import CubeError
+from cube.metrics import SETTING, SETTINGS
 from cube.selection import parse_iterates
 from saferl_tui.messages import SelectionChanged
-from saferl_tui.model import SETTING_LABELS, SETTINGS, CubeInfo, UISelection
+from saferl_tui.model import CubeInfo, UISelection
 
 
 class InfoBar(Static):
@@ -97,7 +99,7 @@ class SelectionPanel(VerticalScroll):
         yield Label("Setting", classes="panel-label")
         with RadioSet(id="sel-setting"):
             for s in SETTINGS:
-                yield RadioButton(SETTING_LABELS[s], value=s == "train", id=f"setting-{s}")
+                yield RadioButton(SETTING[s].label, value=s == "train", id=f"setting-{s}")
         yield Label("Training iterates (all, J or LO:HI, enter)", classes="panel-label")
         yield Input(placeholder="all", id="sel-iterates")
         yield Label("Baseline (dim, excluded from bold)", classes="panel-label")
@@ -123,7 +125,7 @@ class SelectionPanel(VerticalScroll):
             for key, values in current.items():
                 pick = self.query_one(f"#sel-{key}", PickList)
                 wanted = {str(v) for v in values}
-                for opt in list(pick._options):
+                for opt in list(pick.options):
                     if (opt.value in wanted) != (opt.value in pick.selected):
                         pick.toggle(opt.value)
             self.query_one(f"#setting-{sel.setting}", RadioButton).value = True
@@ -166,8 +168,6 @@ class SelectionPanel(VerticalScroll):
         event.stop()
         sel = self._current()
         if sel is not None and event.pressed.id:
-            from dataclasses import replace
-
             self._post(replace(sel, setting=event.pressed.id.removeprefix("setting-")))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -180,6 +180,4 @@ class SelectionPanel(VerticalScroll):
         except CubeError as exc:
             self.notify(str(exc), severity="error", title="Iterates")
             return
-        from dataclasses import replace
-
         self._post(replace(sel, iterates=it))

@@ -20,10 +20,11 @@ from textual.widgets import DataTable, Static
 
 from cube import curves, stats
 from cube.cli import main as saferl_main
+from cube.metrics import SETTING
 from cube.selection import Selection, parse_iterates
 from saferl_tui.app import SaferlApp, build_app
-from saferl_tui.panes import CdfView, ConditionsView, CurvesView, HistogramsView
 from saferl_tui.screens import MainScreen
+from saferl_tui.views import CdfView, ConditionsView, CurvesView, HistogramsView
 from saferl_tui.widgets import LoadingPanel
 
 BOOT = 40
@@ -94,7 +95,7 @@ def check_summary(table: DataTable, agg: Any, final: str) -> None:
         assert [r[0] for r in rows[::2]] == [str(a) for a in agg["algo"].values]
         for i, r in enumerate(rows):
             a, s = str(agg["algo"].values[i // 2]), ("train", final)[i % 2]
-            assert r[1] == ("train" if s == "train" else "final")
+            assert r[1] == SETTING[s].short  # train / expl / greedy
             expect = [f2(float(agg["value"].sel(algo=a, setting=s, metric=m))) for m in stats.METRICS]
             assert r[2:7] == expect and r[7] == str(int(agg["tier"].sel(algo=a, setting=s)))
         return
@@ -177,10 +178,10 @@ def test_switching_setting_changes_the_tables(cube_path: Path) -> None:
         for r in after:
             assert r[1].split("\n")[0] == f2(agg["value"].sel(algo=r[0], setting="final_expl", metric="R"))
         check_summary(screen.query_one("#summary-table", DataTable), agg, "final_expl")
-        assert "Final expl" in static_text(screen, "#summary-ci-title")
+        assert "Final (expl)" in static_text(screen, "#summary-ci-title")
         await press(pilot, "2")
         title = static_text(screen, "#conditions-title")
-        assert title.startswith("Final expl")
+        assert title.startswith("Final (expl)")
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
@@ -402,7 +403,7 @@ def test_screenshot_and_help(cube_path: Path, tmp_path: Path) -> None:
     svg = tmp_path / "saferl_summary.svg"
     assert svg.exists() and svg.read_text().lstrip().startswith("<svg")
     actions = {r[2] for r in rows}
-    from saferl_tui.panes import VIEW_CLASSES
+    from saferl_tui.views import VIEW_CLASSES
     from saferl_tui.widgets import PickList
 
     every = list(MainScreen.BINDINGS) + list(PickList.BINDINGS) + list(SaferlApp.BINDINGS)
@@ -480,6 +481,29 @@ def test_open_another_path_after_failure(cube_path: Path, tmp_path: Path) -> Non
         assert main.query_one("#summary-table", DataTable).row_count == 4
 
     run_app(build_app(tmp_path / "missing.zarr", boot=BOOT), scenario)
+
+
+def test_screen_gets_settings_from_the_app_and_passes_them_on(tmp_path: Path) -> None:
+    """export_dir and scheduler go down into every main screen; the demo builder only into the first."""
+    built: list[str] = []
+
+    def builder(path: str, progress: Callable[[int, int], None]) -> None:
+        built.append(path)
+        raise RuntimeError("no demo here")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        assert (screen.export_dir, screen.scheduler) == (tmp_path, "tcp://sched:8786")
+        assert screen.demo_builder is builder and built == [str(tmp_path / "first.zarr")]
+        await press(pilot, "o")
+        pilot.app.screen.query_one("#open-path").value = str(tmp_path / "other.zarr")  # type: ignore[attr-defined]
+        await press(pilot, "enter")
+        main = pilot.app.main_screen  # type: ignore[attr-defined]
+        assert main is not screen and (main.export_dir, main.scheduler) == (tmp_path, "tcp://sched:8786")
+        assert main.demo_builder is None and built == [str(tmp_path / "first.zarr")]
+        assert main.query_one(LoadingPanel).has_class("-error")
+
+    run_app(build_app(tmp_path / "first.zarr", boot=BOOT, export_dir=tmp_path, demo_builder=builder,
+                      scheduler="tcp://sched:8786"), scenario)
 
 
 def test_demo_builder_runs_when_path_is_missing(tmp_path: Path) -> None:
