@@ -74,7 +74,8 @@ def _peak_gib() -> tuple[float, float] | None:
 
 def measure(cfg, task: str, algo: str, n: int) -> dict[str, float]:  # noqa: ANN001
     """Train a group of n runs (seeds 0..n-1, bound 25) for cfg.n_iterates iterates; rates in env steps/s."""
-    from train.runner import Runner, prepare_store
+    from train.record import prepare_store
+    from train.runner import Runner
     from train.sweep import make_env
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,9 +93,9 @@ def measure(cfg, task: str, algo: str, n: int) -> dict[str, float]:  # noqa: ANN
 
 def main() -> None:
     a = _args()
-    from train.cli import _need_train_extra
+    from train.cli import require_train_extra
 
-    _need_train_extra()
+    require_train_extra()
     import jax
 
     cfg = _config(a)

@@ -40,7 +40,8 @@ def _args() -> argparse.Namespace:
 
 def run_ours(cfg: Any, bound: float) -> dict[str, float]:
     from train.envs import make_crax_env
-    from train.runner import Runner, prepare_store
+    from train.record import prepare_store
+    from train.runner import Runner
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.zarr"

@@ -29,11 +29,11 @@ from train.executors import (
     SlurmExecutor,
     SlurmSpec,
     add_executor_arguments,
-    current_placement,
     executor_from_args,
     read_cluster_table,
     record_outcome,
 )
+from train.placement import current_placement
 
 N_ITERATES = 4
 N_SLOTS = 6

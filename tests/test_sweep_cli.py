@@ -87,7 +87,7 @@ def test_sweep_bad_input_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 def test_store_of_another_config_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = tmp_path / "c.zarr"
-    from train.runner import ITERATE_VARS, n_episode_slots
+    from train.record import ITERATE_VARS, n_episode_slots
 
     cfg = TrainConfig()
     create_store(out, algos=["ppo", "ppo_lag"], tasks=["goal"], bounds=[15.0, 25.0], seeds=[0, 1, 2],

@@ -12,7 +12,8 @@ pytest.importorskip("flax")
 
 from cube import RunKey, open_cube, read_manifests  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
-from train.runner import Runner, prepare_store  # noqa: E402
+from train.record import prepare_store  # noqa: E402
+from train.runner import Runner  # noqa: E402
 from train.sweep import make_env  # noqa: E402
 
 CFG = TrainConfig(total_env_steps=4 * 8 * 20, episode_length=20, num_envs=8, unroll_length=4, batch_size=8,

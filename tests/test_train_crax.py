@@ -19,8 +19,11 @@ jax = pytest.importorskip("jax")
 
 from cube import open_cube, read_manifests, write_episodes  # noqa: E402
 from cube.schema import RunKey  # noqa: E402
-from train.config import ALGOS, TrainConfig  # noqa: E402
-from train.runner import run_grid  # noqa: E402
+from train.algorithms import ALGOS  # noqa: E402
+from train.config import TrainConfig  # noqa: E402
+from train.record import prepare_store  # noqa: E402
+from train.runner import Runner  # noqa: E402
+from train.sweep import make_env  # noqa: E402
 
 CFG = TrainConfig(total_env_steps=3 * 8 * 32, episode_length=32, num_envs=8, unroll_length=4, batch_size=8,
                   num_minibatches=2, num_epochs=1, policy_hidden=(16, 16), value_hidden=(16, 16),
@@ -34,7 +37,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     jax.config.update("jax_compilation_cache_dir", str(cache))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     out = tmp_path_factory.mktemp("crax") / "circle.zarr"
-    run_grid(out, CFG, list(ALGOS), ["circle"], [BOUND], [0])
+    prepare_store(out, CFG, ALGOS, ["circle"], [BOUND], [0])
+    runner = Runner(out, CFG, "circle", make_env)
+    for algo in ALGOS:
+        runner.run(algo, BOUND, 0)
     return out, cache
 
 

@@ -17,10 +17,11 @@ pytest.importorskip("flax")
 pytest.importorskip("optax")
 
 from cube import open_cube, read_manifests  # noqa: E402
+from train.algorithms import ALGOS, algorithm  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
-from train.core import make_train, train  # noqa: E402
-from train.losses import ALGO_IDS  # noqa: E402
-from train.runner import evaluate_store, run_grid  # noqa: E402
+from train.core import make_train  # noqa: E402
+from train.record import check_labels, prepare_store  # noqa: E402
+from train.runner import Runner, evaluate_store  # noqa: E402
 from train.toy import make_toy_env  # noqa: E402
 
 D = 8.0
@@ -33,35 +34,56 @@ half of training (the multipliers make the cost oscillate around d; over seeds 0
 7.5-8.7 for d = 8, PPO's about 31.5)."""
 
 
+def toy_factory(task: str, episode_length: int):
+    return make_toy_env()
+
+
 @pytest.fixture(scope="module")
-def toy_fns():
-    return make_train(TOY, make_toy_env())
+def toy_runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    out = tmp_path_factory.mktemp("toy") / "toy.zarr"
+    prepare_store(out, TOY, ALGOS, ["toy"], [D], [0])
+    return Runner(out, TOY, "toy", toy_factory)
 
 
-def _final_cost(trainer, algo: str) -> tuple[float, float]:
-    seen = []
-    state, logs = train(TOY, trainer.env, algo, D, seed=0, progress_fn=seen.append, trainer=trainer)
-    assert len(seen) == len(logs) == TOY.n_iterates == 400
-    assert all(log.cost.size == TOY.num_envs for log in logs)  # one episode per env per iterate
-    costs = [float(np.mean(log.cost)) for log in logs]
-    return float(np.mean(costs[-len(costs) // 2:])), float(state.multiplier)
+class _Seen:
+    """Progress stub that counts the iterates reported."""
+
+    def __init__(self) -> None:
+        self.iterates = 0
+
+    def start_run(self, key, config):
+        return 0
+
+    def advance(self, tid, steps, res, key, elapsed):
+        self.iterates += 1
+
+    def finish_run(self, tid):
+        pass
 
 
-def test_ppo_ignores_the_constraint(toy_fns) -> None:
-    cost, _ = _final_cost(toy_fns, "ppo")
+def _final_cost(runner: Runner, algo: str) -> tuple[float, float]:
+    seen = _Seen()
+    res = runner.run(algo, D, 0, progress=seen)
+    ds = open_cube(runner.out).sel(algo=algo, task="toy", bound=D, seed=0)
+    cost = ds["cost"].sel(mode="train").values  # [iterate, episode]
+    logs = [c[~np.isnan(c)] for c in cost]
+    assert seen.iterates == len(logs) == res.iterates_done == TOY.n_iterates == 400
+    assert all(log.size == TOY.num_envs for log in logs)  # one episode per env per iterate
+    costs = [float(np.mean(log)) for log in logs]
+    return float(np.mean(costs[-len(costs) // 2:])), float(ds["multiplier"].values[-1])
+
+
+def test_ppo_ignores_the_constraint(toy_runner) -> None:
+    cost, _ = _final_cost(toy_runner, "ppo")
     assert cost > 3 * D  # unconstrained: far above d (max possible is 32)
 
 
 @pytest.mark.parametrize("algo", ["ppo_lag", "p3o", "focops"])
-def test_constrained_algorithms_end_at_or_below_d(toy_fns, algo: str) -> None:
-    cost, mult = _final_cost(toy_fns, algo)
+def test_constrained_algorithms_end_at_or_below_d(toy_runner, algo: str) -> None:
+    cost, mult = _final_cost(toy_runner, algo)
     assert cost <= (1 + TOLERANCE) * D, f"{algo}: mean cost over the last half {cost:.2f} > d={D}"
     assert cost > 0.25 * D  # and not trivially safe by doing nothing (reward = cost here)
     assert mult > 0
-
-
-def toy_factory(task: str, episode_length: int):
-    return make_toy_env()
 
 
 SMALL = TrainConfig(total_env_steps=3 * 8 * 20, episode_length=20, num_envs=8, unroll_length=4,
@@ -69,10 +91,21 @@ SMALL = TrainConfig(total_env_steps=3 * 8 * 20, episode_length=20, num_envs=8, u
                     cost_value_hidden=(8,), eval_episodes=5, eval_every=2)
 
 
+def train_grid(out: Path, config: TrainConfig, algos: list[str], bounds: list[float], seeds: list[int],
+               progress=None) -> None:
+    """Create the store of a toy grid and train its runs one by one (as `saferl train` does)."""
+    check_labels(algos, ["toy"], bounds, seeds, known_tasks=("toy",))
+    prepare_store(out, config, algos, ["toy"], bounds, seeds)
+    runner = Runner(out, config, "toy", toy_factory)
+    for a in algos:
+        for b in bounds:
+            for s in seeds:
+                runner.run(a, b, s, progress)
+
+
 def test_runner_writes_every_episode_and_paired_evals(tmp_path: Path) -> None:
     out = tmp_path / "toy.zarr"
-    run_grid(out, SMALL, ["ppo", "ppo_lag"], ["toy"], [4.0], [0, 1], env_factory=toy_factory,
-             known_tasks=("toy",))
+    train_grid(out, SMALL, ["ppo", "ppo_lag"], [4.0], [0, 1])
     ds = open_cube(out)
     assert ds.sizes["iterate"] == 3 and ds.sizes["episode"] == 8  # 8 envs x 1 episode, >= 5 eval
     train = ds["cost"].sel(mode="train").load()
@@ -110,8 +143,8 @@ def test_eval_initial_states_identical_across_algorithms(tmp_path: Path) -> None
     from train.core import eval_key
 
     tr = make_train(SMALL, make_toy_env())
-    st_a = tr.init(jax.random.PRNGKey(0), ALGO_IDS["ppo"], 0.0, 0.2)
-    st_b = tr.init(jax.random.PRNGKey(0), ALGO_IDS["focops"], 0.1, 0.2)
+    st_a = tr.init(jax.random.PRNGKey(0), algorithm("ppo").id, 0.0, 0.2)
+    st_b = tr.init(jax.random.PRNGKey(0), algorithm("focops").id, 0.1, 0.2)
     # identical parameters -> identical rollouts only if the initial states (and noise) are identical
     ev_a = tr.evaluate(st_a.params, st_a.normalizer, eval_key(0, 3))
     ev_b = tr.evaluate(st_b.params, st_b.normalizer, eval_key(0, 3))
@@ -137,8 +170,7 @@ class _Interrupt:
 def test_ctrl_c_leaves_valid_store_with_partial_run(tmp_path: Path) -> None:
     out = tmp_path / "int.zarr"
     with pytest.raises(KeyboardInterrupt):
-        run_grid(out, SMALL, ["ppo"], ["toy"], [4.0], [0], env_factory=toy_factory, known_tasks=("toy",),
-                 progress=_Interrupt())
+        train_grid(out, SMALL, ["ppo"], [4.0], [0], progress=_Interrupt())
     ds = open_cube(out)
     (row,) = read_manifests(out)
     assert row["status"] == "partial" and row["iterates_done"] == 2 and "interrupted" in row["notes"]

@@ -18,7 +18,9 @@ from typing import Any
 
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
-from train.config import ALGOS, PRESETS, TASKS, TrainConfig, load_toml, with_overrides
+from train.algorithms import ALGOS
+from train.config import TASKS, TrainConfig, load_toml, with_overrides
+from train.sweep import PRESETS
 
 
 def register(subparsers: Any) -> None:
@@ -65,7 +67,7 @@ def register(subparsers: Any) -> None:
     st.set_defaults(func=run_status)
 
 
-def _need_train_extra() -> None:
+def require_train_extra() -> None:
     """CubeError if the training extra is missing; otherwise set up jax (persistent compile cache)."""
     for mod in ("jax", "flax", "optax", "crax"):
         if importlib.util.find_spec(mod) is None:
@@ -84,7 +86,7 @@ def _once(values: list[list[str]] | None, flag: str) -> list[str]:
 
 def build_plan(args: argparse.Namespace) -> Any:
     """The sweep (`train.sweep.Plan`) from the arguments; every check that needs no compile happens here."""
-    from train.runner import check_labels
+    from train.record import check_labels
     from train.sweep import Plan, known_tasks, parse_part
 
     if args.preset:
@@ -235,8 +237,8 @@ def run(args: argparse.Namespace) -> int:
     """Entry of `saferl train`: plan (no jax), store, then the runs through the chosen executor."""
     from train.config import config_to_dict
     from train.executors import executor_from_args, read_cluster_table, record_outcome
-    from train.runner import prepare_store
-    from train.sweep import _PROGRESS, SweepGroupRun, SweepRun, check_store_config, make_units, split_outcome
+    from train.record import prepare_store
+    from train.sweep import SweepGroupRun, SweepRun, check_store_config, make_units, split_outcome
 
     plan = build_plan(args)
     executor = executor_from_args(args, read_cluster_table(args.config))
@@ -245,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
         check_store_config(args.out, plan.config)
     if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
-        _need_train_extra()
+        require_train_extra()
     size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here
     prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
     stored = check_store_config(args.out, plan.config)
@@ -259,11 +261,12 @@ def run(args: argparse.Namespace) -> int:
     if size > 1:
         print(f"{len(units)} programs of up to {size} vmapped runs each", flush=True)
     cls = SweepGroupRun if size > 1 else SweepRun
-    run_one = cls(str(args.out), config_to_dict(plan.config), claims=executor.name == "local")
+    local = executor.name == "local"
     t0 = time.perf_counter()
     outcomes: list[Any] = []
     with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
-        _PROGRESS.append(progress)
+        # the live display shows the run training in this process (local executor only)
+        run_one = cls(str(args.out), config_to_dict(plan.config), claims=local, progress=progress if local else None)
 
         def on_done(outcome: Any) -> None:
             for one in split_outcome(outcome):
@@ -280,8 +283,6 @@ def run(args: argparse.Namespace) -> int:
             progress.console.print(f"interrupted: {args.out} is valid; unfinished runs are partial and resume "
                                    "when you run the same command again")
             return 130
-        finally:
-            _PROGRESS.remove(progress)
     failed = [o for o in outcomes if o.status != "complete"]
     print(f"{len(outcomes) - len(failed)} of {len(outcomes)} runs complete in {args.out} after "
           f"{time.perf_counter() - t0:.0f}s ({plan.config.n_iterates} iterates each)"
@@ -299,7 +300,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Entry of `saferl evaluate`."""
-    _need_train_extra()
+    require_train_extra()
     from train.runner import evaluate_store
 
     n = evaluate_store(args.path, args.iterate,

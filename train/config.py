@@ -1,4 +1,4 @@
-"""Training configuration: documented frozen dataclasses, TOML overrides, presets (no jax here).
+"""Training configuration: documented frozen dataclasses, TOML overrides, the smoke sizes (no jax here).
 
 Defaults are the hyperparameter table of the paper (appendix A.1): 5e8 env steps, T = 2000, 2048 envs,
 unroll 8, batch 1024, 32 minibatches, 6 SGD epochs, lr 5e-4, gamma 0.99, GAE 0.95, clip 0.3, entropy
@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
-
-ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")
-"""Algorithm names as stored in the cube's `algo` coordinate."""
 
 TASKS: dict[str, str] = {
     "goal": "safe_goal_point",
@@ -131,9 +128,6 @@ class TrainConfig:
             raise CubeError("config: discount must be in (0, 1] and gae_lambda in [0, 1]")
 
 
-_SECTIONS = {"ppo_lag": LagrangeConfig, "p3o": P3OConfig, "focops": FocopsConfig}
-
-
 def _coerce(name: str, value: Any, default: Any) -> Any:
     if isinstance(default, tuple):
         if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
@@ -217,22 +211,4 @@ SMOKE = TrainConfig(
     cost_value_hidden=(64, 64),
     eval_episodes=8,
 )
-"""Tiny sizes for the smoke preset: 3 iterates of 16 episodes of 64 steps, 8 eval episodes."""
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {
-        "config": TrainConfig(),
-        "algos": ALGOS,
-        "tasks": tuple(TASKS),
-        "bounds": (15.0, 25.0, 50.0),
-        "seeds": tuple(range(30)),
-    },
-    "smoke": {
-        "config": SMOKE,
-        "algos": ALGOS,
-        "tasks": ("circle",),
-        "bounds": (2.0,),
-        "seeds": (0, 1),
-    },
-}
-"""Named run grids: config plus the algos x tasks x bounds x seeds to train."""
+"""Tiny sizes for the smoke preset (`train.sweep.PRESETS`): 3 iterates of 16 episodes of 64 steps, 8 eval episodes."""

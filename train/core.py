@@ -6,8 +6,9 @@
   completed episodes' undiscounted reward/cost sums come back in `[S, num_envs]` buffers (NaN = empty).
 - `evaluate(params, normalizer, key) -> EvalOut`: N episodes of T steps, exploring and greedy (the
   tanh-Gaussian mode) from the same N initial states.
-The algorithm is a traced index (`lax.switch`), so one compile serves all four algorithms and all
-bounds and seeds of a task.
+The algorithm is a traced index: its policy loss and multiplier update are `lax.switch` branches built
+from `train.algorithms.ALGORITHMS`, so one compile serves all four algorithms and all bounds and seeds of
+a task.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import jax.numpy as jnp
 import optax
 
 from train import losses as L
+from train.algorithms import ALGORITHMS, LossInputs
 from train.config import TrainConfig
 from train.envs import EnvFns
+from train.record import DIAGNOSTICS
 
 EVAL_TAG = 0x5AFE
 
@@ -101,11 +104,6 @@ class EvalOut(NamedTuple):
     expl_cost: jax.Array
     greedy_reward: jax.Array
     greedy_cost: jax.Array
-
-
-METRIC_NAMES = ("policy_loss", "value_loss", "cost_value_loss", "entropy", "approx_kl", "clip_fraction",
-                "mean_step_cost", "mean_step_reward")
-"""Per-iterate diagnostics (means over the iterate's updates) written as cube iterate variables."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,28 +209,13 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
                         (time_up & ~term).astype(jnp.float32), next_obs)
         return (new_ro, buf), tr
 
-    def policy_loss(algo_id: jax.Array, ratio: jax.Array, adv: jax.Array, cadv: jax.Array, kl: jax.Array,
-                    mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
-        eps, fc = config.clip_epsilon, config.focops
-        branches = [
-            lambda: L.ppo_policy_loss(ratio, adv, eps),
-            lambda: L.ppo_lag_policy_loss(ratio, adv, cadv, mult, eps),
-            lambda: L.p3o_policy_loss(ratio, adv, cadv, mult, mean_cost, d_step, eps, config.discount),
-            lambda: L.focops_policy_loss(ratio, adv, cadv, kl, mult, fc.temperature, fc.kl_threshold),
-        ]
-        return jax.lax.switch(algo_id, branches)
+    def policy_loss(algo_id: jax.Array, x: LossInputs) -> jax.Array:
+        return jax.lax.switch(algo_id, [lambda a=a: a.policy_loss(config, x) for a in ALGORITHMS])
 
     def multiplier_update(algo_id: jax.Array, mult: jax.Array, mean_cost: jax.Array,
                           d_step: jax.Array) -> jax.Array:
-        lc, pc, fc = config.ppo_lag, config.p3o, config.focops
-        branches = [
-            lambda: mult,
-            lambda: L.lagrange_update(mult, mean_cost, d_step, lc.lr),
-            lambda: L.p3o_kappa_update(mult, mean_cost, d_step, pc.kappa_init, pc.increase, pc.decay,
-                                       pc.kappa_max),
-            lambda: L.focops_nu_update(mult, mean_cost, d_step, fc.nu_lr, fc.nu_max),
-        ]
-        return jax.lax.switch(algo_id, branches)
+        return jax.lax.switch(algo_id, [lambda a=a: a.multiplier_update(config, mult, mean_cost, d_step)
+                                        for a in ALGORITHMS])
 
     def loss_fn(params: Params, normalizer: Any, data: Transition, state: TrainState,
                 key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -254,8 +237,8 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
         gauss = dist.create_dist(logits)
         kl = L.gaussian_kl(gauss.loc, gauss.scale, data.loc, data.scale)
         mean_cost = data.cost.mean()
-        pl = policy_loss(state.algo_id, ratio.ravel(), adv.ravel(), cadv.ravel(), kl.ravel(),
-                         state.multiplier, mean_cost, state.d_step)
+        pl = policy_loss(state.algo_id, LossInputs(ratio.ravel(), adv.ravel(), cadv.ravel(), kl.ravel(),
+                                                   state.multiplier, mean_cost, state.d_step))
         vl, cvl = L.value_loss(vs, values), L.value_loss(cvs, cvalues)
         entropy = jnp.mean(dist.entropy(logits, key))
         total = pl + vl + cvl - config.entropy_cost * entropy
@@ -315,7 +298,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
     def iterate(state: TrainState) -> tuple[TrainState, IterateOut]:
         nan = jnp.full((slots, n), jnp.nan, jnp.float32)
         buf = EpisodeBuffer(nan, nan, jnp.zeros((n,), jnp.int32))
-        msum = {k: jnp.zeros((), jnp.float32) for k in METRIC_NAMES}
+        msum = {k: jnp.zeros((), jnp.float32) for k in DIAGNOSTICS}
 
         def cond(c: Any) -> jax.Array:
             return (c[1].count.min() < 1) & (c[2] < max_updates)
@@ -323,7 +306,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
         def body(c: Any) -> Any:
             st, b, k, ms = c
             st, b, mets = update(st, b)
-            return st, b, k + 1, {name: ms[name] + mets[name] for name in METRIC_NAMES}
+            return st, b, k + 1, {name: ms[name] + mets[name] for name in DIAGNOSTICS}
 
         state, buf, k, msum = jax.lax.while_loop(cond, body, (state, buf, jnp.zeros((), jnp.int32), msum))
         metrics = {name: v / jnp.maximum(k, 1) for name, v in msum.items()}
@@ -369,46 +352,3 @@ def checkpoint_payload(params: Params, normalizer: Any, multiplier: jax.Array) -
 def eval_key(seed: int, iterate: int) -> jax.Array:
     """Evaluation key of (seed, iterate): identical for every algorithm, so rollouts are paired."""
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(EVAL_TAG), seed), iterate)
-
-
-class IterateLog(NamedTuple):
-    """Host-side record of one iterate: completed episodes `[k]`, env steps so far, multiplier, metrics."""
-
-    iterate: int
-    reward: Any
-    cost: Any
-    env_steps: int
-    multiplier: float
-    metrics: dict[str, float]
-
-
-def train(config: TrainConfig, env: EnvFns, algo: str, bound: float, seed: int,
-          progress_fn: Callable[[IterateLog], None] | None = None,
-          trainer: Trainer | None = None) -> tuple[TrainState, list[IterateLog]]:
-    """Library entry (no cube): train `algo` for `config.n_iterates` iterates; one transfer per iterate.
-
-    `progress_fn(log)` is called after every iterate; pass `trainer` to reuse compiled functions.
-    Returns the final state and the per-iterate logs (episodes with NaN slots removed).
-    """
-    import numpy as np
-
-    from train.losses import ALGO_IDS
-    from train.runner import multiplier_init
-
-    trainer = trainer or make_train(config, env)
-    init, iterate = jax.jit(trainer.init), jax.jit(trainer.iterate)
-    state = init(jax.random.PRNGKey(seed), ALGO_IDS[algo], multiplier_init(algo, config),
-                 bound / config.episode_length)
-    logs, steps = [], 0
-    for j in range(config.n_iterates):
-        state, out = iterate(state)
-        out, mult = jax.device_get((out, state.multiplier))
-        slots = np.arange(out.episodes.reward.shape[0])[:, None]
-        valid = slots < np.minimum(out.episodes.count, out.episodes.reward.shape[0])[None, :]
-        steps += int(out.n_updates) * config.steps_per_update * config.num_envs
-        log = IterateLog(j, out.episodes.reward[valid], out.episodes.cost[valid], steps, float(mult),
-                         {k: float(v) for k, v in out.metrics.items()})
-        logs.append(log)
-        if progress_fn is not None:
-            progress_fn(log)
-    return state, logs

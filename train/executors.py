@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
+from train.placement import current_placement
 
 EXECUTORS = ("local", "dask", "slurm")
 DEFAULT_RETRIES = 2
@@ -47,27 +47,8 @@ RunOne = Callable[[Any], dict]
 OnDone = Callable[["RunOutcome"], None]
 
 __all__ = ["EXECUTORS", "SlurmSpec", "RunOutcome", "Executor", "LocalExecutor", "DaskExecutor", "SlurmExecutor",
-           "current_placement", "record_outcome", "make_executor", "add_executor_arguments", "executor_from_args",
+           "record_outcome", "make_executor", "add_executor_arguments", "executor_from_args",
            "read_cluster_table"]
-
-
-# ------------------------------------------------------------------------------------------ placement
-def current_placement() -> dict[str, Any]:
-    """Where the calling code runs: host, pid, SLURM job id (if any) and dask worker address (if any).
-
-    ``run_one`` can put this in its own manifest when it starts, so ``saferl status`` shows it live.
-    """
-    out: dict[str, Any] = {"host": platform.node(), "pid": os.getpid()}
-    job = os.environ.get("SLURM_JOB_ID")
-    if job:
-        out["slurm_job_id"] = job
-    try:
-        from distributed import get_worker
-
-        out["worker"] = get_worker().address
-    except (ImportError, ValueError):
-        pass
-    return out
 
 
 def _attempt(run_one: RunOne, key: Any, topic: str) -> dict[str, Any]:
@@ -448,14 +429,13 @@ def record_outcome(store: str | os.PathLike, outcome: RunOutcome) -> None:
     """
     from cube import CubeWriter
     from cube.schema import RunKey
-    from train.runner import stored_manifest, stored_status
 
     key = outcome.key
     if not isinstance(key, RunKey):
         raise CubeError(f"record_outcome needs RunKey keys, got {type(key).__name__}")
     writer = CubeWriter(store)  # reads only this run's chunks (sweeps record thousands of outcomes)
-    status, row = stored_status(writer, key), stored_manifest(writer, key)
-    writer.set_run_manifest(key, status=status, manifest={**row, **outcome.manifest_fields()})
+    writer.set_run_manifest(key, status=writer.run_status(key),
+                            manifest={**writer.run_manifest(key), **outcome.manifest_fields()})
 
 
 # ------------------------------------------------------------------------------------- construction

@@ -2,14 +2,13 @@
 
 Shapes: time-major `[T, B]` for GAE inputs; the policy losses take flat per-sample arrays `[N]`.
 All costs are per-step (undiscounted episodic cost / T is the per-step scale); `d_step = d / T`.
+`train.algorithms` binds each algorithm's policy loss and multiplier update to the config's settings.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
-ALGO_IDS = {"ppo": 0, "ppo_lag": 1, "p3o": 2, "focops": 3}
 
 
 def gae(rewards: jax.Array, values: jax.Array, bootstrap_value: jax.Array, termination: jax.Array,

@@ -1,9 +1,9 @@
-"""Sweeps: the grid of runs, its selection, the picklable `run_one`, and `saferl status` (no jax here).
+"""Sweeps: the grid of runs, presets and selection, the picklable `run_one`, `saferl status` (no jax here).
 
-A sweep is algos x tasks x bounds x seeds. `saferl train` creates the whole grid in the store (or accepts
+A sweep is algos x tasks x bounds x seeds (`PRESETS` names two). `saferl train` creates the whole grid in the store (or accepts
 an existing store holding it), then trains the selected runs that are not complete yet through an
-executor (`train.executors`). `SweepRun(key)` trains or resumes one run in whatever process it lands in,
-caching one compiled `Runner` per (store, task, config) there.
+executor (`train.executors`). `SweepRun(key)` trains or resumes one run (`SweepGroupRun(keys)` a vmapped
+group) in whatever process it lands in, caching one compiled `Runner` per (store, task, config) there.
 
 Test-only: with `SAFERL_ENABLE_TOY=1` the task `toy` (the pure-JAX task of `train/toy.py`) is accepted,
 so tests can run real sweeps without compiling MJX.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import RunKey
-from train.config import TASKS, TrainConfig, config_to_dict, with_overrides
+from train.algorithms import ALGOS
+from train.config import SMOKE, TASKS, TrainConfig, config_to_dict, with_overrides
 
 TOY_ENV_VAR = "SAFERL_ENABLE_TOY"
 """Set to 1 to accept `--task toy` (tests only)."""
@@ -43,6 +44,25 @@ def make_env(task: str, episode_length: int) -> Any:
     from train.envs import make_crax_env
 
     return make_crax_env(task, episode_length)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {
+        "config": TrainConfig(),
+        "algos": ALGOS,
+        "tasks": tuple(TASKS),
+        "bounds": (15.0, 25.0, 50.0),
+        "seeds": tuple(range(30)),
+    },
+    "smoke": {
+        "config": SMOKE,
+        "algos": ALGOS,
+        "tasks": ("circle",),
+        "bounds": (2.0,),
+        "seeds": (0, 1),
+    },
+}
+"""Named run grids: config plus the algos x tasks x bounds x seeds to train."""
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -109,8 +129,7 @@ def check_store_config(out: str | Path, config: TrainConfig) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------ run_one
 _RUNNERS: dict[tuple[str, str, str], Any] = {}
-_PROGRESS: list[Any] = []
-"""The live display of this process, if any (set by the CLI for the local executor; never pickled)."""
+"""The compiled Runners of this process, per (store, task, config)."""
 
 
 def setup_jax() -> None:
@@ -132,11 +151,16 @@ class SweepRun:
     With `claims`, a run claimed by another live `saferl train` process is left to it (local sweeps);
     dask and SLURM executors hand each run to one worker themselves and retry lost ones elsewhere,
     where a dead claimant on another host could not be told from a live one, so they run without.
+    `progress`: the live display of this process (the local executor's); a pickled copy goes without it.
     """
 
     out: str
     config: dict[str, Any]
     claims: bool = True
+    progress: Any = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "progress": None}
 
     def _claim(self, key: RunKey) -> bool:
         from train.claims import try_claim
@@ -155,20 +179,32 @@ class SweepRun:
         return _RUNNERS[ck]
 
     def __call__(self, key: RunKey) -> dict[str, Any]:
-        from train.claims import release
-        from train.executors import current_placement
+        return self.train((key,))[str(key)]
 
-        if not self._claim(key):
-            return claimed_elsewhere(self.out, key)
+    def train(self, keys: tuple[RunKey, ...], grouped: bool = False) -> dict[str, Any]:
+        """Train the runs of `keys` (one task) that this process can claim, as one group; {str(key): summary}.
+
+        `grouped` adds the group's size to each summary.
+        """
+        from train.claims import release
+        from train.placement import current_placement
+
+        mine = [k for k in keys if self._claim(k)]
+        summaries = {str(k): claimed_elsewhere(self.out, k) for k in keys if k not in mine}
+        if not mine:
+            return summaries
         try:
-            runner = self.runner(key.task)
-            runner.progress = _PROGRESS[-1] if _PROGRESS else None
-            res = runner.run(key.algo, key.bound, key.seed)
+            where = current_placement()
+            results = self.runner(keys[0].task).run_group(mine, self.progress)
         finally:
-            release(self.out, key)
-        return {"status": res.status, "iterates_done": res.iterates_done, "env_steps": res.env_steps,
-                "compile_s": res.compile_s, "train_s": res.train_s, "resumed_from": res.resumed_from,
-                **current_placement()}
+            for k in mine:
+                release(self.out, k)
+        group = {"group_size": len(mine)} if grouped else {}
+        summaries.update({str(res.key): {"status": res.status, "iterates_done": res.iterates_done,
+                                         "env_steps": res.env_steps, "compile_s": res.compile_s,
+                                         "train_s": res.train_s, "resumed_from": res.resumed_from,
+                                         **group, **where} for res in results})
+        return summaries
 
 
 def claimed_elsewhere(out: str, key: RunKey) -> dict[str, Any]:
@@ -323,26 +359,7 @@ class SweepGroupRun(SweepRun):
     program; returns {str(key): summary} for each run."""
 
     def __call__(self, keys: tuple[RunKey, ...]) -> dict[str, Any]:  # type: ignore[override]
-        from train.claims import release
-        from train.executors import current_placement
-
-        mine = [k for k in keys if self._claim(k)]
-        summaries = {str(k): claimed_elsewhere(self.out, k) for k in keys if k not in mine}
-        if not mine:
-            return summaries
-        try:
-            runner = self.runner(keys[0].task)
-            runner.progress = _PROGRESS[-1] if _PROGRESS else None
-            where = current_placement()
-            results = runner.run_group(mine)
-        finally:
-            for k in mine:
-                release(self.out, k)
-        summaries.update({str(res.key): {"status": res.status, "iterates_done": res.iterates_done,
-                                         "env_steps": res.env_steps, "compile_s": res.compile_s,
-                                         "train_s": res.train_s, "resumed_from": res.resumed_from,
-                                         "group_size": len(mine), **where} for res in results})
-        return summaries
+        return self.train(keys, grouped=True)
 
 
 def split_outcome(outcome: Any) -> list[Any]:
