@@ -4,9 +4,10 @@ Everything here takes and returns numpy arrays or xarray objects, so the TUI and
 presentation layers and these functions can be tested on their own:
 
 * :func:`moving_average` / :func:`training_curves`: per-iterate seed mean and sample std of the
-  reward and cost after a trailing moving average (input: ``stats.iterate_metrics``).
+  reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
+  statistics are ``cube.tables.seed_mean_std``, as in the condition table).
 * :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu).
-* :func:`final_iterate` / :func:`final_costs` / :func:`cost_histograms`: the final evaluation
+* :func:`final_costs` / :func:`cost_histograms` (with ``cube.metrics.final_iterate``): the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
 """
@@ -19,7 +20,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from cube.metrics import final_iterate
 from cube.schema import RUN_DIMS
+from cube.tables import seed_mean_std
+
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs",
+           "cost_histograms"]
 
 
 def moving_average(x: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -46,21 +52,6 @@ def moving_average(x: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
     return np.moveaxis(out, -1, axis)
 
 
-def _seed_mean_std(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
-    """Mean and sample std (ddof=1) over ``seed`` ignoring NaN; std is NaN for fewer than 2 seeds."""
-    arr = da.values
-    ax = da.dims.index("seed")
-    finite = np.isfinite(arr)
-    n = finite.sum(axis=ax)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.where(n > 0, np.nansum(arr, axis=ax) / np.maximum(n, 1), np.nan)
-        dev = np.where(finite, arr - np.expand_dims(mean, ax), 0.0)
-        var = np.where(n > 1, (dev**2).sum(axis=ax) / np.maximum(n - 1, 1), np.nan)
-    dims = tuple(d for d in da.dims if d != "seed")
-    coords = {d: da.coords[d] for d in dims if d in da.coords}
-    return xr.DataArray(mean, dims=dims, coords=coords), xr.DataArray(np.sqrt(var), dims=dims, coords=coords)
-
-
 def training_curves(im: xr.Dataset, window: int = 1, metrics: Sequence[str] = ("R", "C")) -> xr.Dataset:
     """Seed mean and std per iterate of smoothed per-run metrics.
 
@@ -72,7 +63,7 @@ def training_curves(im: xr.Dataset, window: int = 1, metrics: Sequence[str] = ("
     for m in metrics:
         da = im[m].transpose(*RUN_DIMS, "iterate")
         smooth = da.copy(data=moving_average(da.values, window, axis=-1))
-        out[f"{m}_mean"], out[f"{m}_std"] = _seed_mean_std(smooth)
+        out[f"{m}_mean"], out[f"{m}_std"] = seed_mean_std(smooth)
     return xr.Dataset(out)
 
 
@@ -86,7 +77,7 @@ def multiplier_curves(ds: xr.Dataset, window: int = 1, var: str = "multiplier") 
         return None
     da = ds[var].transpose(*RUN_DIMS, "iterate").load()
     smooth = da.copy(data=moving_average(da.values, window, axis=-1))
-    mean, std = _seed_mean_std(smooth)
+    mean, std = seed_mean_std(smooth)
     return xr.Dataset({"mult_mean": mean, "mult_std": std})
 
 
@@ -99,18 +90,6 @@ def select_cube(ds: xr.Dataset, selection: Any) -> xr.Dataset:
         if labels is not None:
             idx[dim] = list(labels)
     return ds.sel(idx) if idx else ds
-
-
-def final_iterate(counts: np.ndarray) -> np.ndarray:
-    """Index of the last iterate with at least one episode.
-
-    ``counts`` has the iterate axis last (episode counts per iterate); returns an int array of the
-    leading shape, -1 where a run has no episode at all.
-    """
-    has = np.asarray(counts) > 0
-    n = has.shape[-1]
-    last = n - 1 - np.argmax(has[..., ::-1], axis=-1)
-    return np.where(has.any(axis=-1), last, -1)
 
 
 def final_costs(ds: xr.Dataset, task: str, bound: float, modes: Sequence[str] = ("expl", "greedy")) -> dict:

@@ -28,14 +28,11 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.stats import METRICS, TIER_LABELS
+from cube.metrics import METRIC, METRICS, SETTING, TIER_LABELS, best_label, directions, tier_label
 
 KINDS = ("aggregate", "conditions", "cdf", "poi", "gap")
 FORMATS = ("table", "csv", "json", "markdown", "latex")
-TABLE_METRICS = {"R": "R̄", "C": "C̄", "Dnorm": "D_norm", "V": "V", "Dplus": "D_norm+"}
 LATEX_PREAMBLE = "% needs \\usepackage{booktabs,multirow,xcolor,amsmath}\n"
-METRIC_TEX = {"R": r"\bar{R}", "C": r"\bar{C}", "Dnorm": r"D_{\text{norm}}", "V": "V", "Dplus": r"D_{\text{norm}^+}"}
-SETTING_NAMES = {"train": "Train", "final_expl": "Final (expl)", "final_greedy": "Final (greedy)"}
 CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
 SYNTHETIC_MARK = {"markdown": "> SYNTHETIC DEMO DATA, not training results\n\n",
                   "latex": "% SYNTHETIC DEMO DATA, not training results\n",
@@ -70,22 +67,37 @@ def _meta(ds: xr.Dataset, kind: str) -> dict:
     return meta
 
 
-def _csv(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """RFC 4180 CSV of a header and rows, cells as given (quotes fields holding commas, quotes or newlines)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
+    w.writerow(list(header))
     w.writerows(rows)
     return buf.getvalue()
+
+
+def _mlabel(m: str) -> str:
+    """Screen label of a metric from the registry (the name itself for an unknown one)."""
+    return METRIC[m].label if m in METRIC else str(m)
+
+
+def _mtex(m: str) -> str:
+    return METRIC[m].tex if m in METRIC else str(m)
+
+
+def _slabel(s: str) -> str:
+    return SETTING[s].label if s in SETTING else str(s)
+
+
+def _higher() -> str:
+    """Labels of the metrics where higher is better ('R̄'), from the registry."""
+    return "/".join(METRIC[m].label for m in METRICS if METRIC[m].higher_is_better)
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
-
-
-def _tex_escape(text: str) -> str:
-    return str(text).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("&", r"\&").replace("%", r"\%")
 
 
 def _latex(colspec: str, header_lines: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -98,18 +110,10 @@ def _latex(colspec: str, header_lines: Sequence[str], rows: Sequence[Sequence[st
 # --------------------------------------------------------------------------------------- aggregate
 def _best(ds: xr.Dataset, baseline: str | None) -> dict[tuple[str, str], str | None]:
     """(setting, metric) -> algo with the best value among non-baseline algos (None if no data)."""
-    best = {}
-    algos = [a for a in ds["algo"].values if a != baseline]
-    for s in ds["setting"].values:
-        for m in ds["metric"].values:
-            vals = np.array([ds["value"].sel(algo=a, setting=s, metric=m).item() for a in algos])
-            ok = ~np.isnan(vals)
-            if not ok.any():
-                best[(s, m)] = None
-                continue
-            pick = np.nanargmax(vals) if m == "R" else np.nanargmin(vals)
-            best[(s, m)] = algos[int(pick)]
-    return best
+    exclude = () if baseline is None else (baseline,)
+    return {(s, m): best_label({a: ds["value"].sel(algo=a, setting=s, metric=m).item() for a in ds["algo"].values},
+                               m, exclude)
+            for s in ds["setting"].values for m in ds["metric"].values}
 
 
 def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
@@ -135,7 +139,7 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
         rows += [[a, s, "tier", _tier_csv(int(ds["tier"].sel(algo=a, setting=s).item())), "", ""]
                  for a in algos for s in settings]
         rows.sort(key=lambda r: (algos.index(r[0]), settings.index(r[1])))  # stable: metrics, then tier
-        return _csv(["algo", "setting", "metric", "value", "ci_low", "ci_high"], rows)
+        return csv_text(["algo", "setting", "metric", "value", "ci_low", "ci_high"], rows)
     if fmt == "json":
         rows = []
         for a in algos:
@@ -167,9 +171,9 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
         return _markdown(header, rows)
     ns = len(settings)
     head1 = " & ".join([r"\multirow{2}{*}{\textbf{Algorithm}}"]
-                       + [rf"\multicolumn{{{ns}}}{{c}}{{$\text{{IQM}}({METRIC_TEX[m]})$}}" for m in metrics]
+                       + [rf"\multicolumn{{{ns}}}{{c}}{{$\text{{IQM}}({_mtex(m)})$}}" for m in metrics]
                        + [rf"\multicolumn{{{ns}}}{{c}}{{Tier}}"]) + r" \\"
-    head2 = " & " + " & ".join([SETTING_NAMES.get(s, s) for _ in range(len(metrics) + 1) for s in settings]) + r" \\"
+    head2 = " & " + " & ".join([_slabel(s) for _ in range(len(metrics) + 1) for s in settings]) + r" \\"
     rows = []
     for a in algos:
         cells = []
@@ -178,7 +182,7 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
             cells.append(_tex_ci(v["value"].item(), v["ci_low"].item(), v["ci_high"].item(), digits,
                                  bold=best[(s, m)] == a))
         cells += [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
-        row = [_tex_escape(a), *cells]
+        row = [latex_escape(a), *cells]
         if a == baseline:
             row = [rf"\textcolor{{gray}}{{{c}}}" for c in row]
         rows.append(row)
@@ -224,14 +228,14 @@ def _aggregate_rich(ds: xr.Dataset, best: dict, baseline: str | None, digits: in
                 c = _agg_cell(ds, a, s, m, digits)
                 cells.append(f"[bold]{c}[/bold]" if best[(s, m)] == a and a != baseline else c)
             t = int(ds["tier"].sel(algo=a, setting=s).item())
-            tier_txt = "–" if t < 0 else f"{t} {TIER_LABELS[t]}"
+            tier_txt = tier_label(t)
             name = f"{a} (baseline)" if a == baseline else str(a)
-            rows.append([name, SETTING_NAMES.get(s, s), *cells, tier_txt])
+            rows.append([name, _slabel(s), *cells, tier_txt])
             styles.append("grey50" if a == baseline else "")
-    header = ["Algorithm", "Setting", *[f"IQM({TABLE_METRICS.get(m, m)}) [CI]" for m in ds["metric"].values], "Tier"]
+    header = ["Algorithm", "Setting", *[f"IQM({_mlabel(m)}) [CI]" for m in ds["metric"].values], "Tier"]
     ci = ds.attrs.get("ci", 0.95)
     title = (f"IQM over task-bound conditions of seed means, {100 * float(ci):g}% stratified-bootstrap CI "
-             f"(B={ds.attrs.get('boot', '?')}); bold = best excl. baseline; lower is better except R̄")
+             f"(B={ds.attrs.get('boot', '?')}); bold = best excl. baseline; lower is better except {_higher()}")
     return _rich(title, header, rows, styles)
 
 
@@ -253,7 +257,7 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
                 rows += [[k[0], k[1], _full(k[2]), k[3], m, _full(cell(k, m + "_mean")), _full(cell(k, m + "_std")), n]
                          for m in METRICS]
                 rows.append([k[0], k[1], _full(k[2]), k[3], "tier", _tier_csv(int(cell(k, "tier"))), "", n])
-            return _csv(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds"], rows)
+            return csv_text(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds"], rows)
         rows = [{"algo": k[0], "task": k[1], "bound": float(k[2]), "setting": k[3], "baseline": k[0] == baseline,
                  "n_seeds": int(cell(k, "n_seeds")), "tier": int(cell(k, "tier")),
                  **{n: _num(cell(k, n)) for n in names}} for k in keys]
@@ -262,18 +266,18 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
     rows = []
     for k in keys:
         vals = [f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}" for m in METRICS]
-        rows.append([k[0], k[1], f"{k[2]:g}", SETTING_NAMES.get(k[3], k[3]), *vals,
+        rows.append([k[0], k[1], f"{k[2]:g}", _slabel(k[3]), *vals,
                      str(int(cell(k, "n_seeds"))), _tier_text(int(cell(k, "tier")))])
     if fmt == "markdown":
         return _markdown(["Algorithm", "Task", "d", "Setting", *METRICS, "Seeds", "Tier"], rows)
     if fmt == "table":
         styles = ["grey50" if k[0] == baseline else "" for k in keys]
         return _rich("Per condition: seed mean ± sample std (ddof=1); tier from the seed means",
-                     ["Algorithm", "Task", "d", "Setting", *[TABLE_METRICS[m] for m in METRICS], "Seeds", "Tier"],
+                     ["Algorithm", "Task", "d", "Setting", *[_mlabel(m) for m in METRICS], "Seeds", "Tier"],
                      rows, styles)
-    header = " & ".join(["Algorithm", "Task", "$d$", "Setting", *[f"${METRIC_TEX[m]}$" for m in METRICS],
+    header = " & ".join(["Algorithm", "Task", "$d$", "Setting", *[f"${_mtex(m)}$" for m in METRICS],
                          "$K$", "Tier"]) + r" \\"
-    rows = [[_tex_escape(c) if i < 4 else c for i, c in enumerate(r)] for r in rows]
+    rows = [[latex_escape(c) if i < 4 else c for i, c in enumerate(r)] for r in rows]
     return _latex("lllr" + "c" * (len(METRICS) + 2), [header], rows)
 
 
@@ -285,7 +289,7 @@ def _cdf(ds: xr.Dataset, fmt: str, digits: int) -> str:
         arrs = {a_s: [ds[v].sel(algo=a_s[0], setting=a_s[1]).values for v in ("cdf", "ci_low", "ci_high")]
                 for a_s in pairs}
         rows = [[a, s, _full(k), *(_full(x[i]) for x in arrs[(a, s)])] for a, s in pairs for i, k in enumerate(kappa)]
-        return _csv(["algo", "setting", "kappa", "cdf", "ci_low", "ci_high"], rows)
+        return csv_text(["algo", "setting", "kappa", "cdf", "ci_low", "ci_high"], rows)
     if fmt == "json":
         curves = [{"algo": a, "setting": s, **{v: [_num(x) for x in ds[v].sel(algo=a, setting=s).values]
                                                for v in ("cdf", "ci_low", "ci_high")}} for a, s in pairs]
@@ -297,14 +301,14 @@ def _cdf(ds: xr.Dataset, fmt: str, digits: int) -> str:
         sel = ds.sel(algo=a, setting=s)
         cells = [f"{_fmt(sel['cdf'].values[i], digits)} [{_fmt(sel['ci_low'].values[i], digits)}, "
                  f"{_fmt(sel['ci_high'].values[i], digits)}]" for i in idx]
-        rows.append([a, SETTING_NAMES.get(s, s), *cells])
+        rows.append([a, _slabel(s), *cells])
     if fmt == "markdown":
         return _markdown(["Algorithm", "Setting", *[f"CDF(κ={k:g})" for k in shown]], rows)
     if fmt == "table":
         return _rich("Aggregate CDF of (c - d)/d at selected κ, pooled episodes [CI] (csv/json: the full grid)",
                      ["Algorithm", "Setting", *[f"CDF(κ={k:g})" for k in shown]], rows)
     header = " & ".join(["Algorithm", "Setting", *[rf"$\kappa={k:g}$" for k in shown]]) + r" \\"
-    rows = [[_tex_escape(a), SETTING_NAMES.get(s, s),
+    rows = [[latex_escape(a), _slabel(s),
              *[_tex_ci(*(ds[v].sel(algo=a, setting=s).values[i] for v in ("cdf", "ci_low", "ci_high")), digits)
                for i in idx]] for a, s in pairs]
     return _latex("ll" + "c" * len(shown), [header], rows)
@@ -321,21 +325,21 @@ def _poi(ds: xr.Dataset, fmt: str, digits: int) -> str:
     if fmt == "csv":
         rows = [[x, y, s, m, *(_full(get(s, m, k)) for k in ("value", "ci_low", "ci_high"))]
                 for s in settings for m in metrics]
-        return _csv(["x", "y", "setting", "metric", "value", "ci_low", "ci_high"], rows)
+        return csv_text(["x", "y", "setting", "metric", "value", "ci_low", "ci_high"], rows)
     if fmt == "json":
         rows = [{"setting": s, "metric": m, **{k: _num(get(s, m, k)) for k in ("value", "ci_low", "ci_high")}}
                 for s in settings for m in metrics]
         meta = {**_meta(ds, "poi"), "x": x, "y": y, "convention": ds.attrs.get("convention")}
         return json.dumps({**meta, "rows": rows}, indent=2) + "\n"
-    title = f"P({x} improves on {y}): higher R̄, lower C̄/D_norm/V/D_norm+; ties count 1/2; 0.5 = no difference"
+    title = f"P({x} improves on {y}): {directions()}; ties count 1/2; 0.5 = no difference"
     if fmt == "latex":
-        head = " & ".join(["Setting", *[f"${METRIC_TEX.get(m, m)}$" for m in metrics]]) + r" \\"
-        rows = [[SETTING_NAMES.get(s, s), *[_tex_ci(get(s, m, "value"), get(s, m, "ci_low"), get(s, m, "ci_high"),
+        head = " & ".join(["Setting", *[f"${_mtex(m)}$" for m in metrics]]) + r" \\"
+        rows = [[_slabel(s), *[_tex_ci(get(s, m, "value"), get(s, m, "ci_low"), get(s, m, "ci_high"),
                                                     digits) for m in metrics]] for s in settings]
         return f"% {title}\n" + _latex("l" + "c" * len(metrics), [head], rows)
-    rows = [[SETTING_NAMES.get(s, s), *[f"{_fmt(get(s, m, 'value'), digits)} [{_fmt(get(s, m, 'ci_low'), digits)}, "
+    rows = [[_slabel(s), *[f"{_fmt(get(s, m, 'value'), digits)} [{_fmt(get(s, m, 'ci_low'), digits)}, "
                                          f"{_fmt(get(s, m, 'ci_high'), digits)}]" for m in metrics]] for s in settings]
-    header = ["Setting", *[TABLE_METRICS.get(m, m) for m in metrics]]
+    header = ["Setting", *[_mlabel(m) for m in metrics]]
     if fmt == "table":
         return _rich(title, header, rows)
     return f"{title}\n\n" + _markdown(header, rows)
@@ -349,23 +353,23 @@ def _gap(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
 
     if fmt == "csv":
         rows = [[a, m, *(_full(get(a, m, k)) for k in ("value", "ci_low", "ci_high"))] for a in algos for m in metrics]
-        return _csv(["algo", "metric", "value", "ci_low", "ci_high"], rows)
+        return csv_text(["algo", "metric", "value", "ci_low", "ci_high"], rows)
     if fmt == "json":
         rows = [{"algo": a, "baseline": a == baseline, "metric": m,
                  **{k: _num(get(a, m, k)) for k in ("value", "ci_low", "ci_high")}} for a in algos for m in metrics]
         return json.dumps({**_meta(ds, "gap"), "rows": rows}, indent=2) + "\n"
     title = "Greedy minus exploration at the final iterate, per run; IQM over conditions of seed means [CI]"
     if fmt == "latex":
-        head = " & ".join(["Algorithm", *[rf"$\Delta {METRIC_TEX.get(m, m)}$" for m in metrics]]) + r" \\"
+        head = " & ".join(["Algorithm", *[rf"$\Delta {_mtex(m)}$" for m in metrics]]) + r" \\"
         rows = []
         for a in algos:
-            row = [_tex_escape(a), *[_tex_ci(get(a, m, "value"), get(a, m, "ci_low"), get(a, m, "ci_high"), digits)
+            row = [latex_escape(a), *[_tex_ci(get(a, m, "value"), get(a, m, "ci_low"), get(a, m, "ci_high"), digits)
                                      for m in metrics]]
             rows.append([rf"\textcolor{{gray}}{{{c}}}" for c in row] if a == baseline else row)
         return f"% {title}\n" + _latex("l" + "c" * len(metrics), [head], rows)
     rows = [[a, *[f"{_fmt(get(a, m, 'value'), digits)} [{_fmt(get(a, m, 'ci_low'), digits)}, "
                   f"{_fmt(get(a, m, 'ci_high'), digits)}]" for m in metrics]] for a in algos]
-    header = ["Algorithm", *[f"Δ{TABLE_METRICS.get(m, m)}" for m in metrics]]
+    header = ["Algorithm", *[f"Δ{_mlabel(m)}" for m in metrics]]
     if fmt == "table":
         return _rich(title, header, rows, ["grey50" if a == baseline else "" for a in algos])
     return f"{title}\n\n" + _markdown(header, rows)
@@ -433,15 +437,7 @@ def _cell_text(v: Any) -> str:
 
 def table_csv(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """RFC 4180 CSV of a header and rows (quotes fields holding commas, quotes or newlines)."""
-    import csv
-    import io
-
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(list(header))
-    for row in rows:
-        writer.writerow([_cell_text(v) for v in row])
-    return buf.getvalue()
+    return csv_text(header, [[_cell_text(v) for v in row] for row in rows])
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -450,7 +446,7 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 def latex_escape(text: str) -> str:
     """Escape LaTeX special characters in plain text."""
-    return "".join(_LATEX_ESCAPES.get(c, c) for c in text)
+    return "".join(_LATEX_ESCAPES.get(c, c) for c in str(text))
 
 
 def table_latex(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "") -> str:

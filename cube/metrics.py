@@ -80,6 +80,7 @@ METRIC_LIST: tuple[Metric, ...] = (
 )
 METRIC: dict[str, Metric] = {m.name: m for m in METRIC_LIST}
 METRICS: tuple[str, ...] = tuple(METRIC)
+HIGHER_IS_BETTER: frozenset[str] = frozenset(m.name for m in METRIC_LIST if m.higher_is_better)
 SUFFSTAT_INPUTS: tuple[str, ...] = ("n", "n_r", "sum_r", "sum_c", "n_viol", "sum_over")
 
 
@@ -98,6 +99,14 @@ def check_metrics(metric: str | Sequence[str] | None) -> tuple[str, ...]:
     return out
 
 
+def directions(attr: str = "label", names: Sequence[str] = METRICS) -> str:
+    """'higher R̄, lower C̄/D_norm/V/D_norm+': which way each metric improves, in `attr` (label, name, tex)."""
+    higher = [getattr(METRIC[m], attr) for m in names if METRIC[m].higher_is_better]
+    lower = [getattr(METRIC[m], attr) for m in names if not METRIC[m].higher_is_better]
+    return ", ".join(part for part in (f"higher {'/'.join(higher)}" if higher else "",
+                                       f"lower {'/'.join(lower)}" if lower else "") if part)
+
+
 def best_label(values: Mapping[str, float], metric: str, exclude: Sequence[str] = ()) -> str | None:
     """The label (e.g. algorithm) with the best finite value of `metric`, `exclude` left out; None if none.
 
@@ -107,6 +116,26 @@ def best_label(values: Mapping[str, float], metric: str, exclude: Sequence[str] 
         return None
     pick = max if METRIC[metric].higher_is_better else min
     return pick(ok, key=ok.__getitem__)
+
+
+# ------------------------------------------------------------------------------- point estimates
+def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Interquartile mean = scipy.stats.trim_mean(x, 0.25, axis): drop floor(n/4) values at each end."""
+    x = np.sort(np.asarray(x, dtype=np.float64), axis=axis)
+    n = x.shape[axis]
+    cut = int(0.25 * n)
+    return np.take(x, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
+
+
+def final_iterate(counts: np.ndarray) -> np.ndarray:
+    """Index of the last iterate with at least one episode (the final settings' iterate).
+
+    ``counts`` has the iterate axis last (episode counts per iterate); returns an int array of the
+    leading shape, -1 where a run has no episode at all.
+    """
+    has = np.asarray(counts) > 0
+    last = has.shape[-1] - 1 - np.argmax(has[..., ::-1], axis=-1)
+    return np.where(has.any(axis=-1), last, -1)
 
 
 # ----------------------------------------------------------------------------------------- settings

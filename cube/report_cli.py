@@ -26,7 +26,7 @@ from rich.progress import Progress
 
 from cube import export, stats
 from cube.errors import CubeError
-from cube.selection import parse_selection
+from cube.selection import add_selection_arguments, selection_from_args
 from cube.suffstats import wait_for_cache_writes
 
 SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
@@ -57,11 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="output format (default: from --out's suffix, else table on screen)")
     p.add_argument("--settings",
                    help=f"comma-separated settings from {', '.join(stats.SETTINGS)} (default: all with episodes)")
-    p.add_argument("--algos", "--algo", dest="algos", help="comma-separated algorithms (default all)")
-    p.add_argument("--tasks", "--task", dest="tasks", help="comma-separated tasks (default all)")
-    p.add_argument("--bounds", "--bound", dest="bounds", help="comma-separated safety bounds (default all)")
-    p.add_argument("--seeds", "--seed", dest="seeds", help="seeds, e.g. 0-9 or 0,3,5 (default all)")
-    p.add_argument("--iterates", help="training iterates: J (policy pi_J) or LO:HI inclusive (default all)")
+    add_selection_arguments(p)
     p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000, as in the paper)")
     p.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
     p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
@@ -182,7 +178,7 @@ def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
         lack = stats.runs_without(ss, s)
         if lack:
             warnings.warn(f"setting {s}: {len(lack)} run(s) have no episodes and are left out "
-                          f"({stats._some(lack)})", stats.StatsWarning, stacklevel=2)
+                          f"({stats.some_labels(lack)})", stats.StatsWarning, stacklevel=2)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     fmt = _format(args, kinds)
     settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
                 if args.settings is not None else None)
-    selection = parse_selection(args.algos, args.tasks, args.bounds, args.seeds, args.iterates)
+    selection = selection_from_args(args)
     _check_args(args, kinds, fmt)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)

@@ -453,11 +453,16 @@ def store_fingerprint(path: Path) -> str:
     """Hash of the names, sizes and mtimes of every file of the reward and cost arrays."""
     h = hashlib.sha256()
     for name in ("reward", "cost"):
-        for root, _dirs, files in sorted(os.walk(path / name)):
-            for f in sorted(files):
-                full = os.path.join(root, f)
-                h.update(f"{os.path.relpath(full, path)}:".encode() + _stat_key(Path(full)) + b";")
+        _hash_files(h, path, name)
     return h.hexdigest()[:32]
+
+
+def _hash_files(h, path: Path, name: str) -> None:
+    """Feed the relative names, sizes and mtimes of the files below path/name into the hash h."""
+    for root, _dirs, files in sorted(os.walk(path / name)):
+        for f in sorted(files):
+            full = os.path.join(root, f)
+            h.update(f"{os.path.relpath(full, path)}:".encode() + _stat_key(Path(full)) + b";")
 
 
 def _read_cache(path: Path) -> xr.Dataset | None:
@@ -630,10 +635,7 @@ def _zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataA
 
 def _files_fingerprint(path: Path, name: str) -> str:
     h = hashlib.sha256()
-    for root, _dirs, files in sorted(os.walk(path / name)):
-        for f in sorted(files):
-            full = os.path.join(root, f)
-            h.update(f"{os.path.relpath(full, path)}:".encode() + _stat_key(Path(full)) + b";")
+    _hash_files(h, path, name)
     return h.hexdigest()[:32]
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
+import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 try:  # tests/ on sys.path (rootdir conftest) or the repo root (tests as a package)
-    from statsdata import random_cube
+    from statsdata import cube_ds, random_cube, ref_run
 except ImportError:
-    from tests.statsdata import random_cube
+    from tests.statsdata import cube_ds, random_cube, ref_run
 
-from cube import stats
+from cube import bootstrap, stats
 from cube.selection import Selection
 from cube.stats import stratified_bootstrap_means
 
@@ -111,7 +114,7 @@ def test_cdf_band_equals_a_per_replicate_loop_of_the_pooled_ratio():
     d = ds["bound"].values[None, :, None, None, None]
     x = ((c - d) / d).reshape(4, 4, -1)  # (condition, seed, pooled episodes of all iterates)
     kappa = ss["kappa"].values
-    u = stats._rng(5, "alg0", "train").random((300, 4, 4))
+    u = stats.bootstrap_rng(5, "alg0", "train").random((300, 4, 4))
     reps = np.empty((300, kappa.size))
     for b in range(300):
         drawn = np.concatenate([x[p, int(u[b, p, i] * 4)] for p in range(4) for i in range(4)])
@@ -122,9 +125,91 @@ def test_cdf_band_equals_a_per_replicate_loop_of_the_pooled_ratio():
     np.testing.assert_allclose(cdf["ci_high"].sel(algo="alg0", setting="train"), hi, rtol=1e-10, atol=1e-12)
 
 
-def test_tier_stability_is_the_share_of_replicates_in_the_point_tier(ss):
-    agg = stats.aggregate_table(ss, boot=400)
-    st_ = agg["tier_stability"].values
+def test_generator_is_seeded_by_rng_seed_and_the_crc32_of_label_and_setting():
+    """The documented seeding (and so every published CI) must not change: pin the stream."""
+    want = np.random.default_rng([7, zlib.crc32(b"ppo_lag"), zlib.crc32(b"final_greedy")]).random(5)
+    np.testing.assert_array_equal(stats.bootstrap_rng(7, "ppo_lag", "final_greedy").random(5), want)
+
+
+def plain_tier(dnorm: float, v: float, dplus: float, tol: float = 1e-9) -> int:
+    """Table 1 written out, with the documented absolute slack."""
+    if np.isnan(dnorm) or np.isnan(v) or np.isnan(dplus):
+        return -1
+    if dnorm > tol:
+        return 0
+    if abs(v) <= tol and abs(dplus) <= tol:
+        return 4
+    if v <= 0.1 + tol and dplus <= 0.1 + tol:
+        return 3
+    return 2 if v <= 0.5 + tol else 1
+
+
+def reference_aggregate(ds, algo_index: int, setting: str, boot: int, rng_seed: int, ci: float = 0.95):
+    """The aggregate table's value, CI and tier stability for one (algorithm, setting) by plain loops:
+    per-run metrics from the raw episodes (statsdata.ref_run), then per replicate: in every condition
+    with runs (task-major order), draw k seeds with replacement (seed floor(u * k) of its runs in seed
+    order, u from the documented generator, one (boot, P, Kmax) block), seed means, IQM over conditions
+    (scipy's trim_mean), and the tier of the replicate's IQMs."""
+    metrics = stats.METRICS
+    _, n_tasks, n_bounds, n_seeds = (ds.sizes[d] for d in ("algo", "task", "bound", "seed"))
+    strata = []  # per condition with runs: array (k, F) of its runs' metrics
+    for t in range(n_tasks):
+        for b in range(n_bounds):
+            runs = [ref_run(ds, algo_index, t, b, k, setting) for k in range(n_seeds)]
+            vals = np.array([[r[m] for m in metrics] for r in runs])
+            vals = vals[~np.isnan(vals).any(1)]
+            if len(vals):
+                strata.append(vals)
+    value = scipy.stats.trim_mean([x.mean(0) for x in strata], 0.25, axis=0)
+    kmax = max(len(x) for x in strata)
+    algo = str(ds["algo"].values[algo_index])
+    u = stats.bootstrap_rng(rng_seed, algo, setting).random((boot, len(strata), kmax))
+    reps = np.empty((boot, len(metrics)))
+    for r in range(boot):
+        means = [x[(u[r, p, : len(x)] * len(x)).astype(int)].mean(0) for p, x in enumerate(strata)]
+        reps[r] = scipy.stats.trim_mean(means, 0.25, axis=0)
+    lo, hi = np.quantile(reps, [(1 - ci) / 2, (1 + ci) / 2], axis=0)
+    i = [metrics.index(m) for m in ("Dnorm", "V", "Dplus")]
+    point = plain_tier(*value[i])
+    rep_tiers = np.array([plain_tier(*rep[i]) for rep in reps])
+    return value, lo, hi, point, rep_tiers
+
+
+def test_aggregate_ci_equals_an_independent_per_replicate_loop():
+    ds = random_cube(np.random.default_rng(21), shape=(2, 2, 3, 4, 2, 6), bounds=(10.0, 15.0, 25.0), ragged=True)
+    for v in ("cost", "reward"):  # runs without greedy episodes: condition (0, 0) keeps 2 seeds, (1, 2) none
+        ds[v].values[0, 0, 0, 1:3, :, :, 2] = np.nan
+        ds[v].values[0, 1, 2, :, :, :, 2] = np.nan
+    agg = stats.aggregate_table(stats.load_suffstats(ds), boot=300, rng_seed=11, ci=0.9)
+    for ai, a in enumerate(("alg0", "alg1")):
+        for s in stats.SETTINGS:
+            value, lo, hi, point, _ = reference_aggregate(ds, ai, s, 300, 11, ci=0.9)
+            got = agg.sel(algo=a, setting=s)
+            np.testing.assert_allclose(got["value"], value, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(got["ci_low"], lo, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(got["ci_high"], hi, rtol=1e-9, atol=1e-12)
+            assert int(got["tier"]) == point
+    assert int(agg["n_conditions"].sel(algo="alg0", setting="final_greedy")) == 5
+
+
+def threshold_cube() -> object:
+    """4 conditions x 5 seeds, one train iterate of 10 episodes (cost 11 = violation of d = 10, else 1):
+    the IQM of V lies just above 0.5, so replicates fall on both sides of the V <= 0.5 threshold."""
+    k_viol = np.array([[3, 4, 6, 7, 8], [2, 5, 6, 6, 9], [4, 4, 5, 7, 8], [1, 5, 6, 7, 7]])
+    cost = np.where(np.arange(10)[None, None, :] < k_viol[..., None], 11.0, 1.0)  # (P, S, E)
+    cost = cost.reshape(1, 4, 1, 5, 1, 10, 1)
+    return cube_ds(np.ones_like(cost), cost, ["a"], ["t0", "t1", "t2", "t3"], [10.0])
+
+
+def test_tier_stability_is_the_share_of_replicates_in_exactly_the_point_tier():
+    ds = threshold_cube()
+    agg = stats.aggregate_table(stats.load_suffstats(ds), ["train"], boot=400, rng_seed=3)
+    _, _, _, point, rep_tiers = reference_aggregate(ds, 0, "train", 400, 3)
+    assert int(agg["tier"].item()) == point == 1
+    assert np.any(rep_tiers > point) and np.any(rep_tiers == point)  # the data straddle the threshold
+    assert float(agg["tier_stability"].item()) == np.mean(rep_tiers == point)
+    ss = stats.load_suffstats(random_cube(np.random.default_rng(4), shape=(3, 2, 2, 5, 3, 6)))
+    st_ = stats.aggregate_table(ss, boot=400)["tier_stability"].values
     assert np.all((st_ >= 0) & (st_ <= 1))
     assert np.all(np.isclose(st_ * 400, np.round(st_ * 400)))  # a count of replicates out of B
 
@@ -132,7 +217,7 @@ def test_tier_stability_is_the_share_of_replicates_in_the_point_tier(ss):
 def test_batching_replicates_does_not_change_the_result(ss, monkeypatch):
     whole = stats.aggregate_table(ss, boot=300, rng_seed=4)
     cdf_whole = stats.cdf_curves(ss, ["train"], boot=300, rng_seed=4)
-    monkeypatch.setattr(stats, "_BATCH", 7)
+    monkeypatch.setattr(bootstrap, "BATCH", 7)
     np.testing.assert_array_equal(stats.aggregate_table(ss, boot=300, rng_seed=4)["ci_high"], whole["ci_high"])
     np.testing.assert_allclose(stats.cdf_curves(ss, ["train"], boot=300, rng_seed=4)["ci_low"], cdf_whole["ci_low"],
                                rtol=1e-12, atol=1e-15)

@@ -49,17 +49,44 @@ def test_csv_report_matches_the_api(cube, capsys):
     assert {r["algo"] for r in rows} == {"p3o", "focops"} and {r["setting"] for r in rows} == {"final_greedy"}
     ss = stats.select(stats.load_suffstats(cube), stats.Selection(algos=("p3o", "focops"), seeds=(0, 1)))
     agg = stats.aggregate_table(ss, ["final_greedy"], boot=40, rng_seed=3)
+    assert len(rows) == 2 * (len(stats.METRICS) + 1)
+    assert [r["metric"] for r in rows[:6]] == [*stats.METRICS, "tier"]
     for r in rows:
         if r["metric"] == "tier":
             assert r["value"] == str(int(agg["tier"].sel(algo=r["algo"], setting="final_greedy")))
+            assert r["ci_low"] == r["ci_high"] == ""
             continue
         want = agg.sel(algo=r["algo"], setting="final_greedy", metric=r["metric"])
-        assert float(r["ci_low"]) == pytest.approx(float(want["ci_low"]), rel=1e-9)
+        for k in ("value", "ci_low", "ci_high"):  # full precision: the same float, not just close
+            assert float(r[k]) == float(want[k]), (r, k)
     # the singular spellings and --out are aliases: the same file, byte for byte
     alias = ["report", str(cube), "--format", "csv", "--boot", "40", "--settings", "final_greedy",
              "--algo", "p3o,focops", "--seed", "0-1", "--rng-seed", "3", "--out", str(cube.parent / "a.csv")]
     assert main(alias) == 0
     assert (cube.parent / "a.csv").read_text() == out
+
+
+def test_scheduler_flag_reaches_the_pass_over_the_episodes(cube, capsys, monkeypatch):
+    """--scheduler (and $DASK_SCHEDULER_ADDRESS through it) is handed to cube.cluster.scheduler_context."""
+    import contextlib
+
+    from cube import cluster
+
+    seen = []
+
+    @contextlib.contextmanager
+    def fake_context(address, *args, **kwargs):
+        seen.append(address)
+        yield None
+
+    common = ["report", str(cube), "--format", "csv", "--boot", "10", "--no-cache"]
+    assert main(common) == 0
+    local = capsys.readouterr().out
+    monkeypatch.setattr(cluster, "scheduler_context", fake_context)
+    assert main([*common, "--scheduler", "tcp://127.0.0.1:8786"]) == 0
+    assert seen == ["tcp://127.0.0.1:8786"] and capsys.readouterr().out == local
+    assert main(common) == 0
+    assert seen == ["tcp://127.0.0.1:8786", None]  # no flag: the environment variable decides (in cluster)
 
 
 def test_singular_selection_aliases_and_flags(cube, capsys):

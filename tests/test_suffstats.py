@@ -65,16 +65,37 @@ def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatc
     assert len(patched) == 3 and len(full) == 2  # ... and the next load is a plain hit
 
 
-def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path):
+def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
     sfs.load_suffstats(demo_copy)
     rng = np.random.default_rng(0)
-    for algo in ("ppo", "ppo_lag", "p3o"):
+    for algo in ("ppo", "ppo_lag", "p3o"):  # 36 of the 48 runs change: more than half
         for task in ("goal", "circle"):
             for bound in (15.0, 25.0):
                 for seed in range(3):
                     r, c = rng.normal(size=3), rng.gamma(2.0, 10.0, 3)
                     write_episodes(demo_copy, RunKey(algo, task, bound, seed), "train", 1, r, c)
-    _same(sfs.load_suffstats(demo_copy), sfs.load_suffstats(demo_copy, cache=False))
+    full, patched = [], []
+    real_full, real_update = sfs.compute_suffstats, sfs._update_runs
+    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    monkeypatch.setattr(sfs, "_update_runs", lambda *a, **k: patched.append(1) or real_update(*a, **k))
+    cached = sfs.load_suffstats(demo_copy)
+    assert full == [1] and patched == []  # a full pass, not 36 patched runs
+    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists()
+    _same(cached, sfs.load_suffstats(demo_copy, cache=False))
+    assert full == [1, 1] and patched == []
+    _same(cached, sfs.load_suffstats(demo_copy))  # the full pass was written back: a plain hit now
+    assert full == [1, 1] and patched == []
+
+
+@pytest.mark.parametrize("bad", [0.0, -5.0, np.nan])
+def test_a_bound_that_is_not_positive_is_a_one_line_error(bad: float):
+    """d = 0 would give Dnorm = inf and tier 0 without a word: the pass refuses it, for Datasets too."""
+    from statsdata import random_cube
+
+    ds = random_cube(np.random.default_rng(0), shape=(1, 1, 2, 2, 2, 4), bounds=(bad, 25.0))
+    with pytest.raises(CubeError, match=r"safety bounds must be > 0 \(found \[(0.0|-5.0|nan)\]\)") as err:
+        sfs.load_suffstats(ds)
+    assert "\n" not in str(err.value)
 
 
 def test_store_not_chunked_per_run_uses_a_whole_store_fingerprint(tmp_path: Path):

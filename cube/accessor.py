@@ -1,0 +1,70 @@
+"""The `ds.saferl` Dataset accessor: the tables of `cube.tables` on a cube Dataset or on its suffstats.
+
+Registered when this module is imported (`import cube` does it, through `cube.stats`).
+"""
+
+from __future__ import annotations
+
+import xarray as xr
+
+from cube.selection import Selection
+from cube.suffstats import load_suffstats
+from cube.tables import (
+    aggregate_table,
+    cdf_curves,
+    condition_table,
+    greedy_expl_gap,
+    iterate_metrics,
+    probability_of_improvement,
+    run_metrics,
+    select,
+)
+
+__all__ = ["SaferlAccessor"]
+
+
+@xr.register_dataset_accessor("saferl")
+class SaferlAccessor:
+    """`ds.saferl`: the statistics tables on a cube Dataset (episodes) or on its suffstats.
+
+    ds.saferl.suffstats, .select(Selection), .run_metrics(setting), .iterate_metrics(mode),
+    .conditions(settings), .aggregate(settings, boot=..), .cdf(settings, boot=..), .poi(x, y, setting),
+    .gap(boot=..): each returns the xarray object of the `cube.tables` function of the same meaning.
+    """
+
+    def __init__(self, ds: xr.Dataset) -> None:
+        self._ds = ds
+        self._ss: xr.Dataset | None = None
+
+    @property
+    def suffstats(self) -> xr.Dataset:
+        """The sufficient statistics (computed once from the episodes; the Dataset itself if it is one)."""
+        if self._ss is None:
+            is_ss = "n" in self._ds and "le" in self._ds
+            source = self._ds.encoding.get("saferl_source", self._ds)
+            self._ss = self._ds if is_ss else load_suffstats(source)
+        return self._ss
+
+    def select(self, selection: Selection) -> xr.Dataset:
+        return select(self.suffstats, selection)
+
+    def run_metrics(self, setting: str, iterates=None) -> xr.Dataset:
+        return run_metrics(self.suffstats, setting, iterates)
+
+    def iterate_metrics(self, mode: str = "train") -> xr.Dataset:
+        return iterate_metrics(self.suffstats, mode)
+
+    def conditions(self, settings=None, iterates=None) -> xr.Dataset:
+        return condition_table(self.suffstats, settings, iterates)
+
+    def aggregate(self, settings=None, **kwargs) -> xr.Dataset:
+        return aggregate_table(self.suffstats, settings, **kwargs)
+
+    def cdf(self, settings=None, **kwargs) -> xr.Dataset:
+        return cdf_curves(self.suffstats, settings, **kwargs)
+
+    def poi(self, x: str, y: str, setting=None, **kwargs) -> xr.Dataset:
+        return probability_of_improvement(self.suffstats, x, y, setting, **kwargs)
+
+    def gap(self, **kwargs) -> xr.Dataset:
+        return greedy_expl_gap(self.suffstats, **kwargs)
