@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 from rich.table import Table
 
-from cube.curves import final_iterate
+from cube.metrics import final_iterate
 from cube.schema import RUN_DIMS, RUN_STATUS_NAMES
 from cube.store import open_cube
 

@@ -114,14 +114,6 @@ def test_cube_does_not_import_distributed() -> None:
     assert result.stdout.strip() == ""
 
 
-def _report_takes_scheduler() -> bool:
-    from cube.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if a.dest == "command")
-    return "--scheduler" in sub.choices["report"]._option_string_actions
-
-
-@pytest.mark.skipif(not _report_takes_scheduler(), reason="saferl report has no --scheduler flag yet")
 def test_saferl_report_on_cluster_equals_local(cluster, cube_path: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     from cube.cli import main
