@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import warnings
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -61,60 +59,26 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from cube.demo import make_demo_cube
+    from cube.store import staged_store
 
-    path = Path(args.path)
-    if path.exists() or path.is_symlink():
-        if not args.force:
-            raise CubeError(f"{path} already exists; pass --force to replace it or choose another path")
-        _check_replaceable_store(path)
-    # Written beside the target and swapped in only once complete: a failure (full disk, Ctrl-C) leaves
-    # the old store as it was and no half-written one at PATH.
-    staging = path.with_name(f".{path.name}.new-{os.getpid()}")
-    try:
-        with progress_bar() as bar:
-            task = bar.add_task("writing synthetic cube", total=None)
+    # Written beside the target and swapped in only once complete (see `staged_store`).
+    with staged_store(args.path, force=args.force) as staging, progress_bar() as bar:
+        task = bar.add_task("writing synthetic cube", total=None)
 
-            def report(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
+        def report(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
 
-            make_demo_cube(
-                staging,
-                seed=args.seed,
-                n_seeds=args.seeds,
-                n_iterates=args.iterates,
-                n_train_episodes=args.episodes,
-                n_eval_episodes=args.eval_episodes,
-                progress=report,
-            )
-        _swap_in(staging, path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    print(f"wrote SYNTHETIC demo cube to {path}")
+        make_demo_cube(
+            staging,
+            seed=args.seed,
+            n_seeds=args.seeds,
+            n_iterates=args.iterates,
+            n_train_episodes=args.episodes,
+            n_eval_episodes=args.eval_episodes,
+            progress=report,
+        )
+    print(f"wrote SYNTHETIC demo cube to {args.path}")
     return 0
-
-
-def _check_replaceable_store(path: Path) -> None:
-    """CubeError unless PATH is a Zarr store directory (never a file, a link or another folder)."""
-    if path.is_symlink() or not path.is_dir():
-        raise CubeError(f"{path} exists and is not a Zarr store directory; refusing to replace it: "
-                        "remove it yourself or choose another path")
-    if not (path / "zarr.json").exists():
-        raise CubeError(f"{path} is a directory that is not a Zarr store; refusing to delete it")
-
-
-def _swap_in(new: Path, path: Path) -> None:
-    """Put the complete store `new` at `path`; an old store there is removed only after the swap."""
-    old = path.with_name(f".{path.name}.old-{os.getpid()}")
-    had_old = path.exists()
-    if had_old:
-        os.rename(path, old)
-    try:
-        os.rename(new, path)
-    except OSError:
-        if had_old:
-            os.rename(old, path)  # put the old store back
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:

@@ -134,6 +134,11 @@ def _notes(ss: xr.Dataset) -> list[str]:
         incomplete = int((ss["run_status"] != 2).sum())
         if incomplete:
             notes.append(f"{incomplete} selected run(s) are not complete; they count with the episodes they have")
+    means_only = stats.means_only_runs(ss)
+    if means_only:
+        notes.append(f"{means_only} selected (run, mode) pair(s) hold only per-epoch means, not episodes: "
+                     "R̄, C̄ and D_norm come from the means; V, D_norm+, tiers and CDFs are not available "
+                     "for them (left blank)")
     return notes
 
 
@@ -167,6 +172,8 @@ def _check_args(args: argparse.Namespace, kinds: tuple[str, ...], fmt: str) -> N
         raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
     if not 0 <= args.digits <= 12:
         raise CubeError(f"--digits must be between 0 and 12, got {args.digits}")
+    if not 0 <= args.rng_seed < 2**32:
+        raise CubeError(f"--rng-seed must be an integer in 0..{2**32 - 1}, got {args.rng_seed}")
     if _multi_file(kinds, fmt) and not args.output:
         raise CubeError(f"{len(kinds)} tables with --format {fmt} are written one file per table: give --out DIR")
     _poi_pair(args.poi)

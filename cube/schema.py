@@ -25,6 +25,11 @@ MODES: tuple[str, ...] = ("train", "expl", "greedy")
 DEFAULT_ITERATE_VARS: tuple[str, ...] = ("env_steps", "multiplier")
 
 RUN_STATUS = {"pending": 0, "partial": 1, "complete": 2}
+
+# Optional (run dims + mode) flag: 1 where a run's "episodes" of that mode are per-epoch means of a
+# window of episodes (imported from tools that keep no per-episode record). R, C and D_norm follow from
+# means; V, D_norm+, tiers and CDFs need every episode and are reported as not available there.
+AGGREGATE_ONLY = "aggregate_only"
 RUN_STATUS_NAMES = {code: name for name, code in RUN_STATUS.items()}
 
 # The kind of label each dimension holds: "str", "float" or "int".

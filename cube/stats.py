@@ -31,6 +31,7 @@ from cube.tables import (
     condition_table,
     greedy_expl_gap,
     iterate_metrics,
+    means_only_runs,
     probability_of_improvement,
     require_data,
     run_metrics,
@@ -46,4 +47,5 @@ __all__ = [
     "available_settings", "require_data", "stratified_bootstrap_means", "stratified_bootstrap_weights",
     "probability_of_improvement", "greedy_expl_gap", "runs_without", "StatsWarning", "TIER_TOL",
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
+    "means_only_runs",
 ]

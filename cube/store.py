@@ -28,6 +28,7 @@ from zarr.codecs import Crc32cCodec, ZstdCodec
 from cube.errors import CubeError
 from cube.outputs import atomic_output
 from cube.schema import (
+    AGGREGATE_ONLY,
     DEFAULT_ITERATE_VARS,
     DIMS,
     MODES,
@@ -118,6 +119,7 @@ def create_store(
     exist_ok: bool = False,
     chunk_iterates: int | None = None,
     chunk_episodes: int | None = None,
+    means_only_flags: bool = False,
 ) -> None:
     """Create an empty cube for a grid of runs (all values NaN, every run pending).
 
@@ -155,6 +157,10 @@ def create_store(
     try:
         chunk = (chunk_iterates or n_iterates, chunk_episodes or n_episodes)
         _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {}, chunk)
+        if means_only_flags:
+            zarr.open_group(tmp, mode="r+").create_array(
+                AGGREGATE_ONLY, shape=(*(len(labels[d]) for d in RUN_DIMS), len(modes)), chunks=(1, 1, 1, 1, len(modes)),
+                dtype="int8", fill_value=0, dimension_names=(*RUN_DIMS, "mode"), compressors=CHUNK_COMPRESSORS)
         try:
             os.replace(tmp, path)
         except OSError:
@@ -222,6 +228,43 @@ def _build_store(
         compressors=CHUNK_COMPRESSORS,
     )
     seq.attrs["long_name"] = "episode writes of the run so far, x2; odd while a write is in progress"
+
+
+@contextmanager
+def staged_store(path: PathLike, *, force: bool = False) -> Iterator[Path]:
+    """Yield a staging path beside `path` to write a whole store into; when the block ends without an
+    exception the complete store replaces `path`, else it is removed and `path` is left as it was.
+
+    An existing `path` is replaced only with `force`, and only if it is a Zarr store directory (never a
+    file, a link or another folder). A full disk or Ctrl-C never loses the old store or leaves half a
+    new one at `path`."""
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        if not force:
+            raise CubeError(f"{target} already exists; pass --force to replace it or choose another path")
+        if target.is_symlink() or not target.is_dir():
+            raise CubeError(f"{target} exists and is not a Zarr store directory; refusing to replace it: "
+                            "remove it yourself or choose another path")
+        if not (target / "zarr.json").exists():
+            raise CubeError(f"{target} is a directory that is not a Zarr store; refusing to delete it")
+    if not target.parent.is_dir():
+        raise CubeError(f"the folder {target.parent} does not exist; create it or write elsewhere")
+    staging = target.with_name(f".{target.name}.new-{uuid.uuid4().hex[:8]}")
+    try:
+        yield staging
+        old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:8]}")
+        had_old = target.exists()
+        if had_old:
+            os.rename(target, old)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if had_old:
+                os.rename(old, target)  # put the old store back
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _create_iterate_var(group: zarr.Group, name: str, shape: tuple[int, ...], chunk_iterates: int) -> None:
@@ -490,6 +533,14 @@ class CubeWriter:
         body.setdefault("run", key.as_dict())
         self._array("run_manifest")[index] = manifest_json(body)
         self._array("run_status")[index] = RUN_STATUS[status]
+
+    def set_means_only(self, key: RunKey, mode: str, means_only: bool = True) -> None:
+        """Flag one run's `mode` as holding per-epoch means instead of episodes (store needs the flag
+        array: create it with `create_store(..., means_only_flags=True)`)."""
+        if AGGREGATE_ONLY not in self.group:
+            raise CubeError(f"{self.path} has no '{AGGREGATE_ONLY}' flags; create it with means_only_flags=True")
+        index = _run_index(self.coords, key)
+        self._array(AGGREGATE_ONLY)[(*index, _mode_index(self.coords, mode))] = int(means_only)
 
     def run_status(self, key: RunKey) -> str:
         """A run's stored status (``pending``/``partial``/``complete``), read from its own chunk only."""

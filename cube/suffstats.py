@@ -36,7 +36,7 @@ import zarr
 
 from cube.cluster import compute
 from cube.errors import CubeError
-from cube.schema import RUN_DIMS
+from cube.schema import AGGREGATE_ONLY, RUN_DIMS
 from cube.store import open_cube, side_folder
 
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
@@ -601,10 +601,13 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
 
 
 def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None, cache: bool = False) -> xr.Dataset:
-    """Carry the cube's run_status and `synthetic` flag (not cached: they change without new episodes)."""
+    """Carry the cube's run_status, `aggregate_only` flags and `synthetic` flag (not cached: they change
+    without new episodes)."""
     if "run_status" in ds:
         status = _zarr_run_status(path, ds, cache) if path is not None else None
         ss["run_status"] = status if status is not None else ds["run_status"].transpose(*RUN_DIMS).load()
+    if AGGREGATE_ONLY in ds:
+        ss[AGGREGATE_ONLY] = ds[AGGREGATE_ONLY].transpose(*RUN_DIMS, "mode").load().astype(bool)
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
     return ss
 

@@ -41,6 +41,7 @@ from cube.metrics import (
     metric_values,
     tier,
 )
+from cube.schema import AGGREGATE_ONLY
 from cube.selection import Selection
 from cube.suffstats import RUN_DIMS, SUM_VARS
 
@@ -115,7 +116,25 @@ def _cell_metrics(ss: xr.Dataset) -> xr.Dataset:
     dims = ss["n"].dims
     d = ss["bound"].values.astype(np.float64).reshape([-1 if x == "bound" else 1 for x in dims])
     out = metric_values({v: ss[v].transpose(*dims).values for v in SUFFSTAT_INPUTS}, d)
+    means_only = _means_only(ss)
+    if means_only is not None:  # means of windows of episodes: no per-episode metric exists there
+        for name in METRICS:
+            if METRIC[name].needs_episodes:
+                out[name] = np.where(means_only.broadcast_like(ss["n"]).transpose(*dims).values, np.nan, out[name])
     return xr.Dataset({k: (dims, v) for k, v in out.items()}, coords=dict(ss["n"].coords))
+
+
+def _means_only(ss: xr.Dataset) -> xr.DataArray | None:
+    """Where the cube holds per-epoch means instead of episodes (run dims [+ mode]); None if nowhere."""
+    if AGGREGATE_ONLY not in ss or not bool(ss[AGGREGATE_ONLY].any()):
+        return None
+    return ss[AGGREGATE_ONLY]
+
+
+def means_only_runs(ss: xr.Dataset) -> int:
+    """How many (run, mode) pairs of `ss` hold only per-epoch means (no V, D_norm+, tier or CDF there)."""
+    flag = _means_only(ss)
+    return 0 if flag is None else int(flag.sum())
 
 
 def iterate_metrics(ss: xr.Dataset, mode: str = "train") -> xr.Dataset:
@@ -155,7 +174,7 @@ def run_metrics(ss: xr.Dataset, setting: str, iterates=None) -> xr.Dataset:
         cell, idx = _cell_metrics(one), _final_index(one["n"])
         rm = xr.Dataset({m: _at_final(cell[m], idx) for m in METRICS})
     rm = rm.drop_vars([c for c in ("mode", "iterate") if c in rm.coords])
-    return rm.where(rm["C"].notnull() & rm["R"].notnull())
+    return rm.where(rm["C"].notnull())  # a run counts where it has costs; its reward may be unknown (NaN)
 
 
 def _run_cdf_counts(ss: xr.Dataset, setting: str, iterates=None) -> tuple[xr.DataArray, xr.DataArray]:
@@ -171,6 +190,10 @@ def _run_cdf_counts(ss: xr.Dataset, setting: str, iterates=None) -> tuple[xr.Dat
         one = ss.sel(mode=mode)
         idx = _final_index(one["n"])
         le, n = (_at_final(one[v].astype(np.float64), idx, 0.0) for v in ("le", "n"))
+    means_only = _means_only(ss)
+    if means_only is not None:  # window means are no episodes: such runs have no CDF
+        keep = ~means_only.sel(mode=mode).drop_vars("mode", errors="ignore")
+        le, n = le.where(keep, 0.0), n.where(keep, 0.0)
     return le.drop_vars("mode", errors="ignore"), n.drop_vars("mode", errors="ignore")
 
 
@@ -284,6 +307,39 @@ def _stacked(rm: xr.Dataset, algo, metrics: Sequence[str] = METRICS) -> tuple[np
     return arr, ~np.isnan(arr).any(-1)
 
 
+def _availability_groups(values: np.ndarray) -> list[tuple[list[int], np.ndarray]]:
+    """Metric columns of values (P, K, F) grouped by the runs that hold them: [(columns, valid (P, K))].
+
+    One group when every run holds every metric (episodes throughout); otherwise, e.g., R, C, D_norm
+    over all runs and V, D_norm+ over the runs with per-episode data, each aggregated on its own runs."""
+    held = ~np.isnan(values)
+    groups: dict[bytes, list[int]] = {}
+    for f in range(values.shape[-1]):
+        if held[..., f].any():
+            groups.setdefault(held[..., f].tobytes(), []).append(f)
+    return [(cols, held[..., cols[0]]) for cols in groups.values()]
+
+
+def _grouped_iqm(values: np.ndarray, boot: int, rng_seed: int, label: str, setting: str, ci: float,
+                 what: str, names: Sequence[str] = METRICS):
+    """`iqm_interval` per availability group of metric columns. The first group draws from the
+    (rng_seed, label, setting) stream (so cubes of episodes give exactly the classic single-group
+    result); others from streams named by their metrics. Returns value, ci_low, ci_high (F,),
+    n_strata of the first group, and reps (boot, F) when one group holds every column, else None."""
+    f = values.shape[-1]
+    value, lo, hi = _nan(f), _nan(f), _nan(f)
+    n_strata, reps_all = 0, None
+    for g, (cols, valid) in enumerate(_availability_groups(values)):
+        tag = setting if g == 0 else f"{setting}:{','.join(names[c] for c in cols)}"
+        v, low, high, k, reps = iqm_interval(values[..., cols], valid, boot, bootstrap_rng(rng_seed, label, tag),
+                                             ci, what)
+        value[cols], lo[cols], hi[cols] = v, low, high
+        if g == 0:
+            n_strata = k
+            reps_all = reps if len(cols) == f else None
+    return value, lo, hi, n_strata, reps_all
+
+
 def _nan(*shape: int) -> np.ndarray:
     return np.full(shape, np.nan)
 
@@ -324,16 +380,19 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
     value, lo, hi = _nan(*shape), _nan(*shape), _nan(*shape)
     n_cond = np.zeros(shape[:2], dtype=np.int64)
     stability = _nan(*shape[:2])
+    tier_ok = np.zeros(shape[:2], dtype=bool)
     mi = [METRICS.index(m) for m in ("Dnorm", "V", "Dplus")]
     for si, ai, a, rm in _each(settings, algos, progress, lambda s: run_metrics(ss, s, iterates)):
         s = settings[si]
-        values, valid = _stacked(rm, a)
-        res = iqm_interval(values, valid, boot, bootstrap_rng(rng_seed, a, s), ci, f"CI of {a}, {s}")
+        values, _ = _stacked(rm, a)
+        res = _grouped_iqm(values, boot, rng_seed, a, s, ci, f"CI of {a}, {s}")
         value[ai, si], lo[ai, si], hi[ai, si], n_cond[ai, si], reps = res
+        # A tier needs D_norm, V and D_norm+ of the same runs: never from means-only runs.
+        tier_ok[ai, si] = any(set(mi) <= set(cols) for cols, _ in _availability_groups(values))
         if reps is not None:
             point = tier(*value[ai, si, mi])
             stability[ai, si] = np.mean(tier(*reps[:, mi].T) == point)
-    im = {m: value[..., i] for i, m in enumerate(METRICS)}
+    im = {m: np.where(tier_ok, value[..., i], np.nan) for i, m in enumerate(METRICS)}
     dims3, dims2 = ("algo", "setting", "metric"), ("algo", "setting")
     return _table({"value": (dims3, value), "ci_low": (dims3, lo), "ci_high": (dims3, hi),
                    "tier": (dims2, tier(im["Dnorm"], im["V"], im["Dplus"])), "tier_stability": (dims2, stability),
@@ -478,9 +537,9 @@ def greedy_expl_gap(ss: xr.Dataset, boot: int = 2000, rng_seed: int = 0, ci: flo
     value, lo, hi = _nan(*shape), _nan(*shape), _nan(*shape)
     n_cond = np.zeros(len(algos), dtype=np.int64)
     for _, ai, a, _ in _each(("gap",), algos, progress):
-        values, valid = _stacked(diff, a)
-        value[ai], lo[ai], hi[ai], n_cond[ai], _ = iqm_interval(values, valid, boot, bootstrap_rng(rng_seed, a, "gap"),
-                                                                ci, f"CI of the greedy-expl gap of {a}")
+        values, _ = _stacked(diff, a)
+        value[ai], lo[ai], hi[ai], n_cond[ai], _ = _grouped_iqm(values, boot, rng_seed, a, "gap", ci,
+                                                                f"CI of the greedy-expl gap of {a}")
     dims = ("algo", "metric")
     return _table({"value": (dims, value), "ci_low": (dims, lo), "ci_high": (dims, hi),
                    "n_conditions": ("algo", n_cond)}, {"algo": algos, "metric": list(METRICS)}, ss,

@@ -104,3 +104,8 @@ def test_demo_force_failure_keeps_the_old_store(capsys: pytest.CaptureFixture[st
     assert main(["demo", str(target), "--force", "--seed", "1", *DEMO_ARGS]) == 0
     assert _tree(target) != before  # replaced on success
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.zarr"]
+
+
+def test_negative_rng_seed_is_one_clear_line(capsys: pytest.CaptureFixture[str], small_demo_cube: Path) -> None:
+    assert main(["report", str(small_demo_cube), "--rng-seed", "-1", "--boot", "10"]) == 2
+    assert "--rng-seed must be an integer in 0.." in _one_error_line(capsys)
