@@ -225,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
             _warn_left_out(ss, use)
             tables = _tables(ss, kinds, args, use, bar)
     for note in _notes(ss):
-        err_console.print(f"note: {note}", highlight=False)
+        err_console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     for msg in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)):
         err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
     if fmt == "table" and not args.output:
