@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -610,6 +611,34 @@ def read_write_seqs(source: PathLike | None) -> np.ndarray | None:
         return np.asarray(zarr.open_array(Path(source) / WRITE_SEQ, mode="r")[...])
     except Exception:  # noqa: BLE001 - an unreadable sequence is reported by the data read it guards
         return None
+
+
+def runs_written_since(before: np.ndarray, after: np.ndarray | None) -> list[tuple[int, ...]]:
+    """Run positions whose write sequence moved between two `read_write_seqs`, or was odd (a write in
+    progress) at the first: their data read in between may mix two writes."""
+    if after is None or after.shape != before.shape:
+        return []
+    return [tuple(int(i) for i in ix) for ix in np.argwhere((before != after) | (before % 2 == 1))]
+
+
+class StillRunReader:
+    """Reads one run's reward and cost (iterate, episode, mode) straight from its chunks while its write
+    sequence stands still and even: both variables of the same write, never one without the other."""
+
+    def __init__(self, path: PathLike) -> None:
+        self.arrays = {name: zarr.open_array(Path(path) / name, mode="r") for name in ("reward", "cost", WRITE_SEQ)}
+
+    def read(self, index: tuple[int, ...], tries: int = 200) -> tuple[np.ndarray, np.ndarray]:
+        """A writer is inside a write for milliseconds, so a few short waits suffice; CubeError if the
+        run was being written at every one of `tries` attempts."""
+        seq_array = self.arrays[WRITE_SEQ]
+        for attempt in range(tries):
+            seq = int(seq_array[index])
+            reward, cost = self.arrays["reward"][index], self.arrays["cost"][index]
+            if seq % 2 == 0 and int(seq_array[index]) == seq:
+                return reward, cost
+            time.sleep(0.001 * min(attempt + 1, 20))
+        raise CubeError("a run was being written during every read of it; stop its writer or try again")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import zarr
 from cube.cluster import compute
 from cube.errors import CubeError
 from cube.schema import AGGREGATE_ONLY, RUN_DIMS
-from cube.store import open_cube, side_folder
+from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since, side_folder
 
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
@@ -145,24 +145,39 @@ def _row_locator(where: Callable[[tuple[int, ...]], str] | None, rows: np.ndarra
     if where is None:
         return None
 
-    def locate(index: tuple[int, ...]) -> str:
+    def block_index(index: tuple[int, ...]) -> tuple[int, ...]:
         episode, row = int(index[-2]), int(index[-1])
         cell = np.unravel_index(int(rows[row]), cells)
-        return where(tuple(int(i) for i in cell[:-1]) + (episode, int(cell[-1])))
+        return tuple(int(i) for i in cell[:-1]) + (episode, int(cell[-1]))
 
+    def locate(index: tuple[int, ...]) -> str:
+        return where(block_index(index))
+
+    locate.block_index = block_index  # type: ignore[attr-defined]
     return locate
+
+
+class BadEpisodes(CubeError):
+    """Values a cube must not hold, found by the pass; `block_index` is the first one's (..., E, M) index
+    in its block (so the pass can tell a run caught mid-write from a broken one)."""
+
+    def __init__(self, message: str, block_index: tuple[int, ...] | None) -> None:
+        super().__init__(message)
+        self.block_index = block_index
 
 
 def _check_costs(c: np.ndarray, has_r: np.ndarray, has_c: np.ndarray,
                  where: Callable[[tuple[int, ...]], str] | None) -> None:
-    """One-line CubeError when costs (..., M, E) hold values a cube must not hold."""
+    """One-line BadEpisodes (a CubeError) when costs (..., M, E) hold values a cube must not hold."""
     for bad, what in ((has_r & ~has_c, "NaN cost(s) of episodes with a reward"),
                       (c < 0, "negative cost(s)"), (np.isinf(c), "infinite cost(s)")):
         if bad.any():
             first = tuple(int(i) for i in np.argwhere(bad)[0])
+            block_index = getattr(where, "block_index", lambda i: None)(first[:-2] + (first[-1], first[-2]))
             loc = where(first[:-2] + (first[-1], first[-2])) if where else f"block index {first}"
-            raise CubeError(f"invalid cube: {int(bad.sum())} {what} (first at {loc}); costs must be finite "
-                            f"and >= 0 for every episode: fix the writer, or check the store with saferl validate")
+            raise BadEpisodes(f"invalid cube: {int(bad.sum())} {what} (first at {loc}); costs must be finite "
+                              f"and >= 0 for every episode: fix the writer, or check the store with saferl validate",
+                              block_index)
 
 
 _LOCATE_TABLES: dict[bytes, tuple[float, float, np.ndarray, np.ndarray, float] | None] = {}
@@ -292,15 +307,45 @@ def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable
 
 
 def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, labels: dict[str, np.ndarray],
-               origin: tuple[int, ...], le_dtype: type) -> tuple[np.ndarray, np.ndarray]:
+               origin: tuple[int, ...], le_dtype: type,
+               written: Callable[[tuple[int, ...]], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One dask task: the (..., M, 6) float64 sums and (..., M, G) CDF counts of a block of episodes
-    (..., E, M) whose first element sits at `origin` in the cube."""
-    cells, rows, sums, le = _cell_stats(r, c, d, kappa, _locator(labels, origin))
+    (..., E, M) whose first element sits at `origin` in the cube.
+
+    `written(run position)` tells whether a run was written while the pass read it (`WrittenSince`):
+    bad values in such a run are a reader's torn view, not a broken cube, so the run is left out here
+    (all zero) and recomputed from a consistent read afterwards; elsewhere they are a one-line error."""
+    while True:
+        try:
+            cells, rows, sums, le = _cell_stats(r, c, d, kappa, _locator(labels, origin))
+            break
+        except BadEpisodes as exc:
+            run_dims = r.ndim - 3  # 4 for blocks of runs, 0 for one run's (J, E, M)
+            if written is None or exc.block_index is None:
+                raise
+            run = tuple(o + i for o, i in zip(origin[:4], (*exc.block_index[:run_dims], 0, 0, 0, 0), strict=False))
+            if not written(run):
+                raise
+            r, c = np.array(r, copy=True), np.array(c, copy=True)
+            blank = exc.block_index[:run_dims]
+            r[blank], c[blank] = np.nan, np.nan
     out_sums = np.zeros((int(np.prod(cells)), len(SUM_VARS)), dtype=np.float64)
     out_le = np.zeros((out_sums.shape[0], kappa.size), dtype=le_dtype)
     out_sums[rows] = sums
     out_le[rows] = le
     return out_sums.reshape(*cells, len(SUM_VARS)), out_le.reshape(*cells, kappa.size)
+
+
+class WrittenSince:
+    """Picklable test for `_map_block`: was the run at a position written since `before` (the writers'
+    seqlock read before the pass; see `cube.store.read_write_seqs`)?"""
+
+    def __init__(self, path: Path, before: np.ndarray) -> None:
+        self.path, self.before = str(path), before
+
+    def __call__(self, run: tuple[int, ...]) -> bool:
+        now = read_write_seqs(self.path)
+        return now is not None and bool(runs_written_since(self.before[run][None], now[run][None]))
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
@@ -326,7 +371,8 @@ def _le_dtype(n_episodes: int) -> type:
     return np.uint16 if n_episodes <= np.iinfo(np.uint16).max else np.int32
 
 
-def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None) -> xr.Dataset:
+def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
+                      written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
@@ -345,7 +391,7 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
         place = tuple(slice(o, o + r.chunks[k][i]) for k, (o, i) in enumerate(zip(origin, idx, strict=True)))
         d = bounds[place[2]].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against the block (..., E, M)
         tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, kappa, labels,
-                                              (*origin, 0, 0), le_dtype))
+                                              (*origin, 0, 0), le_dtype, written))
         places.append(place)
     sums = np.empty((*r.shape[:5], r.shape[6], len(SUM_VARS)), dtype=np.float64)
     le = np.empty((*r.shape[:5], r.shape[6], kappa.size), dtype=le_dtype)
@@ -381,14 +427,15 @@ def _read(thing, progress: Progress | None):
                         f"the store may be corrupt; check it with saferl validate or rewrite the damaged runs") from None
 
 
-def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None) -> xr.Dataset:
+def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None,
+                 written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
     """Recompute the statistics of the runs at positions `runs` ((n, 4) indices) in place; returns ss."""
     kappa, bounds = ss["kappa"].values, _check_bounds(ds)
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
     labels, le_dtype = _labels(ds), ss["le"].dtype
     tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa, labels,
-                                      (*map(int, i), 0, 0, 0), le_dtype) for i in runs]
+                                      (*map(int, i), 0, 0, 0), le_dtype, written) for i in runs]
     blocks = _read(tasks, progress)
     idx = tuple(runs.T)
     for f, v in enumerate(SUM_VARS):
@@ -408,11 +455,17 @@ def grid_fingerprint(ds: xr.Dataset, kappa: np.ndarray) -> str:
 
 
 def _stat_key(path: Path) -> bytes:
+    """Size, mtime and last 8 bytes of a chunk file. The tail holds the chunk's CRC-32C (stores written
+    with checksums) or the end of its compressed stream, so a change that keeps the size and restores
+    the mtime (`touch -r`) still changes the key."""
     try:
-        st = os.stat(path)
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            f.seek(max(st.st_size - 8, 0))
+            tail = f.read(8)
     except FileNotFoundError:
         return b"-"
-    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+    return f"{st.st_size}:{st.st_mtime_ns}:".encode() + tail
 
 
 def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
@@ -535,7 +588,7 @@ def wait_for_cache_writes(path: Path | None = None) -> None:
 
 
 def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
-                background: bool = False) -> xr.Dataset:
+                background: bool = False, written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
     """Cached statistics brought up to date: reused, patched run by run, or recomputed; a cache write
     runs in a background thread when `background`."""
     write = _write_cache_in_background if background else _write_cache
@@ -551,11 +604,11 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
             if stale.shape[0] == 0:
                 return cached.drop_vars("run_fp")
             if stale.shape[0] <= run_fp.size // 2:
-                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress)
+                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written)
                 if stale.shape[0] > WRITE_BACK_FRACTION * run_fp.size:
                     write(path, ss, attrs, run_fp)
                 return ss
-    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
+    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
     write(path, ss, attrs, run_fp)
     return ss
 
@@ -593,11 +646,34 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
         return _attach_run_info(compute_suffstats(source, kappa, progress), source)
     path = Path(source)
     ds = open_cube(path)
+    before = read_write_seqs(path)  # the writers' seqlock, read before any episode
+    written = WrittenSince(path, before) if before is not None else None
     if cache and path.is_dir():
-        ss = _from_cache(path, ds, kappa, progress, background_write)
+        ss = _from_cache(path, ds, kappa, progress, background_write, written)
     else:
-        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress)
+        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
+    if before is not None:
+        ss = _settle_written_runs(ss, path, ds, before)
     return _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
+
+
+def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray) -> xr.Dataset:
+    """Recompute, from a consistent read, the runs a writer wrote while they were being read (their write
+    sequence moved or was odd): so a report never mixes the rewards of one write with the costs of
+    another. A cache written meanwhile holds such a run under its older fingerprint and is patched next time."""
+    dirty = runs_written_since(before, read_write_seqs(path))
+    if not dirty:
+        return ss
+    reader = StillRunReader(path)
+    kappa, bounds, labels = ss["kappa"].values, _check_bounds(ds), _labels(ds)
+    ss = ss.copy(deep=True)
+    for index in dirty:
+        reward, cost = reader.read(index)
+        sums, le = _map_block(reward, cost, bounds[index[2]], kappa, labels, (*index, 0, 0, 0), ss["le"].dtype)
+        for f, v in enumerate(SUM_VARS):
+            ss[v].values[index] = sums[..., f]
+        ss["le"].values[index] = le
+    return ss
 
 
 def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None, cache: bool = False) -> xr.Dataset:

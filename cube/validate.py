@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
-from cube.store import WRITE_SEQ, open_cube, read_write_seqs
+from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "negative cost": lambda reward, cost: cost < 0,
@@ -43,37 +42,16 @@ def _consistent_checks(ds: xr.Dataset, tries: int = 200) -> tuple[dict[str, np.n
     counts, per_mode = _per_run_checks(ds)
     if before is None:
         return counts, per_mode
-    dirty = _dirty_runs(before, read_write_seqs(source))
+    dirty = runs_written_since(before, read_write_seqs(source))
     if not dirty:
         return counts, per_mode
-    import zarr
-
-    arrays = {name: zarr.open_array(Path(source) / name, mode="r") for name in ("reward", "cost", WRITE_SEQ)}
+    reader = StillRunReader(source)
     for index in dirty:
-        reward, cost = _read_run_when_still(arrays, index, tries)
+        reward, cost = reader.read(index, tries)
         for what, mask in _BAD_VALUES.items():
             counts[what][index] = int(mask(reward, cost).sum())
         per_mode[index] = (~np.isnan(cost)).sum(axis=(0, 1))
     return counts, per_mode
-
-
-def _read_run_when_still(arrays: dict, index: tuple[int, ...], tries: int) -> tuple[np.ndarray, np.ndarray]:
-    """One run's reward and cost (iterate, episode, mode), read while its write sequence stood still and
-    even; a writer is inside a write for milliseconds, so a few short waits suffice."""
-    for attempt in range(tries):
-        seq = int(arrays[WRITE_SEQ][index])
-        reward, cost = arrays["reward"][index], arrays["cost"][index]
-        if seq % 2 == 0 and int(arrays[WRITE_SEQ][index]) == seq:
-            return reward, cost
-        time.sleep(0.001 * min(attempt + 1, 20))
-    raise CubeError("a run was being written during every read of it; stop its writer or try again")
-
-
-def _dirty_runs(before: np.ndarray, after: np.ndarray | None) -> list[tuple[int, ...]]:
-    """Runs whose write sequence moved between two reads or was odd (a write in progress)."""
-    if after is None or after.shape != before.shape:
-        return []
-    return [tuple(int(i) for i in ix) for ix in np.argwhere((before != after) | (before % 2 == 1))]
 
 
 def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None) -> list[str]:

@@ -92,3 +92,34 @@ def test_atomic_output_leaves_the_old_file_on_failure(tmp_path: Path) -> None:
         raise OSError(28, "No space left on device")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+
+
+def test_statistics_never_see_a_torn_iterate(busy_store: Path) -> None:
+    """The statistics pass under a racing writer: every cell has as many rewards as costs (the writer
+    always writes both), over 100 passes with and without the cache."""
+    from cube import stats
+
+    for attempt in range(100):
+        ss = stats.load_suffstats(busy_store, cache=attempt % 2 == 0)
+        assert (ss["n_r"].values == ss["n"].values).all(), f"pass {attempt}"
+
+
+def test_cache_follows_content_even_with_same_size_and_restored_mtime(tmp_path: Path) -> None:
+    """`touch -r` after rewriting a chunk with as many bytes must not fool the statistics cache."""
+    import os
+
+    from cube import stats
+
+    path = tmp_path / "c.zarr"
+    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0], n_iterates=2, n_episodes=4)
+    writer = CubeWriter(path)
+    writer.write_episodes(KEY, "train", 0, np.ones(4), np.full(4, 1.0))
+    first = float(stats.load_suffstats(path)["sum_c"].sum())
+    chunk = next(p for p in (path / "cost" / "c").rglob("*") if p.is_file())
+    stat = chunk.stat()
+    writer.write_episodes(KEY, "train", 0, np.ones(4), np.full(4, 2.0))
+    assert chunk.stat().st_size == stat.st_size  # same size ...
+    os.utime(chunk, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and the old mtime restored
+    assert chunk.stat().st_mtime_ns == stat.st_mtime_ns
+    again = float(stats.load_suffstats(path)["sum_c"].sum())
+    assert (first, again) == (4.0, 8.0)

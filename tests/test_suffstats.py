@@ -43,7 +43,7 @@ def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatc
     full, patched = [], []
     real_full, real_update = sfs.compute_suffstats, sfs._update_runs
     monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
-    monkeypatch.setattr(sfs, "_update_runs", lambda ss, ds, runs, p: patched.append(runs) or real_update(ss, ds, runs, p))
+    monkeypatch.setattr(sfs, "_update_runs", lambda ss, ds, runs, p, *w: patched.append(runs) or real_update(ss, ds, runs, p, *w))
     monkeypatch.setattr(sfs, "WRITE_BACK_FRACTION", 0.1)  # 1 changed run of 48 is not written back
     first = sfs.load_suffstats(demo_copy)
     assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists()
