@@ -5,10 +5,15 @@ A claim is a file ``<store>/_claims/<algo>/<task>/<bound>/<seed>.claim`` created
 gone (same host, pid not alive) is taken over; one held by a live process, or by a process on another
 host (whose liveness cannot be checked), is respected: the run is left to its owner. Removing the
 ``_claims`` folder releases claims left by crashed processes on other hosts.
+
+Taking over a stale claim is check-then-replace, so it happens under an exclusive lock
+(``_claims/.takeover.lock``, flock): the holder is read again under the lock and the claim replaced
+atomically, so of several processes restarting after a crash exactly one takes the run.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -59,28 +64,32 @@ def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
     side_folder(Path(store) / CLAIMS_DIR)
     path.parent.mkdir(parents=True, exist_ok=True)
     me = _holder()
-    for _ in range(2):
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return _take_over_if_stale(store, key, me)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(me, fh)
+    return True
+
+
+def _take_over_if_stale(store: str | os.PathLike, key: RunKey, me: dict[str, object]) -> bool:
+    """Under the takeover lock: replace the run's claim by ours if its holder is this process or gone."""
+    path = claim_path(store, key)
+    with open(Path(store) / CLAIMS_DIR / ".takeover.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
             holder = read_claim(store, key)
             if holder == me:
                 return True
-            if not _stale(holder):
-                return False
-            # Move the stale claim aside under a unique name: of several processes doing this, only
-            # one's O_EXCL create below can succeed.
-            try:
-                os.replace(path, path.with_name(f".stale-{uuid.uuid4().hex}"))
-            except FileNotFoundError:
-                pass
-            for old in path.parent.glob(".stale-*"):
-                old.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w") as fh:
-            json.dump(me, fh)
-        return True
-    return False
+            if path.exists() and not _stale(holder):
+                return False  # a live owner (or one whose file is being written: its claim stands)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+            tmp.write_text(json.dumps(me))
+            os.replace(tmp, path)  # atomic: readers see the old claim or ours, never none
+            return True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def release(store: str | os.PathLike, key: RunKey) -> None:
