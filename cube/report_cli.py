@@ -15,9 +15,7 @@ Y, --gap the greedy-minus-exploration gap; several of them print one after anoth
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import uuid
 import warnings
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from rich.progress import Progress
 
 from cube import export, stats
 from cube.errors import CubeError
+from cube.outputs import write_text
 from cube.selection import add_selection_arguments, selection_from_args
 from cube.suffstats import wait_for_cache_writes
 
@@ -112,17 +111,10 @@ def _multi_file(kinds: tuple[str, ...], fmt: str) -> bool:
 
 
 def _write(path: Path, text: str) -> None:
-    """Write text atomically (temporary file, then rename)."""
-    if path.is_dir():
-        raise CubeError(f"{path} is a directory: give a file name for --out")
-    if not path.parent.exists():
-        raise CubeError(f"folder {path.parent} does not exist: create it or choose another --out")
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    """Write text atomically beside the target (`cube.outputs`); links, FIFOs, devices refused."""
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_text(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
 
 

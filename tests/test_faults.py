@@ -123,3 +123,17 @@ def test_cache_follows_content_even_with_same_size_and_restored_mtime(tmp_path: 
     assert chunk.stat().st_mtime_ns == stat.st_mtime_ns
     again = float(stats.load_suffstats(path)["sum_c"].sum())
     assert (first, again) == (4.0, 8.0)
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "FIFO", "folder"])
+def test_report_out_refuses_targets_that_are_not_regular_files(tmp_path: Path, kind: str, small_demo_cube: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from cube.cli import main
+
+    target = _hostile_targets(tmp_path)[kind]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["report", str(small_demo_cube), "--format", "csv", "--boot", "10", "--out", str(target)]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "refusing to replace it" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
