@@ -1,0 +1,1029 @@
+"""The paper's figures from any cube, as matplotlib Figures (object-oriented API, no pyplot state).
+
+Kinds (`KINDS`), each a function of `cube.stats` / `cube.curves` / `cube.learning_curves` output:
+
+* ``cdf`` (:func:`cdf_figure`): Figure 2 / A.1, one panel per setting (train, final expl, final greedy),
+  one curve per algorithm with its stratified-bootstrap band, kappa = 0 dashed; x cut at ``xmax``
+  (Figure 2: 2) or, with ``xmax=None``, up to where every curve reached 1 (Figure A.1).
+* ``curves`` (:func:`curves_figure`): per condition (column: bound; row group: task) the reward, the
+  cost with the bound d drawn, and the Lagrange multiplier per iterate: seed mean +- 1 sigma after a
+  trailing moving average (the paper: window 5).
+* ``hist`` (:func:`hist_figure`): per condition and algorithm, the final episodic cost of the policy
+  with exploration noise vs greedy: per-seed histograms (share of that seed's episodes per bin) averaged
+  over seeds, error bars 1 sigma over seeds, d marked.
+* ``intervals`` (:func:`intervals_figure`): IQM and CI of every metric per algorithm and setting, the
+  tier written beside each row (rliable's interval-estimate plot).
+* ``poi`` (:func:`poi_figure`): probability of improvement of pairs of algorithms with CIs.
+* ``aggregate-curve`` (:func:`aggregate_curve_figure`): IQM over conditions per iterate with its band.
+
+Every figure: colours fixed per algorithm (:func:`algo_colors`: the cube's sorted algorithm names on a
+colour-blind-safe palette; the baseline grey), labels from the metric registry (`cube.metrics`), the word
+SYNTHETIC across figures of synthetic cubes, and ``style="paper"`` (serif, 8 pt, 3.25 in / 6.75 in wide,
+PDF fonts embedded as TrueType, Type 42) or ``"screen"``. Lines and bands carry a gid
+(``line:<algo>:<panel>``, ``band:<algo>:<panel>``) so tests and tools can find them.
+
+:class:`FigureMaker` computes what the figures need from a cube (path or Dataset) and a Selection, and
+:func:`figure_for_view` gives the TUI the figure of one of its views. matplotlib is an optional extra
+(``pip install 'saferl[plot]'``); it is imported only when a figure is made, so ``import cube`` never
+needs it, and :func:`require_matplotlib` raises a one-line ``CubeError`` when it is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import threading
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+
+from cube.errors import CubeError
+from cube.metrics import METRIC, SETTING, tier_label
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from cube.selection import Selection
+
+__all__ = [
+    "KINDS", "STYLES", "FORMATS", "INSTALL_HINT", "FigureMaker", "PlotOptions", "algo_colors", "require_matplotlib",
+    "cdf_figure", "curves_figure", "hist_figure", "intervals_figure", "poi_figure", "aggregate_curve_figure",
+    "save_figure", "figure_for_view", "metric_axis_label", "styled",
+]
+
+KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve")
+STYLES = ("paper", "screen")
+FORMATS = ("pdf", "png", "svg")
+INSTALL_HINT = "matplotlib is not installed; pip install 'saferl[plot]'"
+
+# Okabe & Ito's colour-blind-safe palette (black and yellow left out: black is for reference lines,
+# yellow is hard to see on white); grey is reserved for the baseline.
+PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#44aa99")
+BASELINE_COLOR = "#8c8c8c"
+REFERENCE_COLOR = "#222222"
+WIDTH = {"paper": (3.25, 6.75), "screen": (5.0, 10.0)}  # single column, full width (inches)
+# Display names of the paper's algorithms and the symbol of their multiplier; anything else as it is.
+ALGO_LABELS = {"ppo": "PPO", "ppo_lag": "PPO-Lag", "p3o": "P3O", "focops": "FOCOPS"}
+MULTIPLIER_SYMBOL = {"ppo_lag": r"\lambda", "p3o": r"\kappa", "focops": r"\nu"}
+# Short units for axis labels (used when the metric registry has no `unit` field).
+UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
+         "Dplus": "(c − d)/d"}
+TASK_LABELS = {"goal": "Safe Goal Point", "circle": "Safe Circle Point", "push": "Safe Push Point",
+               "button": "Safe Button Point"}
+# Dotted guide lines at the tier thresholds of Table 1, per metric.
+TIER_GUIDES = {"Dnorm": (0.0,), "V": (0.1, 0.5), "Dplus": (0.1,)}
+MODE_LABELS = {"expl": "exploration", "greedy": "greedy"}
+
+Progress = Callable[[str, int, int], None]
+
+
+class MatplotlibMissing(CubeError):
+    """matplotlib (the optional extra `plot`) is not installed."""
+
+
+def require_matplotlib():
+    """The matplotlib module with the Agg backend; MatplotlibMissing (a CubeError, one line) if absent."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise MatplotlibMissing(INSTALL_HINT) from None
+    return matplotlib
+
+
+# -------------------------------------------------------------------------------------------- style
+def _rc(style: str) -> dict[str, Any]:
+    if style not in STYLES:
+        raise CubeError(f"unknown style {style!r}: use {' or '.join(STYLES)}")
+    common = {
+        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path", "axes.spines.top": False,
+        "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,
+        "legend.frameon": False, "axes.axisbelow": True, "figure.constrained_layout.use": True,
+        "savefig.bbox": None, "axes.unicode_minus": True,
+        "hatch.linewidth": 0.6,
+    }
+    if style == "paper":
+        return {**common, "font.family": "serif", "font.serif": ["STIXGeneral", "DejaVu Serif"],
+                "mathtext.fontset": "stix", "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8,
+                "xtick.labelsize": 7, "ytick.labelsize": 7, "legend.fontsize": 7, "lines.linewidth": 1.0,
+                "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
+                "xtick.major.size": 2.5, "ytick.major.size": 2.5, "savefig.dpi": 300,
+                "figure.constrained_layout.h_pad": 0.02, "figure.constrained_layout.w_pad": 0.02}
+    return {**common, "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"], "mathtext.fontset": "dejavusans",
+            "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
+            "ytick.labelsize": 10, "legend.fontsize": 10, "lines.linewidth": 1.6, "savefig.dpi": 150}
+
+
+@contextlib.contextmanager
+def styled(style: str = "paper") -> Iterator[None]:
+    """matplotlib rcParams of `style` for the block (figures keep their fonts after it; saving needs it
+    again for the PDF font type: use :func:`save_figure`)."""
+    mpl = require_matplotlib()
+    with mpl.rc_context(_rc(style)):
+        yield
+
+
+def _new_figure(style: str, width: str | float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    w = WIDTH[style][1 if width == "double" else 0] if isinstance(width, str) else float(width)
+    fig = Figure(figsize=(w, height), layout="constrained")
+    fig.saferl_style = style  # read by save_figure
+    return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike, fmt: str | None = None) -> Path:
+    """Write `fig` atomically (temporary file, then rename) as PDF, PNG or SVG (from the suffix unless
+    `fmt`), in the figure's style (PDF: TrueType fonts embedded, Type 42). Returns the path."""
+    path = Path(path)
+    fmt = (fmt or path.suffix.lstrip(".")).lower()
+    if fmt not in FORMATS:
+        raise CubeError(f"cannot write a figure as {fmt or 'a file without suffix'!r}: use .pdf, .png or .svg")
+    if not path.parent.exists():
+        raise CubeError(f"folder {path.parent} does not exist: create it or choose another --out")
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    meta = {"Creator": "saferl plot"} if fmt in ("pdf", "svg") else {"Software": "saferl plot"}
+    try:
+        with styled(getattr(fig, "saferl_style", "paper")):
+            fig.savefig(tmp, format=fmt, metadata=meta)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
+    return path
+
+
+# ------------------------------------------------------------------------------------ labels, colours
+def algo_colors(algos: Sequence[str], baseline: str | None = None) -> dict[str, str]:
+    """A fixed colour per algorithm: sorted names on the palette (so a colour does not depend on which
+    algorithms are selected or on the baseline), the baseline grey."""
+    out = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(sorted({str(a) for a in algos}))}
+    if baseline is not None:
+        out[str(baseline)] = BASELINE_COLOR
+    return out
+
+
+def algo_label(algo: str) -> str:
+    return ALGO_LABELS.get(str(algo), str(algo))
+
+
+def _tex(metric: str) -> str:
+    return f"${METRIC[metric].tex}$"
+
+
+def metric_axis_label(metric: str, with_unit: bool = True) -> str:
+    """'$\\bar{C}$ (episodic cost)': the registry's LaTeX symbol and a short unit."""
+    m = METRIC[metric]
+    unit = getattr(m, "unit", None) or UNITS.get(metric)
+    return f"{_tex(metric)} ({unit})" if with_unit and unit else _tex(metric)
+
+
+def _direction(metric: str) -> str:
+    return "higher is better" if METRIC[metric].higher_is_better else "lower is better"
+
+
+def setting_label(setting: str) -> str:
+    return SETTING[setting].label if setting in SETTING else str(setting)
+
+
+def task_label(task: str) -> str:
+    return TASK_LABELS.get(str(task), str(task))
+
+
+def _mark_synthetic(fig: Figure, synthetic: bool) -> None:
+    """The word SYNTHETIC across the figure (light, behind nothing that matters) of a synthetic cube."""
+    if not synthetic:
+        return
+    size = 30 if getattr(fig, "saferl_style", "paper") == "paper" else 48
+    fig.text(0.5, 0.5, "SYNTHETIC", fontsize=size, color="#D00000", alpha=0.13, rotation=20, ha="center",
+             va="center", fontweight="bold", zorder=10, gid="synthetic")
+
+
+def _legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(), baseline: str | None = None) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
+    handles += [h for h, _ in extra]
+    labels = [algo_label(a) for a in algos] + [lab for _, lab in extra]
+    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), handlelength=1.6,
+               columnspacing=1.2)
+
+
+def _line_band(ax: Axes, x, y, lo, hi, color: str, gid: str, baseline: bool = False, lw: float | None = None,
+               alpha: float = 0.2) -> None:
+    """A curve with its band (fill_between, only where the band is finite)."""
+    y, lo, hi = (np.asarray(v, dtype=np.float64) for v in (y, lo, hi))
+    z = 2 if baseline else 3
+    ax.plot(x, y, color=color, lw=lw, zorder=z, gid=f"line:{gid}",
+            ls="--" if baseline else "-", label=gid.split(":")[0])
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    if ok.any():
+        ax.fill_between(x, lo, hi, where=ok if not ok.all() else None, color=color, alpha=alpha, lw=0,
+                        zorder=z - 1, gid=f"band:{gid}")
+
+
+def _order(algos: Sequence[str], baseline: str | None) -> list[str]:
+    """Algorithms in the cube's order with the baseline last (drawn under the others, listed last)."""
+    algos = [str(a) for a in algos]
+    return [a for a in algos if a != baseline] + [a for a in algos if a == baseline]
+
+
+# ---------------------------------------------------------------------------------------------- CDF
+def cdf_figure(cdf: xr.Dataset, xmax: float | None = 2.0, baseline: str | None = None,
+               colors: Mapping[str, str] | None = None, style: str = "paper") -> Figure:
+    """Figure 2 (``xmax=2``) / Figure A.1 (``xmax=None``) from `stats.cdf_curves` output: one panel per
+    setting, one curve per algorithm with its CI band, kappa = 0 dashed (gid ``kappa0``)."""
+    settings = [str(s) for s in cdf["setting"].values]
+    algos = _order(cdf["algo"].values, baseline)
+    colors = colors or algo_colors(algos, baseline)
+    kappa = cdf["kappa"].values.astype(np.float64)
+    right = xmax if xmax is not None else _full_range(cdf)
+    with styled(style):
+        fig = _new_figure(style, "double", 2.35 if style == "paper" else 4.2)
+        axes = fig.subplots(1, len(settings), sharey=True, squeeze=False)[0]
+        for ax, s in zip(axes, settings, strict=True):
+            for a in algos:
+                one = cdf.sel(algo=a, setting=s)
+                _line_band(ax, kappa, one["cdf"].values, one["ci_low"].values, one["ci_high"].values,
+                           colors[a], f"{a}:{s}", a == baseline)
+            ax.axvline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="kappa0")
+            ax.set_xlim(kappa.min(), right)
+            if xmax is None:  # Figure A.1: linear to 1, logarithmic beyond (the tail spans decades)
+                ax.set_xscale("symlog", linthresh=1.0, linscale=1.0)
+                ticks = [t for t in (-1, -0.5, 0, 0.5, 1, 3, 10, 30, 100, 300, 1000) if t <= right]
+                ax.set_xticks(ticks, [f"{t:g}".replace("-", "\u2212") for t in ticks])
+                ax.set_xticks([], minor=True)
+                ax.set_xlim(kappa.min(), right)
+            ax.set_ylim(0.0, 1.02)
+            ax.set_title(setting_label(s))
+            ax.grid(True)
+        fig.supxlabel(r"normalised episodic cost deviation $\kappa = (c - d)/d$"
+                      + (" (symlog axis)" if xmax is None else ""), fontsize="medium")
+        axes[0].set_ylabel(r"CDF: share of episodes $\leq \kappa$")
+        extra = []
+        from matplotlib.lines import Line2D
+
+        extra.append((Line2D([], [], color=REFERENCE_COLOR, ls="--", lw=0.8), r"$\kappa = 0$ (cost = $d$)"))
+        _legend(fig, algos, colors, extra, baseline)
+        _mark_synthetic(fig, bool(cdf.attrs.get("synthetic")))
+    return fig
+
+
+def _full_range(cdf: xr.Dataset) -> float:
+    """Figure A.1's right end: the first grid point where every curve and band reached 1 (+5%)."""
+    kappa = cdf["kappa"].values.astype(np.float64)
+    lows = np.stack([cdf[v].values for v in ("cdf", "ci_low")], 0).reshape(-1, kappa.size)
+    lows = lows[np.isfinite(lows).any(1)]
+    if not lows.size:
+        return float(kappa.max())
+    done = np.all(np.nan_to_num(lows, nan=1.0) >= 1.0 - 1e-12, axis=0)
+    idx = np.flatnonzero(done)
+    end = float(kappa[idx[0]]) if idx.size else float(kappa.max())
+    return max(end * 1.15 if end > 1 else end + 0.1, 0.5)
+
+
+# ------------------------------------------------------------------------------------------ curves
+def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str | None = None,
+                  colors: Mapping[str, str] | None = None, style: str = "paper", window: int = 5,
+                  synthetic: bool = False, x: xr.DataArray | None = None) -> Figure:
+    """Per-condition training curves from `curves.training_curves` (vars R_mean, R_std, C_mean, C_std;
+    dims algo, task, bound, iterate) and optionally `curves.multiplier_curves` (mult_mean, mult_std):
+    one column per bound, per task a group of rows R̄, C̄ (bound d drawn, gid ``bound``) and the
+    multiplier (algorithms that have one). Mean +- 1 sigma over seeds after a moving average."""
+    algos = _order(tc["algo"].values, baseline)
+    colors = colors or algo_colors(algos, baseline)
+    tasks, bounds = [str(t) for t in tc["task"].values], tc["bound"].values.astype(np.float64)
+    has_mult = mult is not None and bool(np.isfinite(mult["mult_mean"].values).any())
+    rows = ["R", "C"] + (["mult"] if has_mult else [])
+    iters = tc["iterate"].values
+    xs = iters if x is None else x.values
+    paper = style == "paper"
+    row_h = 1.05 if paper else 2.0
+    with styled(style):
+        fig = _new_figure(style, "double" if len(bounds) > 1 else "single", 0.45 + row_h * len(rows) * len(tasks))
+        axes = fig.subplots(len(rows) * len(tasks), len(bounds), squeeze=False, sharex=True)
+        for ti, t in enumerate(tasks):
+            for bi, d in enumerate(bounds):
+                for ri, row in enumerate(rows):
+                    ax = axes[ti * len(rows) + ri, bi]
+                    others, base = [], None
+                    for a in algos:
+                        if row == "mult":
+                            one = mult.sel(algo=a, task=t, bound=d)
+                            m, s = one["mult_mean"].values, one["mult_std"].values
+                            if not np.isfinite(m).any():
+                                continue
+                        else:
+                            one = tc.sel(algo=a, task=t, bound=d)
+                            m, s = one[f"{row}_mean"].values, one[f"{row}_std"].values
+                        _line_band(ax, xs, m, m - s, m + s, colors[a], f"{a}:{t}:{d:g}:{row}", a == baseline,
+                                   alpha=0.18)
+                        if a == baseline:
+                            base = m
+                        else:
+                            others += [m - np.nan_to_num(s), m + np.nan_to_num(s)]
+                    _focus_y(ax, others, base, baseline, (d,) if row == "C" else ())
+                    if row == "C":
+                        ax.axhline(d, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="bound")
+                        ax.annotate(f"$d = {d:g}$", (1.0, d), xycoords=("axes fraction", "data"),
+                                    xytext=(-2, 2), textcoords="offset points", ha="right", va="bottom",
+                                    fontsize="small", color=REFERENCE_COLOR)
+                    if ri == 0:
+                        ax.set_title(f"{task_label(t)}, $d = {d:g}$" if len(tasks) > 1 or paper
+                                     else f"{task_label(t)}, d = {d:g}")
+                    if bi == 0:
+                        ax.set_ylabel(_row_label(row, algos, mult))
+                    if ti == len(tasks) - 1 and ri == len(rows) - 1:
+                        ax.set_xlabel("policy iterate $j$" if x is None else "environment steps")
+        extra = []
+        if window > 1:
+            from matplotlib.patches import Patch
+
+            extra.append((Patch(color="#999999", alpha=0.35, lw=0), rf"mean $\pm 1\sigma$ over seeds, "
+                          f"moving average {window}"))
+        _legend(fig, algos, colors, extra, baseline)
+        _mark_synthetic(fig, synthetic or bool(tc.attrs.get("synthetic")))
+    return fig
+
+
+def _row_label(row: str, algos: Sequence[str], mult: xr.Dataset | None) -> str:
+    if row != "mult":
+        return metric_axis_label(row)
+    have = [a for a in algos if mult is not None and np.isfinite(mult["mult_mean"].sel(algo=a).values).any()]
+    syms = [MULTIPLIER_SYMBOL[a] for a in have if a in MULTIPLIER_SYMBOL]
+    return f"multiplier ${', '.join(syms)}$" if syms else "multiplier"
+
+
+# ------------------------------------------------------------------------------------- histograms
+@dataclass(frozen=True)
+class HistPanel:
+    """Per-seed cost histograms of one (task, bound, algo): shared edges, per mode the mean and std over
+    seeds of the share of a seed's episodes per bin, the number of seeds and of episodes."""
+
+    edges: np.ndarray
+    mean: dict[str, np.ndarray]
+    std: dict[str, np.ndarray]
+    n_seeds: dict[str, int]
+    n_episodes: dict[str, int]
+
+
+def hist_panels(costs: xr.DataArray, bins: int = 20, tail: float = 0.99) -> dict[tuple[str, float, str], HistPanel]:
+    """From final-iterate costs with dims (algo, task, bound, seed, episode, mode) (NaN = no episode;
+    :meth:`FigureMaker.final_costs`): per (task, bound, algo) the per-seed histograms on edges shared by
+    the modes. The edges span 0 (or the minimum) to the `tail` quantile of the pooled costs (at least d
+    and a bit beyond); costs above it count in the last bin, so a long tail does not squeeze the bulk
+    (`tail=1`: up to the maximum)."""
+    costs = costs.transpose("algo", "task", "bound", "seed", "episode", "mode")
+    arr = np.asarray(costs.values, dtype=np.float64)
+    modes = [str(m) for m in costs["mode"].values]
+    out = {}
+    for ai, a in enumerate(costs["algo"].values):
+        for ti, t in enumerate(costs["task"].values):
+            for bi, d in enumerate(costs["bound"].values.astype(np.float64)):
+                block = arr[ai, ti, bi]  # (K, E, M)
+                vals = block[np.isfinite(block)]
+                if not vals.size:
+                    continue
+                top = float(np.quantile(vals, tail)) if tail < 1 else float(vals.max())
+                lo, hi = min(0.0, float(vals.min())), max(top, 1.05 * float(d))
+                edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+                mean, std, n_seeds, n_eps = {}, {}, {}, {}
+                for mi, mode in enumerate(modes):
+                    per_seed = []
+                    for k in range(block.shape[0]):
+                        c = block[k, :, mi]
+                        c = c[np.isfinite(c)]
+                        if c.size:
+                            per_seed.append(np.histogram(np.clip(c, edges[0], edges[-1]), bins=edges)[0] / c.size)
+                    if not per_seed:
+                        continue
+                    h = np.stack(per_seed)
+                    mean[mode] = h.mean(0)
+                    std[mode] = h.std(0, ddof=1) if len(per_seed) > 1 else np.full(bins, np.nan)
+                    n_seeds[mode] = len(per_seed)
+                    n_eps[mode] = int(np.isfinite(block[:, :, mi]).sum())
+                if mean:
+                    out[(str(t), float(d), str(a))] = HistPanel(edges, mean, std, n_seeds, n_eps)
+    return out
+
+
+def hist_figure(panels: Mapping[tuple[str, float, str], HistPanel], baseline: str | None = None,
+                colors: Mapping[str, str] | None = None, style: str = "paper", synthetic: bool = False,
+                algos: Sequence[str] | None = None) -> Figure:
+    """Final episodic cost, exploration (filled bars) vs greedy (hatched outline), per condition: one row
+    per task and algorithm, one column per bound; seed mean of the per-seed shares with 1-sigma error
+    bars; the bound d marked (gid ``bound``)."""
+    if not panels:
+        raise CubeError("no final evaluation episodes (modes expl/greedy) in the selection: nothing to histogram")
+    keys = list(panels)
+    tasks = list(dict.fromkeys(k[0] for k in keys))
+    bounds = sorted({k[1] for k in keys})
+    algos = _order(algos if algos is not None else list(dict.fromkeys(k[2] for k in keys)), baseline)
+    algos = [a for a in algos if any(k[2] == a for k in keys)]
+    colors = colors or algo_colors(algos, baseline)
+    paper = style == "paper"
+    rows = [(t, a) for t in tasks for a in algos]
+    with styled(style):
+        fig = _new_figure(style, "double" if len(bounds) > 1 else "single",
+                          0.5 + (0.95 if paper else 1.8) * len(rows))
+        axes = fig.subplots(len(rows), len(bounds), squeeze=False)
+        for ri, (t, a) in enumerate(rows):
+            for bi, d in enumerate(bounds):
+                ax = axes[ri, bi]
+                p = panels.get((t, d, a))
+                if p is None:
+                    ax.set_axis_off()
+                    continue
+                _draw_hist(ax, p, colors[a], f"{a}:{t}:{d:g}")
+                ax.axvline(d, color=REFERENCE_COLOR, ls="--", lw=0.9, zorder=5, gid="bound")
+                ax.annotate(f"$d = {d:g}$", (d, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                            textcoords="offset points", ha="left", va="top", fontsize="small")
+                if ri == 0 or rows[ri - 1][0] != t:
+                    ax.set_title(f"{task_label(t)}, $d = {d:g}$")
+                if bi == 0:
+                    ax.set_ylabel(f"{algo_label(a)}\nshare of episodes")
+                if ri == len(rows) - 1 or rows[ri + 1][0] != t:
+                    ax.set_xlabel("final episodic cost $c$")
+                ax.set_ylim(bottom=0.0)
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        n = {m: max((p.n_episodes.get(m, 0) // max(p.n_seeds.get(m, 1), 1)) for p in panels.values())
+             for m in ("expl", "greedy")}
+        extra = [(Patch(facecolor="#777777", alpha=0.8, lw=0), f"exploration (N = {n['expl']} per seed)"),
+                 (Patch(facecolor="white", edgecolor="#333333", hatch="//////", lw=0.5),
+                  f"greedy (N = {n['greedy']} per seed)"),
+                 (Line2D([], [], color="#333333", lw=0.5), r"$\pm 1\sigma$ over seeds (last bin holds the top 1%)")]
+        fig.legend([h for h, _ in extra], [lab for _, lab in extra], loc="outside upper center", ncols=3)
+        _mark_synthetic(fig, synthetic)
+    return fig
+
+
+def _draw_hist(ax: Axes, p: HistPanel, color: str, gid: str) -> None:
+    """Side by side in every bin: exploration (left half, filled) and greedy (right half, hatched), each
+    with its 1-sigma error bar over seeds. One step patch per mode (gid ``hist:<algo>:<task>:<d>:<mode>``,
+    its values: the bar heights in the even (expl) or odd (greedy) half-bins)."""
+    n = p.edges.size - 1
+    mids = 0.5 * (p.edges[:-1] + p.edges[1:])
+    halves = np.empty(2 * n + 1)
+    halves[0::2], halves[1::2] = p.edges, mids
+    for mode, offset in (("expl", 0), ("greedy", 1)):
+        if mode not in p.mean:
+            continue
+        heights = np.zeros(2 * n)
+        heights[offset::2] = p.mean[mode]
+        if mode == "expl":
+            ax.stairs(heights, halves, fill=True, color=color, alpha=0.8, lw=0, gid=f"hist:{gid}:{mode}")
+        else:
+            ax.stairs(heights, halves, fill=True, facecolor="white", edgecolor=_darker(color), hatch="//////",
+                      lw=0.5, gid=f"hist:{gid}:{mode}")
+        err = p.std[mode]
+        x = 0.5 * (halves[offset:-1:2] + halves[offset + 1::2])
+        ok = np.isfinite(err) & (err > 0)
+        if ok.any():
+            m = p.mean[mode][ok]
+            ax.vlines(x[ok], m - err[ok], m + err[ok], color="#333333", lw=0.5, zorder=4, gid=f"err:{gid}:{mode}")
+
+
+def _darker(color: str, f: float = 0.65) -> tuple[float, float, float]:
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(color)
+    return (r * f, g * f, b * f)
+
+
+# ------------------------------------------------------------------------------------ intervals, poi
+def _interval_rows(ax: Axes, labels: Sequence[str], value, lo, hi, colors: Sequence[str], gid: str,
+                   faded: Sequence[bool] = ()) -> None:
+    """rliable's interval estimate: a bar from lo to hi per row and a black tick at the point value."""
+    y = np.arange(len(labels))[::-1]
+    for i in range(len(labels)):
+        v, l_, h = float(value[i]), float(lo[i]), float(hi[i])
+        if not np.isfinite(v):
+            continue
+        alpha = 0.45 if (faded and faded[i]) else 0.8
+        if np.isfinite(l_) and np.isfinite(h):
+            ax.barh(y[i], h - l_, left=l_, height=0.6, color=colors[i], alpha=alpha, lw=0, gid=f"ci:{gid}:{labels[i]}")
+        ax.vlines(v, y[i] - 0.3, y[i] + 0.3, color="black", lw=1.2, zorder=4, gid=f"point:{gid}:{labels[i]}")
+    ax.set_yticks(y, [algo_label(lab) if ":" not in lab else lab for lab in labels])
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.grid(True, axis="x")
+    ax.grid(False, axis="y")
+
+
+def _span(values: np.ndarray, refs: Sequence[float] = ()) -> tuple[float, float] | None:
+    v = np.concatenate([np.ravel(np.asarray(values, dtype=np.float64)), np.asarray(refs, dtype=np.float64)])
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
+
+
+def _focus_limits(others: np.ndarray, base: np.ndarray | None, refs: Sequence[float] = (),
+                  pad: float = 0.08, far: float = 0.5) -> tuple[tuple[float, float] | None, int]:
+    """Axis limits that follow `others` (and the reference values `refs`) when the baseline's values lie
+    far outside them (more than `far` times their span beyond them): ((lo, hi), +1 above / -1 below),
+    else (None, 0)."""
+    o = _span(others, refs)
+    b = _span(base) if base is not None else None
+    if o is None or b is None:
+        return None, 0
+    lo, hi = o
+    span = max(hi - lo, 0.05 * max(abs(lo), abs(hi)), 1e-9)
+    if b[0] > hi + far * span:
+        side = 1
+    elif b[1] < lo - far * span:
+        side = -1
+    else:
+        return None, 0
+    return (lo - pad * span, hi + pad * span), side
+
+
+def _offscale_note(ax: Axes, baseline: str, value: float, side: int, axis: str = "y") -> None:
+    """'PPO: 160 ↑' in grey at the edge of an axis whose limits leave the baseline out (gid offscale:<algo>)."""
+    arrow = {("y", 1): "↑", ("y", -1): "↓", ("x", 1): "→", ("x", -1): "←"}[(axis, side)]
+    text = f"{algo_label(baseline)} {value:.3g} {arrow}"
+    if axis == "y":
+        ax.annotate(text, (0.99, 0.97 if side > 0 else 0.03), xycoords="axes fraction", ha="right",
+                    va="top" if side > 0 else "bottom", fontsize="small", color=BASELINE_COLOR,
+                    gid=f"offscale:{baseline}")
+    else:
+        ax.annotate(text, (0.99 if side > 0 else 0.01, 0), xycoords=("axes fraction", "data"),
+                    ha="right" if side > 0 else "left", va="center", fontsize="small", color=BASELINE_COLOR,
+                    gid=f"offscale:{baseline}")
+
+
+def _focus_y(ax: Axes, others: list[np.ndarray], base: np.ndarray | None, baseline: str | None,
+             refs: Sequence[float] = ()) -> None:
+    """Let a panel's y axis follow the non-baseline curves when the baseline lies far outside them."""
+    if baseline is None or base is None or not others:
+        return
+    lims, side = _focus_limits(np.concatenate([np.ravel(o) for o in others]), base, refs)
+    if lims is not None:
+        ax.set_ylim(*lims)
+        _offscale_note(ax, baseline, float(np.nanmedian(base)), side, "y")
+
+
+def intervals_figure(agg: xr.Dataset, baseline: str | None = None, colors: Mapping[str, str] | None = None,
+                     style: str = "paper") -> Figure:
+    """IQM and CI of every metric (columns) per algorithm (rows of a panel) and setting (panel rows) from
+    `stats.aggregate_table`, with the tier (`metrics.tier_label`) written beside each algorithm. A column
+    shares its x axis over the settings; when the baseline lies far outside the other algorithms, the
+    axis follows the others and the baseline's value is written at the edge with an arrow."""
+    settings = [str(s) for s in agg["setting"].values]
+    metrics = [str(m) for m in agg["metric"].values]
+    algos = _order(agg["algo"].values, baseline)
+    colors = colors or algo_colors(algos, baseline)
+    paper = style == "paper"
+    with styled(style):
+        fig = _new_figure(style, "double", 0.55 + (0.22 if paper else 0.4) * (len(algos) + 1.6) * len(settings))
+        axes = fig.subplots(len(settings), len(metrics), squeeze=False, sharey=True, sharex="col")
+        for mi, m in enumerate(metrics):
+            col = agg.sel(metric=m)
+            data = {v: col[v].sel(algo=algos, setting=settings).values for v in ("value", "ci_low", "ci_high")}
+            every = np.stack(list(data.values()))  # (3, A, S)
+            is_base = np.array([a == baseline for a in algos])
+            guides = TIER_GUIDES.get(m, ())
+            lims, side = (None, 0)
+            if baseline is not None and is_base.any() and (~is_base).any():
+                lims, side = _focus_limits(every[:, ~is_base], every[:, is_base], guides, far=1.5)
+            if lims is None:
+                span = _span(every, guides) or (0.0, 1.0)
+                width = max(span[1] - span[0], 1e-9)
+                lims = (span[0] - 0.08 * width, span[1] + 0.08 * width)
+            for si, s in enumerate(settings):
+                ax = axes[si, mi]
+                vals = [data[v][:, si] for v in ("value", "ci_low", "ci_high")]
+                _interval_rows(ax, algos, *vals, [colors[a] for a in algos], f"{s}:{m}", list(is_base))
+                for g in guides:
+                    ax.axvline(g, color=REFERENCE_COLOR, ls=":", lw=0.7, zorder=1, gid=f"tier-guide:{m}")
+                ax.set_xlim(*lims)
+                if side:
+                    i = algos.index(baseline)
+                    v = float(vals[0][i])
+                    if np.isfinite(v) and not lims[0] <= v <= lims[1]:
+                        ax.annotate(f"{v:.3g} {'→' if v > lims[1] else '←'}",
+                                    (0.99 if v > lims[1] else 0.01, len(algos) - 1 - i),
+                                    xycoords=("axes fraction", "data"), ha="right" if v > lims[1] else "left",
+                                    va="center", fontsize="small", color=BASELINE_COLOR, gid=f"offscale:{baseline}")
+                if si == 0:
+                    ax.set_title(f"{_tex(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                if si == len(settings) - 1:
+                    ax.set_xlabel(UNITS.get(m, ""), fontsize="small")
+                ax.tick_params(axis="y", length=0)
+        for si, s in enumerate(settings):
+            axes[si, 0].set_ylabel(setting_label(s))
+            last = axes[si, -1]
+            if "tier" in agg:
+                for i, a in enumerate(algos):
+                    t = int(agg["tier"].sel(algo=a, setting=s))
+                    last.text(1.05, len(algos) - 1 - i, _tier_text(t), transform=last.get_yaxis_transform(),
+                              va="center", ha="left", fontsize="small", gid=f"tier:{a}:{s}",
+                              color=BASELINE_COLOR if a == baseline else "black")
+        if "tier" in agg:
+            axes[0, -1].text(1.05, 1.02, "tier", transform=axes[0, -1].transAxes, ha="left", va="bottom",
+                             fontsize="small", fontweight="bold")
+        ci = float(agg.attrs.get("ci", 0.95))
+        fig.suptitle(f"IQM over task–bound conditions with {ci:.0%} stratified-bootstrap CI "
+                     f"(↑/↓: higher/lower is better)", fontsize="medium")
+        _mark_synthetic(fig, bool(agg.attrs.get("synthetic")))
+    return fig
+
+
+def _tier_text(t: int) -> str:
+    return "–" if t < 0 else tier_label(t)
+
+
+def poi_pairs(algos: Sequence[str], baseline: str | None = None) -> list[tuple[str, str]]:
+    """Every unordered pair once: X before Y in the cube's order, and the baseline always as Y."""
+    algos = _order(algos, baseline)
+    return [(x, y) for i, x in enumerate(algos) for y in algos[i + 1:]]
+
+
+def poi_figure(pois: Sequence[xr.Dataset], colors: Mapping[str, str] | None = None, style: str = "paper",
+               baseline: str | None = None) -> Figure:
+    """Probability that X improves on Y (rows: pairs X vs Y; columns: metrics; panel rows: settings) from
+    `stats.probability_of_improvement` outputs, with CIs; 0.5 (no difference) dotted (gid ``half``)."""
+    if not pois:
+        raise CubeError("the probability of improvement needs at least two algorithms in the selection")
+    settings = [str(s) for s in pois[0]["setting"].values]
+    metrics = [str(m) for m in pois[0]["metric"].values]
+    pairs = [(str(p.attrs["x"]), str(p.attrs["y"])) for p in pois]
+    colors = colors or algo_colors({a for p in pairs for a in p}, baseline)
+    labels = [f"{algo_label(x)} vs {algo_label(y)}" for x, y in pairs]
+    paper = style == "paper"
+    with styled(style):
+        fig = _new_figure(style, "double", 0.6 + (0.2 if paper else 0.38) * (len(pairs) + 1.6) * len(settings))
+        axes = fig.subplots(len(settings), len(metrics), squeeze=False, sharey=True, sharex=True)
+        for si, s in enumerate(settings):
+            for mi, m in enumerate(metrics):
+                ax = axes[si, mi]
+                vals = [np.array([p[v].sel(setting=s, metric=m).item() for p in pois]) for v in
+                        ("value", "ci_low", "ci_high")]
+                _interval_rows(ax, [f"{x}:{y}" for x, y in pairs], *vals, [colors[x] for x, _ in pairs], f"{s}:{m}")
+                ax.set_yticks(np.arange(len(pairs))[::-1], labels)
+                ax.axvline(0.5, color=REFERENCE_COLOR, ls=":", lw=0.8, zorder=1, gid="half")
+                ax.set_xlim(-0.03, 1.03)
+                ax.tick_params(axis="y", length=0)
+                if si == 0:
+                    ax.set_title(f"{_tex(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                if si == len(settings) - 1:
+                    ax.set_xlabel(r"$P(X > Y)$")
+            axes[si, 0].set_ylabel(setting_label(s))
+        ci = float(pois[0].attrs.get("ci", 0.95))
+        fig.suptitle(f"Probability that X improves on Y (higher R̄, lower cost metrics; ties ½), {ci:.0%} CI",
+                     fontsize="medium")
+        _mark_synthetic(fig, bool(pois[0].attrs.get("synthetic")))
+    return fig
+
+
+# -------------------------------------------------------------------------------- aggregate curve
+def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, colors: Mapping[str, str] | None = None,
+                           style: str = "paper") -> Figure:
+    """The aggregate learning curve (`learning_curves.aggregate_learning_curve`): one panel per metric,
+    IQM over conditions per iterate (or env-step bin) with its CI band per algorithm."""
+    metrics = [str(m) for m in curve["metric"].values]
+    algos = _order(curve["algo"].values, baseline)
+    colors = colors or algo_colors(algos, baseline)
+    col = "iterate" if "iterate" in curve.dims else "step_bin"
+    x = curve[col].values
+    ncols = 3 if len(metrics) > 2 else len(metrics)
+    nrows = math.ceil((len(metrics) + 1) / ncols) if len(metrics) > 2 else 1
+    paper = style == "paper"
+    with styled(style):
+        fig = _new_figure(style, "double", (1.55 if paper else 3.0) * nrows + 0.35)
+        axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True).ravel()
+        xlabel = "policy iterate $j$" if col == "iterate" else "environment steps"
+        for i, (ax, m) in enumerate(zip(axes, metrics, strict=False)):
+            others, base = [], None
+            for a in algos:
+                one = curve.sel(algo=a, metric=m)
+                v, lo, hi = one["value"].values, one["ci_low"].values, one["ci_high"].values
+                _line_band(ax, x, v, lo, hi, colors[a], f"{a}:{m}", a == baseline)
+                if a == baseline:
+                    base = v
+                else:
+                    others += [v, lo, hi]
+            if m == "Dnorm":
+                ax.axhline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="bound")
+            _focus_y(ax, others, base, baseline, (0.0,) if m == "Dnorm" else ())
+            ax.set_ylabel(f"IQM {metric_axis_label(m)}")
+            ax.set_title(_direction(m), fontsize="small", style="italic")
+            if i + ncols >= len(metrics) or len(metrics) <= 2:  # nothing drawn below this panel
+                ax.set_xlabel(xlabel)
+            ax.xaxis.set_tick_params(labelbottom=True)
+        ci = float(curve.attrs.get("ci", 0.95))
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
+        labels = [algo_label(a) for a in algos]
+        handles.append(Patch(color="#999999", alpha=0.35, lw=0))
+        labels.append(f"{ci:.0%} stratified-bootstrap CI")
+        spare = axes[len(metrics):]
+        for ax in spare:
+            ax.set_axis_off()
+        if len(spare):
+            spare[0].legend(handles, labels, loc="center", title="IQM over task–bound conditions",
+                            title_fontsize="small")
+        else:
+            fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6))
+        _mark_synthetic(fig, bool(curve.attrs.get("synthetic")))
+    return fig
+
+
+# ------------------------------------------------------------------------------ data -> figures
+@dataclass(frozen=True)
+class PlotOptions:
+    """What the figures are computed with (the flags of `saferl plot`)."""
+
+    settings: tuple[str, ...] | None = None
+    baseline: str | None = None
+    boot: int = 2000
+    rng_seed: int = 0
+    ci: float = 0.95
+    xmax: float | None = 2.0
+    style: str = "paper"
+    window: int = 5
+    bins: int = 20
+    by: str = "auto"
+    pairs: tuple[tuple[str, str], ...] | None = None
+
+
+class FigureMaker:
+    """Computes the statistics each figure needs (once each) from a cube and a selection.
+
+    source: a cube path or an opened cube Dataset. ss: its sufficient statistics if already at hand
+    (e.g. the TUI's); otherwise they are loaded (cached in the store). progress(description, done, total)
+    reports long steps. Colours are fixed by all the cube's algorithms, not only the selected ones.
+    """
+
+    def __init__(self, source: str | os.PathLike | xr.Dataset, selection: Selection | None = None,
+                 options: PlotOptions | None = None, ss: xr.Dataset | None = None,
+                 progress: Progress | None = None) -> None:
+        from cube import stats
+
+        self.source = source
+        self.options = options or PlotOptions()
+        if self.options.style not in STYLES:
+            raise CubeError(f"unknown style {self.options.style!r}: use {' or '.join(STYLES)}")
+        self._progress = progress
+        if ss is None:
+            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"))
+        self.all_algos = [str(a) for a in ss["algo"].values]
+        self.ss = stats.select(ss, selection) if selection is not None else ss
+        base = self.options.baseline
+        if base is not None and base not in self.ss["algo"].values:
+            raise CubeError(f"--baseline {base} is not among the selected algorithms "
+                            f"({', '.join(map(str, self.ss['algo'].values))})")
+        if self.options.settings is not None:
+            stats.require_data(self.ss, self.options.settings)
+        self.settings = stats.settings_arg(self.options.settings, self.ss)
+        self.colors = algo_colors(self.all_algos, base)
+        self.synthetic = bool(self.ss.attrs.get("synthetic"))
+        self._cache: dict[str, Future] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ helpers
+    def _tick(self, what: str) -> Callable[[int, int], None] | None:
+        if self._progress is None:
+            return None
+        return lambda done, total: self._progress(what, done, total)
+
+    def _kw(self) -> dict[str, Any]:
+        o = self.options
+        return {"boot": o.boot, "rng_seed": o.rng_seed, "ci": o.ci}
+
+    def _cached(self, key: str, fn: Callable[[], Any]) -> Any:
+        """fn() once per key, also when two threads ask at once (the second waits for the first)."""
+        with self._lock:
+            fut = self._cache.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._cache[key] = Future()
+        if owner:
+            try:
+                fut.set_result(fn())
+            except BaseException as exc:
+                fut.set_exception(exc)
+                raise
+        return fut.result()
+
+    @property
+    def cube(self) -> xr.Dataset:
+        """The cube restricted to the selected runs (lazy; blocks of up to 30 seeds per dask task)."""
+        def open_() -> xr.Dataset:
+            from cube.store import open_cube
+
+            if isinstance(self.source, xr.Dataset):
+                ds = self.source
+            else:
+                first = open_cube(self.source)
+                ds = open_cube(self.source, chunks={"seed": max(1, min(30, first.sizes["seed"]))})
+            return ds.sel({d: self.ss[d].values for d in ("algo", "task", "bound", "seed")})
+
+        return self._cached("cube", open_)
+
+    # ------------------------------------------------------------------ statistics
+    def cdf(self) -> xr.Dataset:
+        from cube import stats
+
+        return self._cached("cdf", lambda: stats.cdf_curves(self.ss, self.settings, progress=self._tick(
+            f"bootstrap CDF bands (B={self.options.boot})"), **self._kw()))
+
+    def aggregate(self) -> xr.Dataset:
+        from cube import stats
+
+        return self._cached("agg", lambda: stats.aggregate_table(self.ss, self.settings, progress=self._tick(
+            f"bootstrap IQM CIs (B={self.options.boot})"), **self._kw()))
+
+    def pois(self) -> list[xr.Dataset]:
+        from cube import stats
+
+        def compute() -> list[xr.Dataset]:
+            pairs = self.options.pairs or poi_pairs(self.ss["algo"].values, self.options.baseline)
+            tick = self._tick(f"probability of improvement (B={self.options.boot})")
+            out = []
+            for i, (x, y) in enumerate(pairs):
+                out.append(stats.probability_of_improvement(self.ss, x, y, self.settings, **self._kw()))
+                if tick:
+                    tick(i + 1, len(pairs))
+            return out
+
+        return self._cached("poi", compute)
+
+    def env_steps(self) -> xr.DataArray | None:
+        return self._cached("env_steps", lambda: self.cube["env_steps"].load() if "env_steps" in self.cube else None)
+
+    def learning_curve(self) -> xr.Dataset:
+        from cube.learning_curves import aggregate_learning_curve, steps_differ
+
+        def compute() -> xr.Dataset:
+            by = self.options.by
+            steps = None
+            if by in ("auto", "env_steps"):
+                steps = self.env_steps()
+                if by == "auto":
+                    by = "env_steps" if steps_differ(steps) else "iterate"
+            return aggregate_learning_curve(self.ss, boot=self.options.boot, rng_seed=self.options.rng_seed,
+                                            ci=self.options.ci, by=by, env_steps=steps,
+                                            progress=self._tick(f"learning-curve bands (B={self.options.boot})"))
+
+        return self._cached("curve", compute)
+
+    def training(self) -> xr.Dataset:
+        from cube import curves, stats
+
+        return self._cached("training", lambda: curves.training_curves(
+            stats.iterate_metrics(self.ss, "train"), self.options.window, ("R", "C")))
+
+    def multipliers(self) -> xr.Dataset | None:
+        from cube import curves
+
+        return self._cached("mult", lambda: curves.multiplier_curves(self.cube, self.options.window))
+
+    def final_costs(self) -> xr.DataArray | None:
+        """Costs of each run's final expl and greedy evaluation: dims (algo, task, bound, seed, episode,
+        mode); NaN = no episode; None when no run has final evaluations. One read of the cube per distinct
+        final iterate (usually one)."""
+        return self._cached("final", self._read_final_costs)
+
+    def _read_final_costs(self) -> xr.DataArray | None:
+        from cube.curves import final_iterate
+
+        modes = [m for m in ("expl", "greedy") if m in self.ss["mode"].values]
+        if not modes:
+            return None
+        n = self.ss["n"].sel(mode=modes).transpose("algo", "task", "bound", "seed", "mode", "iterate").values
+        last = final_iterate(n)  # (A, T, B, K, M)
+        if not np.any(last >= 0):
+            return None
+        cost = self.cube["cost"]
+        iters = self.ss["iterate"].values
+        out = None
+        todo = np.unique(last[last >= 0])
+        tick = self._tick("final evaluation episodes")
+        for i, j in enumerate(todo):
+            block = cost.sel(iterate=iters[j], mode=modes).transpose("algo", "task", "bound", "seed", "episode", "mode")
+            vals = np.asarray(block.values, dtype=np.float32)
+            if out is None:
+                out = np.full(vals.shape, np.nan, dtype=np.float32)
+            pick = (last == j)[:, :, :, :, None, :]
+            out = np.where(pick, vals, out)
+            if tick:
+                tick(i + 1, todo.size)
+        coords = {d: self.ss[d].values for d in ("algo", "task", "bound", "seed")}
+        coords.update(episode=cost["episode"].values, mode=modes)
+        return xr.DataArray(out, dims=("algo", "task", "bound", "seed", "episode", "mode"), coords=coords)
+
+    # ------------------------------------------------------------------ figures
+    def figure(self, kind: str, *, task: str | None = None, xmax: float | None | str = "option",
+               bound: float | None = None) -> Figure:
+        """One figure of `kind` (KINDS); `task`/`bound` restrict curves and hist to one task / condition."""
+        o = self.options
+        base, style = o.baseline, o.style
+        if kind == "cdf":
+            return cdf_figure(self.cdf(), o.xmax if xmax == "option" else xmax, base, self.colors, style)
+        if kind == "intervals":
+            return intervals_figure(self.aggregate(), base, self.colors, style)
+        if kind == "poi":
+            return poi_figure(self.pois(), self.colors, style, base)
+        if kind == "aggregate-curve":
+            return aggregate_curve_figure(self.learning_curve(), base, self.colors, style)
+        if kind == "curves":
+            tc, mult = self.training(), self.multipliers()
+            sel = _condition(tc, task, bound)
+            tc = tc.sel(sel)
+            mult = mult.sel(sel) if mult is not None else None
+            return curves_figure(tc, mult, base, self.colors, style, o.window, self.synthetic)
+        if kind == "hist":
+            costs = self.final_costs()
+            if costs is None:
+                raise CubeError("no final evaluation episodes (modes expl/greedy) in the selection: "
+                                "nothing to histogram; evaluate the final policies first")
+            costs = costs.sel(_condition(costs, task, bound))
+            return hist_figure(hist_panels(costs, o.bins), base, self.colors, style, self.synthetic,
+                               [str(a) for a in self.ss["algo"].values])
+        raise CubeError(f"unknown figure {kind!r}: use one of {', '.join(KINDS)} or all")
+
+    def all_figures(self) -> Iterator[tuple[str, Figure]]:
+        """(file stem, figure) for the whole set: cdf (x cut at --xmax, default 2), cdf_full (A.1),
+        curves_<task> and hist_<task> per task, intervals, poi (with >= 2 algorithms), aggregate_curve.
+        Figures whose data the selection lacks (no final evaluations, one algorithm) are left out."""
+        xmax = self.options.xmax if self.options.xmax is not None else 2.0
+        yield "cdf", self.figure("cdf", xmax=xmax)
+        yield "cdf_full", self.figure("cdf", xmax=None)
+        for t in self.ss["task"].values:
+            yield f"curves_{_safe(t)}", self.figure("curves", task=str(t))
+        if self.final_costs() is not None:
+            for t in self.ss["task"].values:
+                yield f"hist_{_safe(t)}", self.figure("hist", task=str(t))
+        yield "intervals", self.figure("intervals")
+        if self.ss.sizes["algo"] > 1:
+            yield "poi", self.figure("poi")
+        yield "aggregate_curve", self.figure("aggregate-curve")
+
+
+def _condition(ds: xr.Dataset | xr.DataArray, task: str | None, bound: float | None) -> dict[str, list]:
+    sel: dict[str, list] = {}
+    if task is not None:
+        if task not in ds["task"].values:
+            raise CubeError(f"unknown task {task}: the selection has {', '.join(map(str, ds['task'].values))}")
+        sel["task"] = [task]
+    if bound is not None:
+        hits = [b for b in ds["bound"].values if np.isclose(b, bound)]
+        if not hits:
+            raise CubeError(f"unknown bound {bound:g}: the selection has {', '.join(f'{b:g}' for b in ds['bound'].values)}")
+        sel["bound"] = hits[:1]
+    return sel
+
+
+def _safe(name: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)) or "_"
+
+
+# ----------------------------------------------------------------------------------------- for the TUI
+VIEW_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "curves": "curves",
+              "histograms": "hist", "runs": "curves", "aggregate-curve": "aggregate-curve",
+              "learning": "aggregate-curve"}
+
+
+def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection: Selection | None = None,
+                    out_path: str | os.PathLike | None = None, *, ss: xr.Dataset | None = None,
+                    condition: tuple[str, float] | None = None, options: PlotOptions | None = None) -> Path:
+    """Write the figure of a TUI view and return where it went.
+
+    view: a TUI view id (summary, conditions -> intervals; cdf; curves, runs -> curves; histograms ->
+    hist; aggregate-curve) or a figure kind. source: the cube's path (or Dataset, then `out_path` is
+    needed). ss: the TUI's sufficient statistics (unselected), so nothing is read again. condition:
+    (task, bound) of a per-condition view. out_path: default `<cube>.figures/<view>[_<task>_d<bound>].pdf`
+    next to the cube. Raises CubeError (one line) without matplotlib or data.
+    """
+    require_matplotlib()
+    kind = VIEW_KINDS.get(view, view)
+    if kind not in KINDS:
+        raise CubeError(f"no figure for view {view!r}: views with figures are {', '.join(sorted(VIEW_KINDS))}")
+    maker = FigureMaker(source, selection, options or PlotOptions(), ss=ss)
+    task, bound = condition if condition is not None else (None, None)
+    if kind not in ("curves", "hist"):
+        task = bound = None
+    if out_path is None:
+        if isinstance(source, xr.Dataset):
+            raise CubeError("give out_path when the cube is not a path")
+        src = Path(source)
+        folder = src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
+        folder.mkdir(parents=True, exist_ok=True)
+        suffix = f"_{_safe(task)}_d{bound:g}" if task is not None and bound is not None else ""
+        out_path = folder / f"{kind.replace('-', '_')}{suffix}.pdf"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = maker.figure(kind, task=task, bound=bound)
+    return save_figure(fig, out_path)
+

@@ -1,0 +1,343 @@
+"""Aggregate learning curves with stratified-bootstrap bands (beyond the paper; rliable's sample-efficiency
+curve): per training iterate, or per bin of environment steps when runs differ in steps per iterate.
+
+For every algorithm and column c (an iterate j, or an env-step bin):
+
+1. per run, the metric X of the training episodes of that column, from the per-iterate sufficient
+   statistics through the registry formulas (`cube.metrics.metric_values`): R̄, C̄, D_norm, V, D_norm+
+   of the fixed policy pi_j (for a bin: the mean of X^j over the run's iterates in the bin, like eq. 5);
+2. per condition (task, bound), the mean over the seeds that have episodes in that column;
+3. the IQM over the conditions that have such seeds (`scipy.stats.trim_mean(x, 0.25)`);
+4. a stratified-bootstrap percentile CI: a replicate draws, within every condition, as many seeds as it
+   has (seeds with training episodes), with replacement, and recomputes 2 and 3 at every column with
+   the same draws (a seed is resampled as its whole curve, all metrics together). The draws come from
+   `stats.bootstrap_rng(rng_seed, algo, "train")` through `stats.stratified_bootstrap_weights`, so at an
+   iterate j of a complete cube the band is the CI of `stats.aggregate_table(..., iterates=j)` of the
+   `train` setting, and an algorithm's band does not depend on which other algorithms are selected.
+
+Each metric counts the seeds that have a value for it (V and D_norm+ need every episode's cost, so runs
+that hold only per-epoch means, flagged `aggregate_only`, count for R̄, C̄ and D_norm only).
+A column where an included condition has fewer than 2 seeds gets a NaN CI (a `StatsWarning` says so), as
+everywhere in `cube.stats`. Columns without any training episode (outside a `--iterates` window) are
+dropped. `to_csv` / `to_json` export the result.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import xarray as xr
+
+from cube.errors import CubeError
+from cube.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, metric_values
+
+try:  # per-epoch means instead of episodes (schema flag); absent from older cubes
+    from cube.schema import AGGREGATE_ONLY
+except ImportError:  # pragma: no cover
+    AGGREGATE_ONLY = "aggregate_only"
+
+__all__ = ["aggregate_learning_curve", "nan_iqm", "per_run_curves", "steps_differ", "to_csv", "to_json"]
+
+RUN_DIMS = ("algo", "task", "bound", "seed")
+BY = ("iterate", "env_steps", "auto")
+Progress = Callable[[int, int], None]
+_BATCH = 256  # bootstrap replicates per batch (memory); the random stream, and so the result, is the same
+
+
+def nan_iqm(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    """IQM along `axis` over the finite values only: trim_mean(values, 0.25) of each column's non-NaN
+    entries (floor(n/4) dropped at each end); NaN where a column has none."""
+    x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
+    s = np.sort(x, axis=0)  # NaN sorts last
+    n = np.isfinite(s).sum(0)
+    cut = n // 4
+    cs = np.concatenate([np.zeros((1, *s.shape[1:])), np.cumsum(np.where(np.isfinite(s), s, 0.0), axis=0)])
+    hi = np.take_along_axis(cs, (n - cut)[None], 0)[0]
+    lo = np.take_along_axis(cs, cut[None], 0)[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (hi - lo) / np.maximum(n - 2 * cut, 1), np.nan)
+
+
+def _metrics(metrics: Sequence[str] | str | None) -> tuple[str, ...]:
+    try:
+        return check_metrics(metrics)
+    except ValueError as exc:
+        raise CubeError(str(exc)) from None
+
+
+def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-run per-iterate metrics of the `train` episodes: values and validity, both (A, T, B, K, J, F).
+
+    A cell counts where it holds episodes (finite R̄ and C̄); a metric that needs every episode's cost
+    (V, D_norm+) is left out where the cube holds only per-epoch means (`aggregate_only`)."""
+    if "train" not in ss["mode"].values:
+        raise CubeError("the cube has no 'train' mode: learning curves need training episodes")
+    one = ss.sel(mode="train")
+    arrays = {v: one[v].transpose(*RUN_DIMS, "iterate").values for v in SUFFSTAT_INPUTS}
+    d = ss["bound"].values.astype(np.float64).reshape(1, 1, -1, 1, 1)
+    vals = metric_values(arrays, d, tuple(dict.fromkeys(("R", "C", *metrics))))
+    cell = (arrays["n"] > 0) & np.isfinite(vals["R"]) & np.isfinite(vals["C"])
+    means_only = None
+    if AGGREGATE_ONLY in one and bool(one[AGGREGATE_ONLY].any()):
+        means_only = one[AGGREGATE_ONLY].transpose(*RUN_DIMS).values.astype(bool)[..., None]
+    valid = []
+    for m in metrics:
+        ok = cell & np.isfinite(vals[m])
+        if means_only is not None and METRIC[m].needs_episodes:
+            ok &= ~means_only
+        valid.append(ok)
+    return np.stack([vals[m] for m in metrics], -1), np.stack(valid, -1)
+
+
+def steps_differ(env_steps: xr.DataArray | None) -> bool:
+    """Whether runs differ in env steps at the same iterate (then per-step bins are the fair x-axis)."""
+    if env_steps is None:
+        return False
+    arr = np.asarray(env_steps.transpose(*RUN_DIMS, "iterate").values, dtype=np.float64)
+    arr = arr.reshape(-1, arr.shape[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = np.nanmax(arr, axis=0) - np.nanmin(arr, axis=0)
+    return bool(np.any(spread[np.isfinite(spread)] > 0))
+
+
+def _bin(values: np.ndarray, valid: np.ndarray, steps: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per run and bin (edges[b], edges[b+1]] (the first bin closed): mean of the valid per-iterate values.
+
+    values, valid (..., J, F), steps (..., J) -> values, valid (..., NB, F)."""
+    nb = edges.size - 1
+    lead = steps.shape[:-1]
+    runs = int(np.prod(lead))
+    b = np.clip(np.searchsorted(edges, steps, side="left") - 1, 0, nb - 1)
+    inside = np.isfinite(steps) & (steps >= edges[0]) & (steps <= edges[-1])
+    index = np.arange(runs).reshape(*lead, 1) * nb + b
+    sums, counts = [], []
+    for f in range(values.shape[-1]):
+        ok = valid[..., f] & inside
+        counts.append(np.bincount(index[ok], minlength=runs * nb).reshape(*lead, nb))
+        sums.append(np.bincount(index[ok], weights=values[..., f][ok], minlength=runs * nb).reshape(*lead, nb))
+    count, total = np.stack(counts, -1), np.stack(sums, -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan), count > 0
+
+
+def per_run_curves(ss: xr.Dataset, metrics: Sequence[str] | None = None, by: str = "iterate",
+                   env_steps: xr.DataArray | None = None, bins: int | Sequence[float] | None = None
+                   ) -> xr.Dataset:
+    """Per-run training curves: dims (algo, task, bound, seed, iterate|step_bin); one var per metric
+    (NaN where the run has no training episode in the column).
+
+    by="iterate": X of pi_j. by="env_steps": the mean of X^j over the run's iterates whose `env_steps`
+    (cube variable, run dims + iterate) lie in the bin; `bins` = the number of equal bins on
+    [0, max env steps] (default: the number of iterates, at most 100) or the bin edges.
+    """
+    metrics = _metrics(metrics)
+    values, valid = _train_cells(ss, metrics)
+    coords = {d: ss[d].values for d in RUN_DIMS}
+    if by == "iterate":
+        col, extra = "iterate", {"iterate": ss["iterate"].values}
+    elif by == "env_steps":
+        if env_steps is None:
+            raise CubeError("learning curves by env steps need the cube's env_steps variable, which it lacks: "
+                            "use by='iterate'")
+        steps = np.asarray(env_steps.sel({d: coords[d] for d in RUN_DIMS}).sel(iterate=ss["iterate"].values)
+                           .transpose(*RUN_DIMS, "iterate").values, dtype=np.float64)
+        if isinstance(bins, int | np.integer) or bins is None:
+            used = valid.any(-1) & np.isfinite(steps)
+            top = float(steps[used].max()) if used.any() else np.nan
+            if not np.isfinite(top) or top <= 0:
+                raise CubeError("no run has env_steps for its training iterates: use by='iterate'")
+            n_bins = int(bins) if bins is not None else min(int(ss.sizes["iterate"]), 100)
+            if n_bins < 1:
+                raise CubeError(f"bins must be >= 1, got {n_bins}")
+            edges = np.linspace(0.0, float(top), n_bins + 1)
+        else:
+            edges = np.asarray(bins, dtype=np.float64)
+            if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
+                raise CubeError("bin edges must be an increasing sequence of at least two numbers")
+        values, valid = _bin(values, valid, steps, edges)
+        col = "step_bin"
+        extra = {"step_bin": 0.5 * (edges[:-1] + edges[1:]), "step_lo": ("step_bin", edges[:-1]),
+                 "step_hi": ("step_bin", edges[1:])}
+    else:
+        raise CubeError(f"unknown curve axis {by!r}: use iterate or env_steps")
+    dims = (*RUN_DIMS, col)
+    out = xr.Dataset({m: (dims, np.where(valid[..., i], values[..., i], np.nan)) for i, m in enumerate(metrics)},
+                     coords={**coords, **extra})
+    out.attrs.update(ss.attrs)
+    return out
+
+
+def _algo_curve(values: np.ndarray, valid: np.ndarray, boot: int, rng: np.random.Generator, ci: float,
+                what: str, stratified_weights) -> tuple[np.ndarray, ...]:
+    """One algorithm: values, valid (P, K, C, F) -> value, lo, hi (C, F), n_conditions (C,)."""
+    n_col, n_f = values.shape[2], values.shape[3]
+    nan = np.full((n_col, n_f), np.nan)
+    run_ok = valid.any((-1, -2))  # (P, K): seeds with training episodes are the bootstrap's units
+    k = run_ok.sum(1)
+    keep = k > 0
+    if not keep.any():
+        return nan, nan.copy(), nan.copy(), np.zeros(n_col, dtype=np.int64)
+    order = np.argsort(~run_ok, axis=1, kind="stable")[keep]
+    k = k[keep]
+    x = np.take_along_axis(values[keep], order[..., None, None], axis=1)
+    m = np.take_along_axis(valid[keep], order[..., None, None], axis=1).astype(np.float64)
+    xm = np.where(m > 0, x, 0.0)
+    seeds_at = m.sum(1)  # (P, C, F) seeds with a value in each column
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(seeds_at > 0, xm.sum(1) / seeds_at, np.nan)  # (P, C, F)
+    value = nan_iqm(means, axis=0)
+    n_cond = (seeds_at.max(-1) > 0).sum(0)
+    few = (seeds_at == 1).any(0)  # (C, F): an included condition with a single seed -> NaN CI
+    if few.any():
+        warnings.warn(f"{what}: {int(few.any(-1).sum())} column(s) hold a condition with fewer than 2 seeds, "
+                      "CI reported as NaN there", _stats_warning(), stacklevel=4)
+    p_n, kmax = x.shape[0], x.shape[1]
+    xm_flat = xm.reshape(p_n, kmax, -1)
+    m_flat = m.reshape(p_n, kmax, -1)
+    # Every packed seed has a value in every column (a complete cube): plain means and a plain IQM.
+    complete = bool(np.all(seeds_at == k[:, None, None]))
+    cut = p_n // 4
+    reps = []
+    for start in range(0, boot, _BATCH):
+        b = min(_BATCH, boot - start)
+        w = np.ascontiguousarray(stratified_weights(k, kmax, b, rng).transpose(1, 0, 2))  # (P, b, Kmax)
+        num = np.matmul(w, xm_flat)  # (P, b, C*F)
+        if complete:
+            num /= k[:, None, None]
+            num.sort(axis=0)
+            reps.append(num[cut:p_n - cut].mean(0).reshape(b, n_col, n_f))
+            continue
+        den = np.matmul(w, m_flat)  # (P, b, C*F): drawn seeds with a value
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rep = np.where(den > 0, num / den, np.nan)
+        reps.append(nan_iqm(rep, axis=0).reshape(b, n_col, n_f))
+    allr = np.concatenate(reps)
+    alpha = (1.0 - ci) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        quantile = np.quantile if complete or not np.isnan(allr).any() else np.nanquantile
+        lo, hi = quantile(allr, [alpha, 1.0 - alpha], axis=0)
+    lo[few], hi[few] = np.nan, np.nan
+    return value, lo, hi, n_cond
+
+
+def _stats_warning() -> type[Warning]:
+    from cube import stats
+
+    return getattr(stats, "StatsWarning", UserWarning)
+
+
+def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = None, boot: int = 2000,
+                             rng_seed: int = 0, ci: float = 0.95, by: str = "iterate",
+                             bins: int | Sequence[float] | None = None, progress: Progress | None = None,
+                             env_steps: xr.DataArray | None = None) -> xr.Dataset:
+    """IQM over task-bound conditions of per-condition seed means of each metric, per training iterate
+    (or env-step bin), with a stratified-bootstrap percentile CI (see the module docstring).
+
+    ss: sufficient statistics (`stats.load_suffstats`, optionally `stats.select`ed). metrics: None = all
+    of R, C, Dnorm, V, Dplus. by: "iterate", "env_steps" (needs `env_steps`, the cube's variable with
+    dims run dims + iterate; `bins` = number of equal bins or edges) or "auto" (env steps when they are
+    given and differ between runs at the same iterate, else iterates).
+    Returns dims (algo, metric, iterate|step_bin): value, ci_low, ci_high; (algo, iterate|step_bin):
+    n_conditions. attrs: boot, rng_seed, ci, by, setting="train", plus those of `ss` (synthetic,
+    selection).
+    """
+    from cube import stats
+
+    metrics = _metrics(metrics)
+    if not (isinstance(boot, int | np.integer) and boot >= 1):
+        raise CubeError(f"bootstrap replicates must be a positive integer, got {boot!r}")
+    if not 0.0 < ci < 1.0:
+        raise CubeError(f"confidence level must be in (0, 1), got {ci!r}")
+    if by not in BY:
+        raise CubeError(f"unknown curve axis {by!r}: use one of {', '.join(BY)}")
+    if by == "auto":
+        by = "env_steps" if steps_differ(env_steps) else "iterate"
+    runs = per_run_curves(ss, metrics, by, env_steps, bins)
+    col = "iterate" if by == "iterate" else "step_bin"
+    arr = np.stack([runs[m].transpose(*RUN_DIMS, col).values for m in metrics], -1)  # (A, T, B, K, C, F)
+    valid = np.isfinite(arr)
+    a_n, t_n, b_n, k_n, c_n, f_n = arr.shape
+    arr = arr.reshape(a_n, t_n * b_n, k_n, c_n, f_n)
+    valid = valid.reshape(a_n, t_n * b_n, k_n, c_n, f_n)
+    algos = [str(a) for a in runs["algo"].values]
+    shape = (a_n, f_n, c_n)
+    value, lo, hi = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    n_cond = np.zeros((a_n, c_n), dtype=np.int64)
+    for ai, algo in enumerate(algos):
+        v, l_, h, n = _algo_curve(arr[ai], valid[ai], boot, stats.bootstrap_rng(rng_seed, algo, "train"), ci,
+                                  f"learning-curve band of {algo}", stats.stratified_bootstrap_weights)
+        value[ai], lo[ai], hi[ai], n_cond[ai] = v.T, l_.T, h.T, n
+        if progress:
+            progress(ai + 1, a_n)
+    keep = n_cond.any(0)
+    if not keep.any():
+        raise CubeError("the selection holds no training episodes: learning curves need mode 'train'")
+    dims3, dims2 = ("algo", "metric", col), ("algo", col)
+    coords = {"algo": algos, "metric": list(metrics), col: runs[col].values}
+    coords.update({c: (col, runs[c].values) for c in ("step_lo", "step_hi") if c in runs.coords})
+    out = xr.Dataset({"value": (dims3, value), "ci_low": (dims3, lo), "ci_high": (dims3, hi),
+                      "n_conditions": (dims2, n_cond)}, coords=coords).isel({col: np.flatnonzero(keep)})
+    out.attrs.update(ss.attrs)
+    out.attrs.update({"boot": int(boot), "rng_seed": int(rng_seed), "ci": float(ci), "by": by, "setting": "train",
+                      "statistic": "IQM over task-bound conditions of per-condition seed means; "
+                                   "stratified-bootstrap percentile CI over seeds"})
+    return out
+
+
+# ------------------------------------------------------------------------------------------ export
+def _num(x) -> float | None:
+    return None if x is None or (isinstance(x, float | np.floating) and math.isnan(x)) else float(x)
+
+
+def _full(x) -> str:
+    return "" if _num(x) is None else repr(float(x))
+
+
+def _columns(curve: xr.Dataset) -> tuple[str, list[str]]:
+    col = "iterate" if "iterate" in curve.dims else "step_bin"
+    return col, (["iterate"] if col == "iterate" else ["step_bin", "step_lo", "step_hi"])
+
+
+def to_csv(curve: xr.Dataset) -> str:
+    """Long, tidy CSV: algo,metric,iterate (or step_bin,step_lo,step_hi),value,ci_low,ci_high,n_conditions;
+    full precision, NaN as an empty cell."""
+    col, xcols = _columns(curve)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["algo", "metric", *xcols, "value", "ci_low", "ci_high", "n_conditions"])
+    xs = [curve[c].values for c in xcols]
+    for a in curve["algo"].values:
+        n = curve["n_conditions"].sel(algo=a).values
+        for m in curve["metric"].values:
+            v = [curve[k].sel(algo=a, metric=m).values for k in ("value", "ci_low", "ci_high")]
+            for i in range(curve.sizes[col]):
+                x = [str(int(xs[0][i]))] if col == "iterate" else [_full(c[i]) for c in xs]
+                w.writerow([a, m, *x, *(_full(arr[i]) for arr in v), int(n[i])])
+    return buf.getvalue()
+
+
+def to_json(curve: xr.Dataset) -> str:
+    """JSON with the metadata (boot, ci, rng_seed, by, selection, synthetic), the x values and one entry
+    per (algo, metric) with value, ci_low, ci_high (null for NaN) and n_conditions per algo."""
+    col, xcols = _columns(curve)
+    meta = {"kind": "aggregate_curve", "synthetic": bool(curve.attrs.get("synthetic", False))}
+    for k in ("boot", "ci", "rng_seed", "by", "setting", "statistic"):
+        if k in curve.attrs:
+            v = curve.attrs[k]
+            meta[k] = v.item() if hasattr(v, "item") else v
+    if "selection" in curve.attrs:
+        meta["selection"] = json.loads(curve.attrs["selection"])
+    x = {c: [int(v) if col == "iterate" else float(v) for v in curve[c].values] for c in xcols}
+    curves = [{"algo": str(a), "metric": str(m),
+               **{k: [_num(v) for v in curve[k].sel(algo=a, metric=m).values] for k in ("value", "ci_low", "ci_high")}}
+              for a in curve["algo"].values for m in curve["metric"].values]
+    n_cond = {str(a): [int(v) for v in curve["n_conditions"].sel(algo=a).values] for a in curve["algo"].values}
+    return json.dumps({**meta, **x, "n_conditions": n_cond, "curves": curves}) + "\n"

@@ -1,0 +1,210 @@
+"""`saferl plot`: the paper's figures from a results cube (matplotlib; PDF, PNG or SVG).
+
+    saferl plot CUBE KIND [--out FILE|DIR] [--format pdf|png|svg] [--style paper|screen]
+                [--algo ..] [--task ..] [--bound ..] [--seed 0-9] [--iterates J|LO:HI]
+                [--settings train,final_greedy] [--baseline ppo] [--boot 2000] [--rng-seed 0] [--ci 0.95]
+                [--xmax 2|none] [--window 5] [--bins 20] [--by auto|iterate|env_steps] [--pair X,Y ...]
+                [--no-cache]
+
+KIND: cdf (Figure 2; --xmax none: Figure A.1), curves (reward, cost with the bound, multiplier per
+iterate per condition), hist (final cost, exploration vs greedy, per condition), intervals (IQM and CI
+of every metric per algorithm and setting, with the tier), poi (probability of improvement of pairs of
+algorithms), aggregate-curve (IQM over conditions per iterate with its CI band; --out FILE.csv or .json
+writes its numbers instead), or all (the whole set into the --out directory, one file per figure, plus
+aggregate_curve.csv). Without --out: <cube>-figures/<kind>.pdf next to the cube.
+Needs matplotlib: pip install 'saferl[plot]'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import uuid
+import warnings
+from pathlib import Path
+
+from cube.errors import CubeError
+from cube.selection import add_selection_arguments, selection_from_args
+
+KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
+FORMATS = ("pdf", "png", "svg")
+DATA_SUFFIXES = {".csv": "csv", ".json": "json"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `plot` subcommand (imports nothing heavy: matplotlib only when a figure is made)."""
+    p = subparsers.add_parser("plot", help="the paper's figures of a cube (CDFs, curves, histograms, CIs) as PDF/PNG/SVG",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", help="results cube (Zarr directory or netCDF file)")
+    p.add_argument("kind", choices=KINDS, metavar="KIND", help=f"figure: {', '.join(KINDS)}")
+    p.add_argument("-o", "--out", "--output", dest="output", metavar="FILE|DIR",
+                   help="file to write (.pdf, .png, .svg; aggregate-curve also .csv, .json); a directory for all "
+                        "(default: <cube>-figures/ next to the cube)")
+    p.add_argument("--format", choices=FORMATS, help="figure format (default: from --out's suffix; pdf for all)")
+    p.add_argument("--style", choices=("paper", "screen"), default="paper",
+                   help="paper: serif, 8 pt, 3.25/6.75 in wide, fonts embedded (default); screen: larger")
+    add_selection_arguments(p)
+    p.add_argument("--settings", help="comma-separated settings from train, final_expl, final_greedy "
+                   "(default: all with episodes)")
+    p.add_argument("--baseline", help="unconstrained baseline algorithm, drawn grey (e.g. ppo)")
+    p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000)")
+    p.add_argument("--ci", type=float, default=0.95, help="confidence level of bands and intervals (default 0.95)")
+    p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
+                   "none = up to where every curve reaches 1 (Figure A.1)")
+    p.add_argument("--window", type=int, default=5, help="curves: moving-average window in iterates (default 5)")
+    p.add_argument("--bins", type=int, default=20, help="hist: bins per panel (default 20)")
+    p.add_argument("--by", choices=("auto", "iterate", "env_steps"), default="auto",
+                   help="aggregate-curve x axis: iterates, env-step bins, or auto (env steps when runs differ "
+                        "in steps per iterate)")
+    p.add_argument("--pair", action="append", metavar="X,Y", dest="pairs",
+                   help="poi: a pair of algorithms (repeatable; default every pair, the baseline second)")
+    p.add_argument("--no-cache", action="store_true", help="recompute sufficient statistics, do not cache them")
+    p.set_defaults(func=run)
+
+
+def _xmax(text: str) -> float | None:
+    if text.strip().lower() in ("none", "full", "all", ""):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise CubeError(f"cannot read --xmax {text!r}: give a number (e.g. 2) or none") from None
+    if not value > -1.0:
+        raise CubeError(f"--xmax must be above -1 (the smallest normalised deviation), got {text}")
+    return value
+
+
+def _pairs(items: list[str] | None) -> tuple[tuple[str, str], ...] | None:
+    if not items:
+        return None
+    out = []
+    for text in items:
+        parts = [t.strip() for t in text.split(",")]
+        if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+            raise CubeError(f"cannot read --pair {text!r}: give two different algorithms, e.g. --pair ppo_lag,ppo")
+        out.append((parts[0], parts[1]))
+    return tuple(out)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.boot < 1 or not 0 < args.ci < 1:
+        raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
+    if args.window < 1 or args.bins < 1:
+        raise CubeError("--window and --bins must be >= 1")
+
+
+def _default_out(path: str, kind: str, fmt: str) -> Path:
+    src = Path(path)
+    folder = src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
+    return folder if kind == "all" else folder / f"{kind.replace('-', '_')}.{fmt}"
+
+
+def _target(args: argparse.Namespace) -> tuple[Path, str]:
+    """(output path, format): format from --format, else from the suffix ('csv'/'json' for curve data)."""
+    kind = args.kind
+    if args.output is None:
+        fmt = args.format or "pdf"
+        out = _default_out(args.path, kind, fmt)
+        if kind != "all":
+            out.parent.mkdir(parents=True, exist_ok=True)
+        return out, fmt
+    out = Path(args.output)
+    if kind == "all":
+        if out.exists() and not out.is_dir():
+            raise CubeError(f"{out} is a file: `plot all` writes one file per figure into a directory")
+        return out, args.format or "pdf"
+    suffix = out.suffix.lower()
+    if kind == "aggregate-curve" and suffix in DATA_SUFFIXES and args.format is None:
+        return out, DATA_SUFFIXES[suffix]
+    fmt = args.format or suffix.lstrip(".")
+    if fmt not in FORMATS:
+        extra = " (aggregate-curve also .csv or .json)" if kind == "aggregate-curve" else ""
+        raise CubeError(f"cannot tell the format of --out {out}: give a .pdf, .png or .svg file{extra}, or --format")
+    if out.is_dir():
+        raise CubeError(f"{out} is a directory: give a file name for --out")
+    if not out.parent.exists():
+        raise CubeError(f"folder {out.parent} does not exist: create it or choose another --out")
+    return out, fmt
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Make the figure(s) and write them; returns the exit code."""
+    from cube.suffstats import wait_for_cache_writes
+
+    try:
+        return _run(args)
+    finally:
+        wait_for_cache_writes()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cube import stats
+    from cube.cli import err_console, progress_bar
+
+    _check(args)
+    out, fmt = _target(args)
+    if fmt not in DATA_SUFFIXES.values():
+        from cube.figures import require_matplotlib
+
+        require_matplotlib()
+    from cube import figures
+    from cube.learning_curves import to_csv, to_json
+
+    selection = selection_from_args(args)
+    settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
+                if args.settings is not None else None)
+    options = figures.PlotOptions(settings=settings, baseline=args.baseline, boot=args.boot, rng_seed=args.rng_seed,
+                                  ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
+                                  bins=args.bins, by=args.by, pairs=_pairs(args.pairs))
+    written: list[Path] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", stats.StatsWarning)
+        with progress_bar() as bar:
+            tasks: dict[str, object] = {}
+
+            def progress(what: str, done: int, total: int) -> None:
+                if what not in tasks:
+                    tasks[what] = bar.add_task(what, total=total)
+                bar.update(tasks[what], completed=done, total=total)
+
+            ss = None
+            if args.no_cache:
+                ss = stats.load_suffstats(args.path, cache=False,
+                                          progress=lambda d, t: progress("sufficient statistics", d, t))
+            maker = figures.FigureMaker(args.path, selection, options, ss=ss, progress=progress)
+            if args.kind == "all":
+                out.mkdir(parents=True, exist_ok=True)
+                draw = bar.add_task("drawing figures", total=None)
+                for stem, fig in maker.all_figures():
+                    written.append(figures.save_figure(fig, out / f"{stem}.{fmt}", fmt))
+                    bar.update(draw, advance=1)
+                path = out / "aggregate_curve.csv"
+                _write_text(path, to_csv(maker.learning_curve()))
+                written.append(path)
+            elif fmt in DATA_SUFFIXES.values():
+                curve = maker.learning_curve()
+                _write_text(out, to_csv(curve) if fmt == "csv" else to_json(curve))
+                written.append(out)
+            else:
+                written.append(figures.save_figure(maker.figure(args.kind), out, fmt))
+    if maker.synthetic:
+        err_console.print("note: this cube is SYNTHETIC demo data, not training results; the figures say so",
+                          highlight=False)
+    for msg in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)):
+        err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
+    if len(written) == 1:
+        print(f"wrote {written[0]}")
+    else:
+        print(f"wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}")
+    return 0
