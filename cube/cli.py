@@ -165,6 +165,21 @@ def error_line(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}: {first} (run with SAFERL_DEBUG=1 for the traceback)"
 
 
+def _explained(exc: BaseException, path: str | None) -> BaseException:
+    """A decode error of a store (a checksum mismatch, a damaged chunk) as a CubeError naming the chunk."""
+    if isinstance(exc, CubeError | OSError) or path is None:
+        return exc
+    from cube.store import unreadable_chunk
+
+    try:
+        where = unreadable_chunk(path)
+    except Exception:  # noqa: BLE001 - the original error is the one to report then
+        return exc
+    if where is None:
+        return exc
+    return CubeError(f"{path}: {where}: restore that run from a copy or rerun it")
+
+
 def print_error(exc: BaseException) -> None:
     """`error: <one line>` on stderr, the message printed literally (no rich markup in user text)."""
     err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)
@@ -188,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the boundary: one line, never a traceback (unless asked for)
         if os.environ.get("SAFERL_DEBUG"):
             raise
-        print_error(exc)
+        print_error(_explained(exc, getattr(args, "path", None)))
         return 2
 
 

@@ -641,6 +641,28 @@ class StillRunReader:
         raise CubeError("a run was being written during every read of it; stop its writer or try again")
 
 
+def unreadable_chunk(source: str | Path | None) -> str | None:
+    """Name the first chunk of a Zarr store that cannot be read (checksum mismatch, bad compression):
+    'chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/15.0/2 is damaged (checksum mismatch)'; None if every chunk reads or the
+    source is not a Zarr directory. Reads the store chunk by chunk: for error messages, not hot paths."""
+    if source is None or not (Path(source) / "zarr.json").exists():
+        return None
+    group = zarr.open_group(str(source), mode="r")
+    labels = {d: group[d][:] for d in RUN_DIMS}
+    for name, arr in group.arrays():
+        if arr.ndim < len(RUN_DIMS) or tuple(arr.metadata.dimension_names or ())[:4] != RUN_DIMS:
+            continue
+        for index in np.ndindex(*arr.shape[: len(RUN_DIMS)]):
+            try:
+                arr[index]
+            except Exception as exc:  # noqa: BLE001 - any decode failure is what we are looking for
+                chunk = "/".join(["c", *map(str, index), *["0"] * (arr.ndim - len(RUN_DIMS))])
+                run = "/".join(str(labels[d][i]) for d, i in zip(RUN_DIMS, index, strict=True))
+                kind = "checksum mismatch" if "checksum" in str(exc).lower() else type(exc).__name__
+                return f"chunk {name}/{chunk} of run {run} is damaged ({kind})"
+    return None
+
+
 # --------------------------------------------------------------------------------------------------
 # extending the grid
 

@@ -37,7 +37,14 @@ import zarr
 from cube.cluster import compute
 from cube.errors import CubeError
 from cube.schema import AGGREGATE_ONLY, RUN_DIMS
-from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since, side_folder
+from cube.store import (
+    StillRunReader,
+    open_cube,
+    read_write_seqs,
+    runs_written_since,
+    side_folder,
+    unreadable_chunk,
+)
 
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
@@ -395,7 +402,7 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
         places.append(place)
     sums = np.empty((*r.shape[:5], r.shape[6], len(SUM_VARS)), dtype=np.float64)
     le = np.empty((*r.shape[:5], r.shape[6], kappa.size), dtype=le_dtype)
-    for place, (block_sums, block_le) in zip(places, _read(tasks, progress), strict=True):
+    for place, (block_sums, block_le) in zip(places, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         sums[place], le[place] = block_sums, block_le
     return _to_dataset(sums, le, ds, kappa)
 
@@ -415,16 +422,21 @@ def _labels(ds: xr.Dataset) -> dict[str, np.ndarray]:
     return {d: ds[d].values for d in (*RUN_DIMS, "iterate", "episode", "mode")}
 
 
-def _read(thing, progress: Progress | None):
-    """compute(thing) with unreadable data (a corrupt or missing chunk) turned into one CubeError line."""
+def _read(thing, progress: Progress | None, source: str | None = None):
+    """compute(thing) with unreadable data (a corrupt or missing chunk) turned into one CubeError line
+    naming the damaged chunk and its run when `source` (the store) is known."""
     try:
         return compute(thing, progress)
     except CubeError:
         raise
     except Exception as exc:  # codec, I/O and shape errors of a damaged store all end here
         detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        where = unreadable_chunk(source)
+        if where:
+            raise CubeError(f"cannot read the cube's episodes: {where}: restore that run from a copy or rerun it "
+                            "(saferl validate lists every problem)") from None
         raise CubeError(f"cannot read the cube's episodes ({type(exc).__name__}{': ' + detail if detail else ''}): "
-                        f"the store may be corrupt; check it with saferl validate or rewrite the damaged runs") from None
+                        "the store may be corrupt; check it with saferl validate or rewrite the damaged runs") from None
 
 
 def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None,
@@ -436,7 +448,7 @@ def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Pro
     labels, le_dtype = _labels(ds), ss["le"].dtype
     tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa, labels,
                                       (*map(int, i), 0, 0, 0), le_dtype, written) for i in runs]
-    blocks = _read(tasks, progress)
+    blocks = _read(tasks, progress, ds.encoding.get("saferl_source"))
     idx = tuple(runs.T)
     for f, v in enumerate(SUM_VARS):
         ss[v].values[idx] = np.stack([sums[..., f] for sums, _ in blocks])

@@ -11,7 +11,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
-from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since
+from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since, unreadable_chunk
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "negative cost": lambda reward, cost: cost < 0,
@@ -85,29 +85,6 @@ def _run_label(ds: xr.Dataset, per_run: np.ndarray) -> str:
     """Labels "algo/task/bound/seed" of the first run where ``per_run`` (run dims) is non-zero."""
     first = np.argwhere(per_run)[0]
     return "/".join(str(ds[d].values[i]) for d, i in zip(RUN_DIMS, first, strict=True))
-
-
-def unreadable_chunk(source: str | Path | None) -> str | None:
-    """Name the first chunk of a Zarr store that cannot be read (checksum mismatch, bad compression):
-    'chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/15.0/2 (Crc32c...)'; None if every chunk reads or the
-    source is not a Zarr directory. Reads the store chunk by chunk: for error messages, not hot paths."""
-    import zarr
-
-    if source is None or not (Path(source) / "zarr.json").exists():
-        return None
-    group = zarr.open_group(str(source), mode="r")
-    labels = {d: group[d][:] for d in RUN_DIMS}
-    for name, arr in group.arrays():
-        if arr.ndim < len(RUN_DIMS) or tuple(arr.metadata.dimension_names or ())[:4] != RUN_DIMS:
-            continue
-        for index in np.ndindex(*arr.shape[: len(RUN_DIMS)]):
-            try:
-                arr[index]
-            except Exception as exc:  # noqa: BLE001 - any decode failure is what we are looking for
-                chunk = "/".join(["c", *map(str, index), *["0"] * (arr.ndim - len(RUN_DIMS))])
-                run = "/".join(str(labels[d][i]) for d, i in zip(RUN_DIMS, index, strict=True))
-                return f"chunk {name}/{chunk} of run {run}: {type(exc).__name__}: {str(exc)[:60]}"
-    return None
 
 
 def _status_problems(ds: xr.Dataset, per_run: np.ndarray, total: int) -> list[str]:

@@ -137,3 +137,45 @@ def test_report_out_refuses_targets_that_are_not_regular_files(tmp_path: Path, k
     assert len(err) == 1 and "refusing to replace it" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def _demo(tmp_path: Path, name: str) -> Path:
+    from cube.cli import main
+
+    path = tmp_path / name
+    assert main(["demo", str(path), "--seeds", "2", "--iterates", "3", "--episodes", "8", "--eval-episodes", "4"]) == 0
+    return path
+
+
+def _flip(chunk: Path, where: float = 0.5) -> None:
+    data = bytearray(chunk.read_bytes())
+    data[int(len(data) * where)] ^= 0x10
+    chunk.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("array", ["run_status", "cost", "reward", "run_manifest"])
+def test_corrupt_chunks_are_named_by_every_command(tmp_path: Path, array: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A bit flipped in any array's chunk: each command that reads it (validate, report, status) ends with
+    one line naming the chunk and its run, a non-zero exit, and the store untouched."""
+    from cube.cli import main
+
+    path = _demo(tmp_path, "c.zarr")
+    capsys.readouterr()
+    chunk = sorted(p for p in (path / array / "c").rglob("*") if p.is_file())[-1]
+    _flip(chunk)
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file() and "_derived" not in p.parts}
+    readers = {"cost": ("validate", "report"), "reward": ("validate", "report"),
+               "run_status": ("validate", "report", "status"), "run_manifest": ("status",)}[array]
+    for argv in (["validate", str(path)], ["report", str(path), "--boot", "10", "--no-cache"],
+                 ["status", str(path), "--all"]):
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        named = [ln for ln in err if "is damaged (checksum mismatch)" in ln]
+        if argv[0] not in readers:
+            continue  # this command never reads that array
+        assert code != 0, (argv, err)
+        assert len(named) == 1 and f"chunk {array}/c/" in named[0], (argv, err)
+        assert "Traceback" not in "\n".join(err)
+    after = {p: p.read_bytes() for p in path.rglob("*") if p.is_file() and "_derived" not in p.parts}
+    assert after == before
