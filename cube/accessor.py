@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import xarray as xr
 
+from cube.learning_curves import aggregate_learning_curve
 from cube.selection import Selection
 from cube.suffstats import load_suffstats
 from cube.tables import (
@@ -68,3 +69,7 @@ class SaferlAccessor:
 
     def gap(self, **kwargs) -> xr.Dataset:
         return greedy_expl_gap(self.suffstats, **kwargs)
+
+    def learning_curve(self, **kwargs) -> xr.Dataset:
+        """`cube.learning_curves.aggregate_learning_curve` of this cube (kwargs: metrics, boot, by, ...)."""
+        return aggregate_learning_curve(self.suffstats, **kwargs)

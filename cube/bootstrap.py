@@ -92,19 +92,27 @@ def stratified_bootstrap_means(values: np.ndarray, k: np.ndarray, boot: int,
 
 
 def replicates(samples: Sequence[Sample], boot: int, rng: np.random.Generator,
-               statistic: Callable[..., np.ndarray]) -> np.ndarray:
+               statistic: Callable[..., np.ndarray], batch: int = BATCH) -> np.ndarray:
     """statistic(w_1, ..., w_n) stacked over batches of replicates: w_i (b, P, Kmax_i) are the draw
-    counts of sample i (independent samples, drawn in turn from one generator); returns (boot, ...)."""
+    counts of sample i (independent samples, drawn in turn from one generator); returns (boot, ...).
+    `batch` bounds memory (a wide statistic, e.g. a whole learning curve, wants smaller batches); the
+    random stream, and so the result, does not depend on it."""
     out = []
-    for start in range(0, boot, BATCH):
-        b = min(BATCH, boot - start)
+    for start in range(0, boot, batch):
+        b = min(batch, boot - start)
         out.append(statistic(*(stratified_bootstrap_weights(k, kmax, b, rng) for k, kmax in samples)))
     return np.concatenate(out)
 
 
-def percentile_ci(reps: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval of replicates (boot, ...) at level ci (np.quantile, linear)."""
+def percentile_ci(reps: np.ndarray, ci: float, skip_nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval of replicates (boot, ...) at level ci (np.quantile, linear); with `skip_nan`
+    over the replicates where the statistic exists (np.nanquantile; NaN where none does)."""
     alpha = (1.0 - ci) / 2.0
+    if skip_nan and np.isnan(reps).any():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns give NaN, as they should
+            lo, hi = np.nanquantile(reps, [alpha, 1.0 - alpha], axis=0)
+        return lo, hi
     lo, hi = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
     return lo, hi
 

@@ -35,7 +35,6 @@ import math
 import os
 import re
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
@@ -48,6 +47,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.metrics import METRIC, SETTING, tier_label
+from cube.outputs import atomic_output
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -142,23 +142,15 @@ def _new_figure(style: str, width: str | float, height: float) -> Figure:
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, fmt: str | None = None) -> Path:
-    """Write `fig` atomically (temporary file, then rename) as PDF, PNG or SVG (from the suffix unless
+    """Write `fig` atomically (`cube.outputs`: beside the target, then renamed) as PDF, PNG or SVG (from the suffix unless
     `fmt`), in the figure's style (PDF: TrueType fonts embedded, Type 42). Returns the path."""
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
         raise CubeError(f"cannot write a figure as {fmt or 'a file without suffix'!r}: use .pdf, .png or .svg")
-    if not path.parent.exists():
-        raise CubeError(f"folder {path.parent} does not exist: create it or choose another --out")
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     meta = {"Creator": "saferl plot"} if fmt in ("pdf", "svg") else {"Software": "saferl plot"}
-    try:
-        with styled(getattr(fig, "saferl_style", "paper")):
-            fig.savefig(tmp, format=fmt, metadata=meta)
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
+    with atomic_output(path) as tmp, styled(getattr(fig, "saferl_style", "paper")):
+        fig.savefig(tmp, format=fmt, metadata=meta)
     return path
 
 

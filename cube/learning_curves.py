@@ -34,20 +34,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import xarray as xr
 
+from cube.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
 from cube.errors import CubeError
 from cube.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, metric_values
-
-try:  # per-epoch means instead of episodes (schema flag); absent from older cubes
-    from cube.schema import AGGREGATE_ONLY
-except ImportError:  # pragma: no cover
-    AGGREGATE_ONLY = "aggregate_only"
+from cube.schema import AGGREGATE_ONLY, RUN_DIMS
 
 __all__ = ["aggregate_learning_curve", "nan_iqm", "per_run_curves", "steps_differ", "to_csv", "to_json"]
 
-RUN_DIMS = ("algo", "task", "bound", "seed")
 BY = ("iterate", "env_steps", "auto")
 Progress = Callable[[int, int], None]
-_BATCH = 256  # bootstrap replicates per batch (memory); the random stream, and so the result, is the same
+CURVE_BATCH = 256  # replicates per batch: a replicate is a whole curve (columns x metrics), so smaller batches
 
 
 def nan_iqm(x: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -64,17 +60,10 @@ def nan_iqm(x: np.ndarray, axis: int = 0) -> np.ndarray:
         return np.where(n > 0, (hi - lo) / np.maximum(n - 2 * cut, 1), np.nan)
 
 
-def _metrics(metrics: Sequence[str] | str | None) -> tuple[str, ...]:
-    try:
-        return check_metrics(metrics)
-    except ValueError as exc:
-        raise CubeError(str(exc)) from None
-
-
 def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per-run per-iterate metrics of the `train` episodes: values and validity, both (A, T, B, K, J, F).
 
-    A cell counts where it holds episodes (finite R̄ and C̄); a metric that needs every episode's cost
+    A cell counts where it holds episodes (finite C̄; R̄ may be unknown); a metric that needs every episode's cost
     (V, D_norm+) is left out where the cube holds only per-epoch means (`aggregate_only`)."""
     if "train" not in ss["mode"].values:
         raise CubeError("the cube has no 'train' mode: learning curves need training episodes")
@@ -82,7 +71,7 @@ def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np
     arrays = {v: one[v].transpose(*RUN_DIMS, "iterate").values for v in SUFFSTAT_INPUTS}
     d = ss["bound"].values.astype(np.float64).reshape(1, 1, -1, 1, 1)
     vals = metric_values(arrays, d, tuple(dict.fromkeys(("R", "C", *metrics))))
-    cell = (arrays["n"] > 0) & np.isfinite(vals["R"]) & np.isfinite(vals["C"])
+    cell = (arrays["n"] > 0) & np.isfinite(vals["C"])  # a cell counts where it has costs
     means_only = None
     if AGGREGATE_ONLY in one and bool(one[AGGREGATE_ONLY].any()):
         means_only = one[AGGREGATE_ONLY].transpose(*RUN_DIMS).values.astype(bool)[..., None]
@@ -137,7 +126,7 @@ def per_run_curves(ss: xr.Dataset, metrics: Sequence[str] | None = None, by: str
     (cube variable, run dims + iterate) lie in the bin; `bins` = the number of equal bins on
     [0, max env steps] (default: the number of iterates, at most 100) or the bin edges.
     """
-    metrics = _metrics(metrics)
+    metrics = check_metrics(metrics)
     values, valid = _train_cells(ss, metrics)
     coords = {d: ss[d].values for d in RUN_DIMS}
     if by == "iterate":
@@ -175,63 +164,46 @@ def per_run_curves(ss: xr.Dataset, metrics: Sequence[str] | None = None, by: str
 
 
 def _algo_curve(values: np.ndarray, valid: np.ndarray, boot: int, rng: np.random.Generator, ci: float,
-                what: str, stratified_weights) -> tuple[np.ndarray, ...]:
-    """One algorithm: values, valid (P, K, C, F) -> value, lo, hi (C, F), n_conditions (C,)."""
+                what: str) -> tuple[np.ndarray, ...]:
+    """One algorithm: values, valid (P, K, C, F) -> value, lo, hi (C, F), n_conditions (C,).
+
+    The bootstrap's unit is a seed with training episodes (its whole curve is resampled); each column's
+    condition mean is over the drawn seeds that have a value there."""
     n_col, n_f = values.shape[2], values.shape[3]
     nan = np.full((n_col, n_f), np.nan)
-    run_ok = valid.any((-1, -2))  # (P, K): seeds with training episodes are the bootstrap's units
-    k = run_ok.sum(1)
-    keep = k > 0
-    if not keep.any():
+    run_ok = valid.any((-1, -2))  # (P, K)
+    flat = (*values.shape[:2], n_col * n_f)
+    xm, k = strata(np.where(valid, values, 0.0).reshape(flat), run_ok)  # (P', Kmax, C*F), (P',)
+    if not k.size:
         return nan, nan.copy(), nan.copy(), np.zeros(n_col, dtype=np.int64)
-    order = np.argsort(~run_ok, axis=1, kind="stable")[keep]
-    k = k[keep]
-    x = np.take_along_axis(values[keep], order[..., None, None], axis=1)
-    m = np.take_along_axis(valid[keep], order[..., None, None], axis=1).astype(np.float64)
-    xm = np.where(m > 0, x, 0.0)
-    seeds_at = m.sum(1)  # (P, C, F) seeds with a value in each column
+    m, _ = strata(valid.reshape(flat).astype(np.float64), run_ok)
+    seeds_at = m.sum(1)  # (P', C*F) seeds with a value in each column
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = np.where(seeds_at > 0, xm.sum(1) / seeds_at, np.nan)  # (P, C, F)
-    value = nan_iqm(means, axis=0)
-    n_cond = (seeds_at.max(-1) > 0).sum(0)
-    few = (seeds_at == 1).any(0)  # (C, F): an included condition with a single seed -> NaN CI
+        means = np.where(seeds_at > 0, xm.sum(1) / seeds_at, np.nan)
+    value = nan_iqm(means, axis=0).reshape(n_col, n_f)
+    n_cond = (seeds_at.reshape(-1, n_col, n_f).max(-1) > 0).sum(0)
+    few = (seeds_at == 1).any(0).reshape(n_col, n_f)  # an included condition with a single seed -> NaN CI
     if few.any():
         warnings.warn(f"{what}: {int(few.any(-1).sum())} column(s) hold a condition with fewer than 2 seeds, "
-                      "CI reported as NaN there", _stats_warning(), stacklevel=4)
-    p_n, kmax = x.shape[0], x.shape[1]
-    xm_flat = xm.reshape(p_n, kmax, -1)
-    m_flat = m.reshape(p_n, kmax, -1)
-    # Every packed seed has a value in every column (a complete cube): plain means and a plain IQM.
-    complete = bool(np.all(seeds_at == k[:, None, None]))
-    cut = p_n // 4
-    reps = []
-    for start in range(0, boot, _BATCH):
-        b = min(_BATCH, boot - start)
-        w = np.ascontiguousarray(stratified_weights(k, kmax, b, rng).transpose(1, 0, 2))  # (P, b, Kmax)
-        num = np.matmul(w, xm_flat)  # (P, b, C*F)
+                      "CI reported as NaN there", StatsWarning, stacklevel=4)
+    complete = bool(np.all(seeds_at == k[:, None]))  # every seed has every column: plain means, plain IQM
+    cut = k.size // 4
+
+    def statistic(w: np.ndarray) -> np.ndarray:  # (b, P', Kmax) draw counts -> (b, C*F)
+        w = np.ascontiguousarray(w.transpose(1, 0, 2))
+        num = np.matmul(w, xm)
         if complete:
             num /= k[:, None, None]
             num.sort(axis=0)
-            reps.append(num[cut:p_n - cut].mean(0).reshape(b, n_col, n_f))
-            continue
-        den = np.matmul(w, m_flat)  # (P, b, C*F): drawn seeds with a value
+            return num[cut:k.size - cut].mean(0)
+        den = np.matmul(w, m)
         with np.errstate(invalid="ignore", divide="ignore"):
-            rep = np.where(den > 0, num / den, np.nan)
-        reps.append(nan_iqm(rep, axis=0).reshape(b, n_col, n_f))
-    allr = np.concatenate(reps)
-    alpha = (1.0 - ci) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        quantile = np.quantile if complete or not np.isnan(allr).any() else np.nanquantile
-        lo, hi = quantile(allr, [alpha, 1.0 - alpha], axis=0)
+            return nan_iqm(np.where(den > 0, num / den, np.nan), axis=0)
+
+    reps = replicates([(k, xm.shape[1])], boot, rng, statistic, batch=CURVE_BATCH)
+    lo, hi = (x.reshape(n_col, n_f) for x in percentile_ci(reps, ci, skip_nan=not complete))
     lo[few], hi[few] = np.nan, np.nan
     return value, lo, hi, n_cond
-
-
-def _stats_warning() -> type[Warning]:
-    from cube import stats
-
-    return getattr(stats, "StatsWarning", UserWarning)
 
 
 def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = None, boot: int = 2000,
@@ -249,13 +221,9 @@ def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = Non
     n_conditions. attrs: boot, rng_seed, ci, by, setting="train", plus those of `ss` (synthetic,
     selection).
     """
-    from cube import stats
 
-    metrics = _metrics(metrics)
-    if not (isinstance(boot, int | np.integer) and boot >= 1):
-        raise CubeError(f"bootstrap replicates must be a positive integer, got {boot!r}")
-    if not 0.0 < ci < 1.0:
-        raise CubeError(f"confidence level must be in (0, 1), got {ci!r}")
+    metrics = check_metrics(metrics)
+    check_boot(boot, ci)
     if by not in BY:
         raise CubeError(f"unknown curve axis {by!r}: use one of {', '.join(BY)}")
     if by == "auto":
@@ -272,8 +240,8 @@ def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = Non
     value, lo, hi = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
     n_cond = np.zeros((a_n, c_n), dtype=np.int64)
     for ai, algo in enumerate(algos):
-        v, l_, h, n = _algo_curve(arr[ai], valid[ai], boot, stats.bootstrap_rng(rng_seed, algo, "train"), ci,
-                                  f"learning-curve band of {algo}", stats.stratified_bootstrap_weights)
+        v, l_, h, n = _algo_curve(arr[ai], valid[ai], boot, bootstrap_rng(rng_seed, algo, "train"), ci,
+                                  f"learning-curve band of {algo}")
         value[ai], lo[ai], hi[ai], n_cond[ai] = v.T, l_.T, h.T, n
         if progress:
             progress(ai + 1, a_n)

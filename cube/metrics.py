@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cube.errors import CubeError
+
 Arrays = Mapping[str, np.ndarray]
 
 
@@ -91,11 +93,11 @@ def metric_values(stats: Arrays, d: np.ndarray, names: Sequence[str] = METRICS) 
 
 
 def check_metrics(metric: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalise a metric argument (None = all) and check the names; ValueError names the bad ones."""
+    """Normalise a metric argument (None = all) and check the names; CubeError names the bad ones."""
     out = METRICS if metric is None else ((metric,) if isinstance(metric, str) else tuple(metric))
     bad = [m for m in out if m not in METRIC]
     if bad or not out:
-        raise ValueError(f"unknown metric {', '.join(bad) or '(none)'}: use one or more of {', '.join(METRICS)}")
+        raise CubeError(f"unknown metric {', '.join(bad) or '(none)'}: use one or more of {', '.join(METRICS)}")
     return out
 
 

@@ -37,12 +37,16 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
 
 @contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed."""
+    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed.
+    An OS error (full disk, no permission) becomes one CubeError line naming the path."""
     target = check_output_path(path)
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
         os.replace(tmp, target)
+    except OSError as exc:
+        raise CubeError(f"cannot write {target} ({exc.strerror or type(exc).__name__}): "
+                        "free some space or choose another path") from None
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()

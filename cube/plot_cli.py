@@ -18,12 +18,11 @@ Needs matplotlib: pip install 'saferl[plot]'.
 from __future__ import annotations
 
 import argparse
-import os
-import uuid
 import warnings
 from pathlib import Path
 
 from cube.errors import CubeError
+from cube.outputs import write_text
 from cube.selection import add_selection_arguments, selection_from_args
 
 KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
@@ -128,16 +127,6 @@ def _target(args: argparse.Namespace) -> tuple[Path, str]:
     return out, fmt
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
-
-
 def run(args: argparse.Namespace) -> int:
     """Make the figure(s) and write them; returns the exit code."""
     from cube.suffstats import wait_for_cache_writes
@@ -190,11 +179,11 @@ def _run(args: argparse.Namespace) -> int:
                     written.append(figures.save_figure(fig, out / f"{stem}.{fmt}", fmt))
                     bar.update(draw, advance=1)
                 path = out / "aggregate_curve.csv"
-                _write_text(path, to_csv(maker.learning_curve()))
+                write_text(path, to_csv(maker.learning_curve()))
                 written.append(path)
             elif fmt in DATA_SUFFIXES.values():
                 curve = maker.learning_curve()
-                _write_text(out, to_csv(curve) if fmt == "csv" else to_json(curve))
+                write_text(out, to_csv(curve) if fmt == "csv" else to_json(curve))
                 written.append(out)
             else:
                 written.append(figures.save_figure(maker.figure(args.kind), out, fmt))

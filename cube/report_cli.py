@@ -112,10 +112,7 @@ def _multi_file(kinds: tuple[str, ...], fmt: str) -> bool:
 
 def _write(path: Path, text: str) -> None:
     """Write text atomically beside the target (`cube.outputs`); links, FIFOs, devices refused."""
-    try:
-        write_text(path, text)
-    except OSError as exc:
-        raise CubeError(f"cannot write {path} ({exc.strerror or type(exc).__name__}): choose another --out") from None
+    write_text(path, text)
 
 
 def _notes(ss: xr.Dataset) -> list[str]:

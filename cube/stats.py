@@ -6,6 +6,7 @@ Everything here is defined in one of four modules and re-exported unchanged:
 * `cube.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
 * `cube.tables`    select, run/iterate metrics, condition and aggregate tables, CDFs, probability of
                    improvement, greedy-expl gap;
+* `cube.learning_curves` aggregate learning curves (IQM over conditions per iterate, bootstrap band);
 * `cube.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
 
 Definitions and the choices the paper leaves open: docs/statistics.md.
@@ -20,6 +21,7 @@ from cube.bootstrap import (
     stratified_bootstrap_means,
     stratified_bootstrap_weights,
 )
+from cube.learning_curves import aggregate_learning_curve
 from cube.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, tier
 from cube.selection import Selection
 from cube.suffstats import load_suffstats
@@ -47,5 +49,5 @@ __all__ = [
     "available_settings", "require_data", "stratified_bootstrap_means", "stratified_bootstrap_weights",
     "probability_of_improvement", "greedy_expl_gap", "runs_without", "StatsWarning", "TIER_TOL",
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
-    "means_only_runs",
+    "means_only_runs", "aggregate_learning_curve",
 ]

@@ -221,13 +221,6 @@ def settings_arg(settings: str | Sequence[str] | None, ss: xr.Dataset | None = N
     return out
 
 
-def _metrics_arg(metric: str | Sequence[str] | None) -> tuple[str, ...]:
-    try:
-        return check_metrics(metric)
-    except ValueError as exc:
-        raise CubeError(str(exc)) from None
-
-
 def require_data(ss: xr.Dataset, settings: Sequence[str]) -> None:
     """CubeError when a requested setting has no episodes at all in `ss` (the tables would be empty)."""
     have = available_settings(ss)
@@ -482,7 +475,7 @@ def probability_of_improvement(ss: xr.Dataset, x: str, y: str, setting: str | Se
     either). Returns dims (setting, metric): value, ci_low, ci_high; n_conditions (setting); attrs x, y.
     """
     settings = settings_arg(setting, ss)
-    metrics = _metrics_arg(metric)
+    metrics = check_metrics(metric)
     check_boot(boot, ci)
     have = [str(a) for a in ss["algo"].values]
     for a in (x, y):

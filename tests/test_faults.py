@@ -83,11 +83,13 @@ def test_outputs_refuse_targets_that_are_not_regular_files(tmp_path: Path, kind:
 
 
 def test_atomic_output_leaves_the_old_file_on_failure(tmp_path: Path) -> None:
+    from cube import CubeError
     from cube.outputs import atomic_output
 
     target = tmp_path / "table.csv"
     target.write_text("old")
-    with pytest.raises(OSError), atomic_output(target) as tmp:
+    with pytest.raises(CubeError, match="cannot write .*table.csv .No space left on device.: free some space"), \
+            atomic_output(target) as tmp:
         tmp.write_text("half")
         raise OSError(28, "No space left on device")
     assert target.read_text() == "old"
