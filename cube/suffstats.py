@@ -553,7 +553,8 @@ def _write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.n
     for name in ("algo", "task", "mode"):
         out[name] = out[name].astype(object)
         out[name].encoding = {}
-    tmp_group = f"{CACHE_GROUP}.tmp-{uuid.uuid4().hex[:8]}"
+    _remove_dead_writers_leftovers(path)
+    tmp_group = f"{CACHE_GROUP}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     target, tmp, trash = path / CACHE_GROUP, path / tmp_group, path / f"{tmp_group}.old"
     try:
         # One chunk per algorithm: few, large chunks read back several times faster than zarr's default.
@@ -567,6 +568,24 @@ def _write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.n
     finally:
         for leftover in (tmp, trash):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _remove_dead_writers_leftovers(path: Path) -> None:
+    """Remove temporary cache groups left by cache writers that were killed (their pid is gone)."""
+    for leftover in (path / CACHE_GROUP).parent.glob(f"{Path(CACHE_GROUP).name}.tmp-*"):
+        pid = leftover.name.split(".tmp-", 1)[1].split("-", 1)[0]
+        if not pid.isdigit() or not _pid_alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _PENDING_WRITES: dict[Path, threading.Thread] = {}

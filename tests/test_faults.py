@@ -181,3 +181,75 @@ def test_corrupt_chunks_are_named_by_every_command(tmp_path: Path, array: str,
         assert "Traceback" not in "\n".join(err)
     after = {p: p.read_bytes() for p in path.rglob("*") if p.is_file() and "_derived" not in p.parts}
     assert after == before
+
+
+def test_killed_cache_writers_leave_nothing_behind(tmp_path: Path) -> None:
+    """A report killed while writing the statistics cache leaves a temporary group; the next cache
+    write removes it (its writer is gone) and keeps a live writer's."""
+    import os
+    import shutil
+
+    from cube import stats
+
+    path = _demo(tmp_path, "k.zarr")
+    stats.load_suffstats(path)
+    derived = path / "_derived"
+    dead = derived / f"suffstats.tmp-{_dead_pid_of_this_host()}-deadbeef"
+    live = derived / f"suffstats.tmp-{os.getpid()}-cafebabe"
+    old_style = derived / "suffstats.tmp-0a1b2c3d"  # written before pids were in the name
+    for leftover in (dead, live, old_style):
+        shutil.copytree(derived / "suffstats", leftover)
+    stats.load_suffstats(path, kappa=np.array([0.0, 1.0]))  # another grid: a full pass and a cache write
+    assert not dead.exists() and not old_style.exists() and live.exists()
+
+
+def _dead_pid_of_this_host() -> int:
+    proc = mp.get_context("spawn").Process(target=int)
+    proc.start()
+    proc.join()
+    return int(proc.pid)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 3 MiB tmpfs (root can mount one here); skipped where mounting is not allowed."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()[:80]}); full-disk tests need root")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_full_disk_is_one_line_and_loses_nothing(small_disk: Path, small_demo_cube: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """demo --force, export and report --out onto a full disk: one line each, non-zero exit, the old
+    store byte-identical and no temporary files left."""
+    from cube.cli import main
+
+    store = small_disk / "d.zarr"
+    assert main(["demo", str(store), "--seeds", "1", "--iterates", "2", "--episodes", "4", "--eval-episodes", "2"]) == 0
+    before = {p: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+    (small_disk / "tables").mkdir()
+    with open(small_disk / "ballast", "wb") as ballast:  # fill the disk to the last byte
+        try:
+            while True:
+                ballast.write(b"\0" * 65536)
+                ballast.flush()
+        except OSError:
+            pass
+    capsys.readouterr()
+    for argv in (["demo", str(store), "--force", "--seeds", "3", "--iterates", "20"],
+                 ["export", str(small_demo_cube), str(small_disk / "out.nc")],
+                 ["report", str(small_demo_cube), "--per-condition", "--cdf", "--format", "json", "--boot", "10",
+                  "--out", str(small_disk / "tables")]):
+        code = main(argv)
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+        assert code == 2 and len(err) == 1 and "space" in err[0], (argv, err)
+    assert {p: p.read_bytes() for p in store.rglob("*") if p.is_file()} == before
+    leftovers = [p.name for p in small_disk.rglob("*") if ".tmp-" in p.name or ".new-" in p.name
+                 or p.name.startswith(".zarr.json.")]
+    assert leftovers == []
