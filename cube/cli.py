@@ -10,6 +10,7 @@ names them. User errors raise ``CubeError`` and end as one ``error:`` line with 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import warnings
@@ -181,7 +182,11 @@ def _explained(exc: BaseException, path: str | None) -> BaseException:
 
 
 def print_error(exc: BaseException) -> None:
-    """`error: <one line>` on stderr, the message printed literally (no rich markup in user text)."""
+    """`error: <one line>` on stderr, the message printed literally (no rich markup in user text).
+
+    zarr's event loop may still hold read tasks that the error cut short; asyncio would log "Task was
+    destroyed but it is pending!" for each at exit, after our one line: those are silenced."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)
 
 
