@@ -63,7 +63,7 @@ def default_kappa() -> np.ndarray:
     return np.concatenate([fine, tail])
 
 
-def _block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+def block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
                  where: Callable[[tuple[int, ...]], str] | None = None) -> np.ndarray:
     """Per-cell statistics of one block.
 
@@ -84,7 +84,7 @@ def _cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.n
                 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
     """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty).
 
-    Same arguments as `_block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
+    Same arguments as `block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
     indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
     """
     reward, cost = _as_float(reward), _as_float(cost)

@@ -16,7 +16,7 @@ except ImportError:
 
 from cube import CubeError, stats
 from cube.selection import Selection
-from cube.suffstats import _block_stats, default_kappa
+from cube.suffstats import block_stats, default_kappa
 
 METRICS = stats.METRICS
 
@@ -294,7 +294,7 @@ def test_block_stats_match_direct_counts():
     r[np.isnan(c)] = np.nan
     d = np.array([15.0, 25.0]).reshape(2, 1, 1)
     kappa = default_kappa()
-    out = _block_stats(r, c, d, kappa)
+    out = block_stats(r, c, d, kappa)
     assert out.shape == (2, 3, 6 + kappa.size)
     for i, m in np.ndindex(2, 3):
         cc = c[i, :, m][~np.isnan(c[i, :, m])]

@@ -300,8 +300,8 @@ def test_float32_block_equals_its_float64_copy():
     r = rng.normal(size=c.shape).astype(np.float32)
     r[np.isnan(c)] = np.nan
     kappa = sfs.default_kappa()
-    narrow = sfs._block_stats(r, c, d, kappa)
-    wide = sfs._block_stats(r.astype(np.float64), c.astype(np.float64), d, kappa)
+    narrow = sfs.block_stats(r, c, d, kappa)
+    wide = sfs.block_stats(r.astype(np.float64), c.astype(np.float64), d, kappa)
     np.testing.assert_array_equal(narrow[..., [0, 2, 4]], wide[..., [0, 2, 4]])
     np.testing.assert_allclose(narrow[..., [1, 3, 5]], wide[..., [1, 3, 5]], rtol=1e-12)
     np.testing.assert_array_equal(narrow[..., 6:], wide[..., 6:])
