@@ -1,4 +1,4 @@
-"""Command palette provider: views, exports, settings, baselines and selection shortcuts."""
+"""Command palette provider: views, exports, settings, baselines, not-safe algorithms and selection shortcuts."""
 
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ class SaferlCommands(Provider):
             ("Toggle selection panel", main.action_toggle_selection, "key f"),
             ("Open another cube", main.action_open_path, "key o"),
             ("Help: key bindings", main.action_help, "key ?"),
+            ("Filter the table (Conditions, Runs)", main.action_filter, "key /"),
         ]
         sel, info = main.selection, main.model.info
         if sel is None or info is None:
@@ -51,6 +52,15 @@ class SaferlCommands(Provider):
         for a in (*info.algos, None):
             cmds.append((f"Baseline: {a or 'none'}", partial(main.set_selection, replace(sel, baseline=a)),
                          "key b cycles"))
+        for a in info.algos:
+            if a in sel.not_safe:
+                safe = tuple(x for x in sel.not_safe if x != a)
+                cmds.append((f"Mark {a} as safe RL (may be best)", partial(main.set_selection,
+                                                                           replace(sel, not_safe=safe)), ""))
+            else:
+                unsafe = tuple(x for x in info.algos if x in sel.not_safe or x == a)
+                cmds.append((f"Mark {a} as not safe RL (never best)", partial(main.set_selection,
+                                                                              replace(sel, not_safe=unsafe)), ""))
         everything = replace(sel, algos=info.algos, tasks=info.tasks, bounds=info.bounds, seeds=info.seeds)
         cmds.append(("Select all (algorithms, tasks, bounds, seeds)", partial(main.set_selection, everything), ""))
         for a in info.algos:

@@ -3,7 +3,8 @@
 Attributes flow down (the app passes the export directory, the demo builder and the scheduler into the
 screen; the screen sets reactive attributes on the views); these messages flow up. Workers post
 :class:`CubeLoaded`, :class:`LoadFailed`, :class:`LoadProgress`, :class:`ViewReady` and :class:`ViewFailed`
-from their threads (``post_message`` is thread-safe); the screen posts :class:`Exported` to the app.
+from their threads (``post_message`` is thread-safe); the screen posts :class:`Exported` to the app; the open
+box's worker posts :class:`OpenProgress`, :class:`OpenFailed` and :class:`OpenSucceeded`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from textual.message import Message
 
-from saferl_tui.model import CubeInfo, UISelection
+from saferl_tui.model import CubeInfo, CubeModel, UISelection
 
 
 @dataclass
@@ -59,6 +60,16 @@ class ViewReady(Message):
     view_id: str
     token: tuple
     data: Any
+    incomplete: dict | None = None
+    """Incomplete runs per (algo, task, bound) of the request's selection (``CubeModel.incomplete``)."""
+
+
+@dataclass
+class ConditionChosen(Message):
+    """Enter on a Conditions row: show this (task, bound) condition's curves and histograms."""
+
+    task: str
+    bound: float
 
 
 @dataclass
@@ -75,3 +86,24 @@ class Exported(Message):
     """The screen wrote files (``e``: the view's tables, ``s``: a screenshot); ``paths`` lists them."""
 
     paths: tuple[str, ...]
+
+
+@dataclass
+class OpenProgress(Message):
+    """Progress of opening another cube from the open box (the current cube stays until it succeeds)."""
+
+    text: str
+
+
+@dataclass
+class OpenFailed(Message):
+    """Opening another cube failed; the current cube and selection stay."""
+
+    error: str
+
+
+@dataclass
+class OpenSucceeded(Message):
+    """Another cube is open and loaded; the screen switches to it."""
+
+    model: CubeModel

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from cube import curves, stats, summary
 from cube.errors import CubeError
 from cube.metrics import SETTING, SETTINGS
+from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.selection import Selection
 
 _NETCDF_LOCK = threading.RLock()
@@ -37,6 +39,8 @@ class UISelection:
     setting: str = "train"
     iterates: None | int | tuple[int, int] = None
     baseline: str | None = None
+    not_safe: tuple[str, ...] = ()
+    """Algorithms that are not safe RL: never "best" (default: those without a multiplier, e.g. PPO)."""
 
     def cube_selection(self) -> Selection:
         """The ``cube.selection.Selection`` for the statistics API."""
@@ -53,12 +57,42 @@ class UISelection:
         """The final setting shown next to Train in the Summary (greedy unless expl is selected)."""
         return "final_expl" if self.setting == "final_expl" else "final_greedy"
 
+    def iterates_text(self) -> str:
+        """The training iterates as typed: all, J or LO:HI."""
+        it = self.iterates
+        return "all" if it is None else (f"{it}" if isinstance(it, int) else f"{it[0]}:{it[1]}")
+
     def describe(self) -> str:
         """One line: sizes of the selection, the setting and iterates."""
-        it = "all" if self.iterates is None else (
-            f"{self.iterates}" if isinstance(self.iterates, int) else f"{self.iterates[0]}:{self.iterates[1]}")
         return (f"{len(self.algos)} algos × {len(self.tasks)} tasks × {len(self.bounds)} bounds × "
-                f"{len(self.seeds)} seeds = {self.n_runs} runs · {SETTING[self.setting].label} · iterates {it}")
+                f"{len(self.seeds)} seeds = {self.n_runs} runs · {SETTING[self.setting].label} · "
+                f"iterates {self.iterates_text()}")
+
+    def describe_short(self) -> str:
+        """The same in few columns: '4a×4t×3b×10s=480 · train · it all'."""
+        return (f"{len(self.algos)}a×{len(self.tasks)}t×{len(self.bounds)}b×{len(self.seeds)}s={self.n_runs} · "
+                f"{SETTING[self.setting].short} · it {self.iterates_text()}")
+
+    def as_dict(self, cube: str | None = None) -> dict:
+        """The selection as plain JSON-able values (recorded in exports)."""
+        return {"cube": cube, "algos": list(self.algos), "tasks": list(self.tasks),
+                "bounds": [float(b) for b in self.bounds], "seeds": [int(s) for s in self.seeds],
+                "setting": self.setting, "iterates": (list(self.iterates) if isinstance(self.iterates, tuple)
+                                                      else self.iterates),
+                "baseline": self.baseline, "not_safe": list(self.not_safe)}
+
+    def tag(self, info: CubeInfo | None = None) -> str:
+        """A short tag for file names: setting, iterates, sizes, and a hash unless everything is selected
+        ('train_4a4t3b10s', 'expl_it10-20_2a4t3b10s-3f9a2c')."""
+        import hashlib
+        import json
+
+        it = "" if self.iterates is None else "_it" + self.iterates_text().replace(":", "-")
+        sizes = f"{len(self.algos)}a{len(self.tasks)}t{len(self.bounds)}b{len(self.seeds)}s"
+        full = info is not None and (self.algos, self.tasks, self.bounds, self.seeds) == (
+            info.algos, info.tasks, info.bounds, info.seeds)
+        digest = "" if full else "-" + hashlib.sha1(json.dumps(self.as_dict()).encode()).hexdigest()[:6]
+        return f"{SETTING[self.setting].short}{it}_{sizes}{digest}"
 
 
 @dataclass
@@ -73,11 +107,13 @@ class CubeInfo:
     n_iterates: int
     synthetic: bool
     attrs: dict = field(default_factory=dict)
+    no_multiplier: tuple[str, ...] = ()
+    """Algorithms whose multiplier is NaN everywhere (no constraint handling: not safe RL by default)."""
+    has_env_steps: bool = False
 
     def default_selection(self) -> UISelection:
-        """Everything selected, setting train, PPO as baseline when present."""
-        baseline = "ppo" if "ppo" in self.algos else None
-        return UISelection(self.algos, self.tasks, self.bounds, self.seeds, baseline=baseline)
+        """Everything selected, setting train, no baseline; the algorithms without a multiplier not safe."""
+        return UISelection(self.algos, self.tasks, self.bounds, self.seeds, not_safe=self.no_multiplier)
 
 
 ProgressFn = Callable[[float, str], None]
@@ -148,8 +184,20 @@ class CubeModel:
             n_iterates=int(ds.sizes["iterate"]),
             synthetic=bool(ds.attrs.get("synthetic", False)),
             attrs=dict(ds.attrs),
+            no_multiplier=self._no_multiplier(),
+            has_env_steps="env_steps" in ds.data_vars,
         )
         return self.info
+
+    def _no_multiplier(self) -> tuple[str, ...]:
+        """Algorithms whose ``multiplier`` variable is all-NaN (none when the cube has no multiplier)."""
+        mv = self._run_vars(("multiplier",))
+        if "multiplier" not in mv:
+            return ()
+        da = mv["multiplier"]
+        finite = np.isfinite(np.asarray(da.transpose("algo", ...).values, dtype=np.float64))
+        has = finite.reshape(finite.shape[0], -1).any(axis=1)
+        return tuple(str(a) for a, h in zip(da["algo"].values, has, strict=True) if not h)
 
     # ------------------------------------------------------------------ cache
     def _cached(self, key: Hashable, fn: Callable[[], Any]) -> Any:
@@ -226,6 +274,41 @@ class CubeModel:
                 self._ss_small(sel, algos), (s,), boot=self.boot, rng_seed=self.rng_seed, ci=0.95)))
         return _concat_settings(parts).transpose("algo", "setting", "metric")
 
+    def gap(self, sel: UISelection) -> xr.Dataset:
+        """``stats.greedy_expl_gap`` of the selection (final settings only: iterates do not matter),
+        cached per algorithm (each algorithm's bootstrap is seeded by its name)."""
+        self._check(sel)
+        key = ("gap", sel.tasks, sel.bounds, sel.seeds, self.boot, self.rng_seed)
+        return self._by_algo(key, sel.algos, lambda algos: stats.greedy_expl_gap(
+            self._ss_small(sel, algos), boot=self.boot, rng_seed=self.rng_seed, ci=0.95))
+
+    def run_status(self, sel: UISelection) -> xr.DataArray:
+        """Status code per selected run (``cube.schema.RUN_STATUS``; 2 = complete when the cube has none)."""
+        self._check(sel)
+        key = ("run_status", sel.algos, sel.tasks, sel.bounds, sel.seeds)
+
+        def compute() -> xr.DataArray:
+            rv = self._run_vars(("run_status",))
+            if "run_status" not in rv:
+                shape = (len(sel.algos), len(sel.tasks), len(sel.bounds), len(sel.seeds))
+                return xr.DataArray(np.full(shape, RUN_STATUS["complete"]), dims=RUN_DIMS,
+                                    coords={"algo": list(sel.algos), "task": list(sel.tasks),
+                                            "bound": list(sel.bounds), "seed": list(sel.seeds)})
+            return curves.select_cube(rv, sel.cube_selection())["run_status"].transpose(*RUN_DIMS).load()
+
+        return self._cached(key, compute)
+
+    def incomplete(self, sel: UISelection) -> dict[tuple[str, str, float], int]:
+        """Number of incomplete (partial or pending) runs per (algo, task, bound) of the selection (only
+        conditions that have some)."""
+        st = self.run_status(sel)
+        bad = (np.asarray(st.values) != RUN_STATUS["complete"]).sum(axis=-1)
+        out = {}
+        for idx in zip(*np.nonzero(bad), strict=True):
+            a, t, b = idx
+            out[(str(st["algo"].values[a]), str(st["task"].values[t]), float(st["bound"].values[b]))] = int(bad[idx])
+        return out
+
     def conditions(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
         """``stats.condition_table`` of the selection for ``settings`` (cached per setting and algorithm)."""
         self._check(sel)
@@ -254,21 +337,31 @@ class CubeModel:
             parts.append(self._by_algo(key, sel.algos, compute))
         return _concat_settings(parts)
 
-    def iterate_metrics(self, sel: UISelection) -> xr.Dataset:
-        """``stats.iterate_metrics`` (train mode) of the selection, all iterates."""
+    def iterate_metrics(self, sel: UISelection, mode: str = "train") -> xr.Dataset:
+        """``stats.iterate_metrics`` of the selection for ``mode`` (train, expl, greedy), all iterates."""
         full = replace(sel, iterates=None, setting="train")
-        key = ("iterate_metrics", _sel_key(full))
-        return self._cached(key, lambda: stats.iterate_metrics(self._ss_small(full), mode="train"))
+        key = ("iterate_metrics", _sel_key(full), mode)
+        return self._cached(key, lambda: stats.iterate_metrics(self._ss_small(full), mode=mode))
 
-    def curves(self, sel: UISelection, window: int) -> tuple[xr.Dataset, xr.Dataset | None]:
-        """Smoothed seed mean/std of R and C per iterate, and of the multiplier (None if absent)."""
-        key = ("curves", _sel_key(replace(sel, iterates=None, setting="train")), int(window))
+    def curves(self, sel: UISelection, window: int, mode: str = "train"
+               ) -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
+        """Smoothed seed mean/std of R and C per iterate of ``mode`` episodes (train; or expl / greedy at
+        the evaluated iterates, NaN elsewhere), of the multiplier (None if absent), and the seed-mean env
+        steps per iterate (None if the cube has none)."""
+        key = ("curves", _sel_key(replace(sel, iterates=None, setting="train")), int(window), mode)
 
-        def compute() -> tuple[xr.Dataset, xr.Dataset | None]:
-            im = self.iterate_metrics(sel)
-            mult = curves.multiplier_curves(curves.select_cube(self._run_vars(("multiplier",)), sel.cube_selection()),
-                                           window)
-            return curves.training_curves(im, window), mult
+        def compute() -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
+            im = self.iterate_metrics(sel, mode)
+            if mode != "train":  # evaluations: smooth over evaluated iterates only
+                keep = np.flatnonzero(np.isfinite(im["R"].values).reshape(-1, im.sizes["iterate"]).any(0)
+                                      | np.isfinite(im["C"].values).reshape(-1, im.sizes["iterate"]).any(0))
+                im = im.isel(iterate=keep)
+            run = curves.select_cube(self._run_vars(("multiplier", "env_steps")), sel.cube_selection())
+            mult = curves.multiplier_curves(run, window)
+            steps = None
+            if "env_steps" in run:
+                steps = run["env_steps"].transpose(*RUN_DIMS, "iterate").mean("seed", skipna=True)
+            return curves.training_curves(im, window), mult, steps
 
         return self._cached(key, compute)
 

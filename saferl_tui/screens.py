@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -9,21 +10,25 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Label, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from cube.errors import CubeError
 from cube.metrics import SETTINGS
 from saferl_tui.messages import (
+    ConditionChosen,
     CubeLoaded,
     Exported,
     LoadFailed,
     LoadProgress,
+    OpenFailed,
+    OpenProgress,
+    OpenSucceeded,
     SelectionChanged,
     ViewFailed,
     ViewParamsChanged,
@@ -31,10 +36,25 @@ from saferl_tui.messages import (
 )
 from saferl_tui.model import CubeModel, LoadCancelled, UISelection
 from saferl_tui.views import VIEW_CLASSES, ResultView
-from saferl_tui.widgets import InfoBar, LoadingPanel, PickList, SelectionPanel
+from saferl_tui.views.base import ConditionCycler, algo_palette
+from saferl_tui.widgets import (
+    InfoBar,
+    KeyBar,
+    LoadingPanel,
+    PathSuggester,
+    PickList,
+    SelectionPanel,
+    path_matches,
+)
 
 DemoBuilder = Callable[[str, Callable[[int, int], None]], object]
 """``builder(path, progress(done, total))``: creates a cube at ``path`` (the bundled demo)."""
+
+MIN_SIZE = (60, 20)
+"""Below this terminal size the header says the views cannot all be readable."""
+FIRST_KEYS = (("?", "Help"), ("f", "Selection"), ("e", "Export"), ("q", "Quit"))
+"""What a newcomer needs first: always at the left of the key bar."""
+REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("s", "Screenshot"), ("o", "Open"), ("^p", "Palette"))
 
 
 def display_path(path: str) -> str:
@@ -45,26 +65,67 @@ def display_path(path: str) -> str:
         return str(path)
 
 
-class MainScreen(Screen):
-    """The explorer: info bar, selection panel, the six views in tabs, footer.
+def selection_comment(meta: dict) -> str:
+    """The selection as one line of JSON, safe inside CSV (#), LaTeX (%) and XML (<!-- -->) comments."""
+    return json.dumps(meta, separators=(",", ":")).replace("--", "-\\u002d")
 
-    What it needs comes in through the constructor (attributes down): the model of the cube, the
-    directory ``e`` and ``s`` write to, the demo builder (called when the model's path does not exist)
-    and the address of the dask scheduler the reductions run on (None: local threads; shown while
-    loading). What it wrote goes up to the app as :class:`~saferl_tui.messages.Exported`.
+
+def with_selection(name: str, text: str, meta: dict) -> str:
+    """An exported file's text with the selection recorded: a comment line first (CSV #, LaTeX %), a
+    ``saferl_tui_selection`` field (JSON), or an XML comment after the opening tag (SVG)."""
+    line = selection_comment(meta)
+    ext = name.rsplit(".", 1)[-1]
+    if ext == "csv":
+        return f"# saferl-tui selection: {line}\n{text}"
+    if ext == "tex":
+        return f"% saferl-tui selection: {line}\n{text}"
+    if ext == "json":
+        obj = json.loads(text)
+        return json.dumps({"saferl_tui_selection": meta, **obj} if isinstance(obj, dict) else
+                          {"saferl_tui_selection": meta, "data": obj}, indent=1)
+    if ext == "svg":
+        end = text.find(">", text.find("<svg")) + 1
+        return f"{text[:end]}\n<!-- saferl-tui selection: {line} -->{text[end:]}"
+    return text
+
+
+def free_names(out_dir: Path, names: list[str]) -> list[Path]:
+    """``names`` in ``out_dir``, all with the same counter (-2, -3, ...) when any of them exists: an
+    export never overwrites a file and its CSV and LaTeX keep matching names."""
+    k = 1
+    while True:
+        suffix = "" if k == 1 else f"-{k}"
+        paths = []
+        for n in names:
+            stem, _, ext = n.rpartition(".")
+            paths.append(out_dir / f"{stem}{suffix}.{ext}")
+        if not any(p.exists() for p in paths):
+            return paths
+        k += 1
+
+
+class MainScreen(Screen):
+    """The explorer: info bar, selection panel, the six views in tabs, key bar.
+
+    What it needs comes in through the constructor (attributes down): the model of the cube (loaded
+    already when it comes from the open box), the directory ``e`` and ``s`` write to, the demo builder
+    (called when the model's path does not exist) and the address of the dask scheduler the reductions
+    run on (None: local threads; shown while loading). What it wrote goes up to the app as
+    :class:`~saferl_tui.messages.Exported`.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        *[Binding(cls.KEY, f"show_view('{cls.VIEW_ID}')", cls.TITLE, id=f"view.{cls.VIEW_ID}")
+        *[Binding(cls.KEY, f"show_view('{cls.VIEW_ID}')", cls.TITLE, show=False, id=f"view.{cls.VIEW_ID}")
           for cls in VIEW_CLASSES],
-        Binding("f", "toggle_selection", "Selection", id="selection.toggle"),
-        Binding("escape", "close_selection", "Close selection", show=False, id="selection.close"),
-        Binding("t", "cycle_setting", "Setting", id="selection.setting"),
-        Binding("b", "cycle_baseline", "Baseline", id="selection.baseline"),
-        Binding("e", "export", "Export", id="export.data"),
-        Binding("s", "screenshot", "Screenshot", id="export.screenshot"),
-        Binding("o", "open_path", "Open", show=False, id="file.open"),
         Binding("question_mark", "help", "Help", id="help"),
+        Binding("f", "toggle_selection", "Selection panel", id="selection.toggle"),
+        Binding("e", "export", "Export view (CSV + LaTeX)", id="export.data"),
+        Binding("escape", "close_selection", "Close selection panel", show=False, id="selection.close"),
+        Binding("t", "cycle_setting", "Setting: train → final expl → final greedy", id="selection.setting"),
+        Binding("b", "cycle_baseline", "Baseline for Δ columns", id="selection.baseline"),
+        Binding("s", "screenshot", "Screenshot (SVG)", id="export.screenshot"),
+        Binding("o", "open_path", "Open another cube", id="file.open"),
+        Binding("slash", "filter", "Filter the table (Conditions, Runs)", id="table.filter"),
     ]
 
     def __init__(self, model: CubeModel, *, export_dir: Path, demo_builder: DemoBuilder | None = None,
@@ -92,18 +153,50 @@ class MainScreen(Screen):
                     for cls in VIEW_CLASSES:
                         with TabPane(f"{cls.KEY} {cls.TITLE}", id=f"tab-{cls.VIEW_ID}"):
                             yield cls()
-        yield Footer()
+        yield KeyBar(id="keybar")
 
     def on_mount(self) -> None:
         self.query_one("#tabs").display = False
         self.query_one("#selection-panel").display = False
         self._header()
-        self.load_cube()
+        self._keys()
+        if self.model.info is not None:  # opened (and loaded) from the open box
+            self.post_message(CubeLoaded(self.model.info))
+        else:
+            self.load_cube()
 
     def _header(self, note: str = "") -> None:
         info = self.model.info
+        width, height = self.app.size
+        if width < MIN_SIZE[0] or height < MIN_SIZE[1]:
+            note = (note + " " if note else "") + f"terminal {width}x{height} < 60x20: enlarge it"
         self.query_one(InfoBar).show(display_path(self.model.path), self.selection,
-                                     bool(info and info.synthetic), note)
+                                     bool(info and info.synthetic), note, width=width)
+
+    def _keys(self) -> None:
+        """Refill the key bar for what has focus now."""
+        focused = self.focused
+        panel = self.query_one(SelectionPanel)
+        if focused is not None and panel in focused.ancestors_with_self:
+            local = [("space", "Toggle"), ("a", "All"), ("n", "None"), ("tab", "Next list"), ("esc", "Close")]
+        elif isinstance(focused, Input):
+            local = [("enter", "Apply"), ("esc", "Clear")]
+        elif self.model.info is None:
+            local = [("o", "Open")]
+        else:
+            view = self.active_view()
+            local = [(_key_text(b), b.description) for b in getattr(type(view), "BINDINGS", [])
+                     if isinstance(b, Binding) and b.show]
+            if view.FILTERABLE:
+                local.insert(0, ("/", "Filter"))
+            local.append(("1-6", "Views"))
+        self.query_one(KeyBar).show(FIRST_KEYS, local, REST_KEYS)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self._keys()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._header()
 
     # ------------------------------------------------------------------ loading
     @work(thread=True, exclusive=True, group="load")
@@ -147,8 +240,10 @@ class MainScreen(Screen):
         self.query_one(LoadingPanel).display = False
         self.query_one("#tabs").display = True
         self.selection = msg.info.default_selection()
+        colors = algo_palette(msg.info.algos)
         for view in self.query(ResultView):
             view.selection = self.selection
+            view.algo_colors = colors
         self.query_one(SelectionPanel).populate(msg.info, self.selection)
         self._header()
         if msg.info.synthetic:
@@ -156,6 +251,7 @@ class MainScreen(Screen):
                         severity="warning", timeout=4)
         self.request(self.active_view())
         self.active_view().focus_body()
+        self._keys()
 
     # ------------------------------------------------------------------ views and data
     def active_view(self) -> ResultView:
@@ -189,6 +285,7 @@ class MainScreen(Screen):
         worker = get_current_worker()
         try:
             data = fetch(self.model, sel, params)
+            incomplete = self.model.incomplete(sel)
         except CubeError as exc:
             self.post_message(ViewFailed(view_id, token, str(exc)))
             return
@@ -196,13 +293,14 @@ class MainScreen(Screen):
             self.post_message(ViewFailed(view_id, token, f"{type(exc).__name__}: {exc}"))
             return
         if not worker.is_cancelled:
-            self.post_message(ViewReady(view_id, token, data))
+            self.post_message(ViewReady(view_id, token, data, incomplete))
 
     def on_view_ready(self, msg: ViewReady) -> None:
         if self._pending.get(msg.view_id) != msg.token:
             return
         view = self.view(msg.view_id)
         view.selection, view.data_token = msg.token[1], msg.token
+        view.incomplete = msg.incomplete or {}
         view.data = msg.data
         self._shown[msg.view_id] = msg.token
         self._pending.pop(msg.view_id, None)
@@ -218,9 +316,17 @@ class MainScreen(Screen):
     def on_view_params_changed(self, msg: ViewParamsChanged) -> None:
         self.request(self.view(msg.view_id))
 
+    def on_condition_chosen(self, msg: ConditionChosen) -> None:
+        """Enter on a Conditions row: that condition in Curves and Histograms; show Curves."""
+        for view in self.query(ConditionCycler):
+            view.selection = self.selection
+            view.show_condition(msg.task, msg.bound)
+        self.action_show_view("curves")
+
     @on(TabbedContent.TabActivated)
     def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.request(self.active_view())
+        self._keys()
 
     # ------------------------------------------------------------------ selection
     def on_selection_changed(self, msg: SelectionChanged) -> None:
@@ -241,6 +347,7 @@ class MainScreen(Screen):
         """Switch to a view."""
         self.query_one("#tabs", TabbedContent).active = f"tab-{view_id}"
         self.view(view_id).focus_body()
+        self._keys()
 
     def action_toggle_selection(self) -> None:
         """Show the selection panel and focus it, or hide it."""
@@ -250,6 +357,7 @@ class MainScreen(Screen):
             self.query_one("#sel-algos", PickList).focus()
         else:
             self.active_view().focus_body()
+        self._keys()
 
     def action_close_selection(self) -> None:
         """Hide the selection panel."""
@@ -257,6 +365,15 @@ class MainScreen(Screen):
         if panel.display:
             panel.display = False
             self.active_view().focus_body()
+            self._keys()
+
+    def action_filter(self) -> None:
+        """Filter the rows of the view's table (Conditions, Runs)."""
+        if self.model.info is None:
+            return
+        if not self.active_view().start_filter():
+            self.notify("/ filters the tables of 2 Conditions and 6 Runs.", title="Filter", timeout=4)
+        self._keys()
 
     def action_cycle_setting(self) -> None:
         """Cycle train → final expl → final greedy."""
@@ -265,15 +382,23 @@ class MainScreen(Screen):
             self.set_selection(replace(self.selection, setting=SETTINGS[(i + 1) % len(SETTINGS)]))
 
     def action_cycle_baseline(self) -> None:
-        """Cycle the baseline through the cube's algorithms and none."""
+        """Cycle the baseline (what the Δ columns compare to) through the cube's algorithms and none."""
         if self.selection is None or self.model.info is None:
             return
         options = [*self.model.info.algos, None]
         i = options.index(self.selection.baseline) if self.selection.baseline in options else -1
         self.set_selection(replace(self.selection, baseline=options[(i + 1) % len(options)]))
 
+    def export_meta(self, view: ResultView) -> dict:
+        """What an export records: the cube, view, selection, bootstrap settings and view parameters."""
+        sel = view.selection or self.selection
+        assert sel is not None
+        return {"view": view.VIEW_ID, **sel.as_dict(cube=str(self.model.path)), "boot": self.model.boot,
+                "rng_seed": self.model.rng_seed, "view_params": view.describe_params()}
+
     def action_export(self) -> None:
-        """Write the current view's data to CSV and LaTeX in the export directory."""
+        """Write the current view's data to CSV and LaTeX in the export directory (never overwriting;
+        the selection recorded in each file)."""
         view = self.active_view()
         if view.data is not None and not view.is_current():
             self.notify("The view is being updated for the new selection: export again when it shows.",
@@ -284,17 +409,24 @@ class MainScreen(Screen):
         except CubeError as exc:
             self.notify(str(exc), severity="error", title="Export")
             return
-        if not files:
+        if not files or view.selection is None:
             self.notify("Nothing to export yet: wait for the view to show data.", severity="warning",
                         title="Export")
             return
         out_dir = self.export_dir
+        tag = view.selection.tag(self.model.info)
+        meta = self.export_meta(view)
+        names = []
+        for name, _ in files:
+            what, _, ext = name.rpartition(".")
+            names.append(f"saferl_{what}_{tag}.{ext}")
         written = []
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            for name, text in files:
-                (out_dir / name).write_text(text)
-                written.append(str(out_dir / name))
+            for path, (name, text) in zip(free_names(out_dir, names), files, strict=True):
+                with open(path, "x", encoding="utf-8") as fh:  # "x": never overwrite
+                    fh.write(with_selection(name, text, meta))
+                written.append(str(path))
         except OSError as exc:
             self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Export")
             return
@@ -302,30 +434,49 @@ class MainScreen(Screen):
         self.notify("\n".join(written), title=f"Exported {view.TITLE}", timeout=8)
 
     def action_screenshot(self) -> None:
-        """Save an SVG screenshot of the screen in the export directory."""
+        """Save an SVG screenshot of the screen in the export directory (never overwriting; the
+        selection recorded in an XML comment)."""
         out_dir = self.export_dir
+        view = self.active_view()
+        tag = view.selection.tag(self.model.info) if view.selection is not None else "nocube"
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            path = self.app.save_screenshot(filename=f"saferl_{self.active_view().VIEW_ID}.svg", path=str(out_dir))
+            (path,) = free_names(out_dir, [f"saferl_{view.VIEW_ID}_{tag}.svg"])
+            svg = self.app.export_screenshot(title=f"saferl-tui {view.TITLE}")
+            meta = self.export_meta(view) if view.selection is not None else {"cube": str(self.model.path)}
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(with_selection(path.name, svg, meta))
         except OSError as exc:
             self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Screenshot")
             return
-        self.post_message(Exported((path,)))
-        self.notify(path, title="Screenshot saved", timeout=8)
+        self.post_message(Exported((str(path),)))
+        self.notify(str(path), title="Screenshot saved", timeout=8)
 
     def action_help(self) -> None:
         """Show every key binding."""
         self.app.push_screen(HelpScreen(help_rows(self)))
 
     def action_open_path(self) -> None:
-        """Open another cube (asks for a path; a missing path is an error, never a new demo cube)."""
+        """Open another cube: the open box loads it and only then replaces this one (a bad path leaves
+        the current cube and selection as they are)."""
 
-        def opened(path: str | None) -> None:
-            if path:
-                model = CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed)
+        def opened(model: CubeModel | None) -> None:
+            if model is not None:
                 self.app.switch_screen(MainScreen(model, export_dir=self.export_dir, scheduler=self.scheduler))
 
-        self.app.push_screen(OpenScreen(self.model.path), opened)
+        def make(path: str) -> CubeModel:
+            return CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed)
+
+        self.app.push_screen(OpenScreen(self.model.path, make), opened)
+
+
+def _key_text(b: Binding) -> str:
+    """The key(s) of a binding as shown in the key bar ('c/j', '+', '[')."""
+    names = {"plus": "+", "minus": "−", "equals_sign": "=", "left_square_bracket": "[", "right_square_bracket": "]",
+             "less_than_sign": "<", "greater_than_sign": ">", "enter": "enter", "slash": "/", "down": "↓",
+             "up": "↑"}
+    keys = [names.get(k.strip(), k.strip()) for k in b.key.split(",")][:2]
+    return "/".join(keys)
 
 
 def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
@@ -340,13 +491,16 @@ def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
 
     add("anywhere", list(screen.app.BINDINGS))
     rows.append(("anywhere", screen.app.get_key_display(Binding("ctrl+p", "command_palette")),
-                 "Command palette (views, exports, selections)"))
+                 "Command palette (views, exports, selections, not-safe algorithms)"))
     add("main", list(MainScreen.BINDINGS))
     for cls in VIEW_CLASSES:
         add(cls.TITLE, list(getattr(cls, "BINDINGS", [])))
+    from saferl_tui.views.base import NAV_BINDINGS
+
+    add("tables", NAV_BINDINGS)
+    rows.append(("tables", "↑ ↓ ← → pgup pgdn", "Move"))
     add("selection lists", list(PickList.BINDINGS))
     rows.append(("selection lists", "space / enter", "Toggle the highlighted entry"))
-    rows.append(("tables", "↑ ↓ ← → pgup pgdn", "Move; click a Conditions header to sort by it"))
     return rows
 
 
@@ -355,6 +509,8 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "Close help", id="help.close"),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
     ]
 
     def __init__(self, rows: list[tuple[str, str, str]]) -> None:
@@ -363,7 +519,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box"):
-            yield Label(Text("Key bindings  (esc / ? closes)", style="bold"))
+            yield Label(Text("Key bindings  (esc / ? closes, ↑↓ j k scroll)", style="bold"))
             yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
@@ -373,26 +529,98 @@ class HelpScreen(ModalScreen[None]):
             table.add_row(*row)
         table.focus()
 
+    def action_cursor(self, where: str) -> None:
+        table = self.query_one(DataTable)
+        (table.action_cursor_down if where == "down" else table.action_cursor_up)()
+
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(result)
 
 
-class OpenScreen(ModalScreen[str | None]):
-    """Ask for a cube path."""
+class OpenScreen(ModalScreen["CubeModel | None"]):
+    """Ask for a cube path (tab completes), open and load it in a worker, and only then close with the
+    loaded model; a failure is shown in the box, which stays open with the path to correct."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel", id="open.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", id="open.cancel"),
+        Binding("tab", "complete", "Complete path", priority=True, id="open.complete"),
+    ]
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: str, make_model: Callable[[str], CubeModel]) -> None:
         super().__init__()
         self.current = current
+        self.make_model = make_model
 
     def compose(self) -> ComposeResult:
         with Vertical(id="open-box"):
-            yield Label("Open a results cube (.zarr directory or .nc file), enter to open, esc to cancel")
-            yield Input(value=self.current, id="open-path")
+            yield Label("Open a results cube (.zarr directory or .nc file): tab completes, enter opens, "
+                        "esc cancels (the current cube stays)")
+            yield Input(value=self.current, id="open-path", suggester=PathSuggester())
+            yield Static("", id="open-matches")
+            yield Static("", id="open-status")
+
+    def on_mount(self) -> None:
+        self._matches(self.current)
+
+    def _matches(self, value: str) -> None:
+        found = path_matches(value, limit=6)
+        self.query_one("#open-matches", Static).update(
+            Text("\n".join(found), style="dim") if found else "")
+
+    @on(Input.Changed, "#open-path")
+    def _changed(self, event: Input.Changed) -> None:
+        self._matches(event.value)
+
+    def action_complete(self) -> None:
+        """Complete the path to the first match (a cube first, then a directory)."""
+        field = self.query_one("#open-path", Input)
+        found = path_matches(field.value, limit=1)
+        if found:
+            field.value = found[0]
+            field.cursor_position = len(field.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
+        path = event.value.strip()
+        if path:
+            self.query_one("#open-status", Static).update(Text(f"opening {path} …", style="italic"))
+            self.open_cube(path)
+
+    @work(thread=True, exclusive=True, group="open")
+    def open_cube(self, path: str) -> None:
+        """Load the cube (and its sufficient statistics) in a thread; the screen closes only on success."""
+        worker = get_current_worker()
+        model = self.make_model(path)
+
+        def progress(fraction: float, text: str) -> None:
+            if worker.is_cancelled:
+                raise LoadCancelled
+            self.post_message(OpenProgress(f"{text} {100 * fraction:.0f}%"))
+
+        try:
+            model.load(progress)
+        except LoadCancelled:
+            return
+        except CubeError as exc:
+            self.post_message(OpenFailed(str(exc)))
+            return
+        except Exception as exc:  # never crash on unreadable input
+            self.post_message(OpenFailed(f"cannot open {path}: {type(exc).__name__}: {exc}"))
+            return
+        if not worker.is_cancelled:
+            self.post_message(OpenSucceeded(model))
+
+    def on_open_progress(self, msg: OpenProgress) -> None:
+        self.query_one("#open-status", Static).update(Text(msg.text, style="italic"))
+
+    def on_open_failed(self, msg: OpenFailed) -> None:
+        self.query_one("#open-status", Static).update(
+            Text.assemble(("Cannot open: ", "bold red"), (msg.error, "red"),
+                          ("\nThe current cube is still open: correct the path or press esc.", "dim")))
+        self.query_one("#open-path", Input).focus()
+
+    def on_open_succeeded(self, msg: OpenSucceeded) -> None:
+        self.dismiss(msg.model)
 
     def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "open")
         self.dismiss(None)

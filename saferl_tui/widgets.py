@@ -1,14 +1,21 @@
-"""Widgets around the views: the info bar (header), the loading panel and the selection panel."""
+"""Widgets around the views: the info bar (header), the key bar (footer), the loading panel, the selection
+panel, and the path completion of the open box."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import ClassVar
 
+from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
+from textual.strip import Strip
+from textual.suggester import Suggester
 from textual.widgets import Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Static
 
 from cube.errors import CubeError
@@ -19,20 +26,41 @@ from saferl_tui.model import CubeInfo, UISelection
 
 
 class InfoBar(Static):
-    """Top line: app name, file, selection size and setting, and the SYNTHETIC DEMO DATA marker."""
+    """Top line: app name, file, selection size and setting, baseline, and the SYNTHETIC DEMO DATA marker
+    (one line: a compact form below 120 columns)."""
 
-    def show(self, path: str, sel: UISelection | None, synthetic: bool, note: str = "") -> None:
-        text = Text()
-        text.append(" saferl-tui ", style="bold reverse")
+    def show(self, path: str, sel: UISelection | None, synthetic: bool, note: str = "", width: int = 120) -> None:
+        wide = width >= 120
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" saferl-tui " if wide else " saferl ", style="bold reverse")
         text.append(f" {path} ", style="bold")
         if synthetic:
-            text.append(" SYNTHETIC DEMO DATA ", style="bold black on yellow")
+            text.append(" SYNTHETIC DEMO DATA " if wide else " DEMO DATA ", style="bold black on yellow")
             text.append(" ")
         if sel is not None:
-            text.append(sel.describe(), style="")
-            text.append(f" · baseline {sel.baseline or 'none'}", style="dim")
+            text.append(sel.describe() if wide else sel.describe_short(), style="")
+            if sel.baseline:
+                text.append(f" · baseline {sel.baseline}", style="dim")
         if note:
-            text.append(f" {note}", style="italic")
+            text.append(f" {note}", style="bold dark_orange")
+        self.update(text)
+
+
+KeyList = Sequence[tuple[str, str]]
+
+
+class KeyBar(Static):
+    """The footer: the keys a newcomer needs first (? help, f selection, e export, q quit), then the keys
+    of what has focus, then the rest; cut at the right edge, so ``?`` is always visible."""
+
+    def show(self, first: KeyList, local: KeyList, rest: KeyList) -> None:
+        text = Text(no_wrap=True, overflow="crop")
+        for group_i, group in enumerate((first, local, rest)):
+            if group_i and group:
+                text.append("│", style="dim")
+            for key, label in group:
+                text.append(f" {key} ", style="bold reverse")
+                text.append(f" {label} ")
         self.update(text)
 
 
@@ -56,12 +84,29 @@ class LoadingPanel(Vertical):
 
 
 class PickList(SelectionList[str]):
-    """A checklist with select-all (a) and select-none (n)."""
+    """A checklist with select-all (a) and select-none (n), j / k to move; ticked entries show ✓, others
+    an empty box (not only a colour)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("a", "all", "Select all", id="selection.all"),
         Binding("n", "none", "Select none", id="selection.none"),
+        Binding("j", "cursor_down", "Down", show=False, id="selection.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="selection.up"),
     ]
+
+    def render_line(self, y: int) -> Strip:
+        strip = super().render_line(y)
+        segments = list(strip)
+        if len(segments) > 3 and segments[1].text == "X":
+            _, scroll_y = self.scroll_offset
+            try:
+                value = self.get_option_at_index(scroll_y + y).value
+            except Exception:  # noqa: BLE001 - nothing to mark
+                return strip
+            mark = "✓" if value in self.selected else " "
+            segments[1] = Segment(mark, segments[1].style)
+            return Strip(segments, strip.cell_length)
+        return strip
 
     def _on_focus(self, event: object) -> None:
         super()._on_focus(event)  # type: ignore[arg-type]
@@ -78,7 +123,8 @@ class PickList(SelectionList[str]):
 
 
 class SelectionPanel(VerticalScroll):
-    """Checklists for algorithms, tasks, bounds and seeds; the setting; training iterates; baseline.
+    """Checklists for algorithms, tasks, bounds and seeds; the setting; training iterates; baseline; the
+    algorithms that are not safe RL (never "best").
 
     The screen pushes the current selection down with :meth:`apply`; user edits post
     :class:`SelectionChanged` up.
@@ -92,18 +138,21 @@ class SelectionPanel(VerticalScroll):
         self.selection: UISelection | None = None
 
     def compose(self) -> ComposeResult:
-        yield Static("Selection  (a all · n none · space toggles · esc closes)", classes="panel-title")
+        yield Static("Selection: space toggles · a all · n none · tab next · esc closes", classes="panel-title")
         for key, title in (("algos", "Algorithms"), ("tasks", "Tasks"), ("bounds", "Bounds d"), ("seeds", "Seeds")):
             yield Label(title, classes="panel-label")
             yield PickList(id=f"sel-{key}", classes=f"pick pick-{key}")
-        yield Label("Setting", classes="panel-label")
+        yield Label("Setting (t cycles)", classes="panel-label")
         with RadioSet(id="sel-setting"):
             for s in SETTINGS:
                 yield RadioButton(SETTING[s].label, value=s == "train", id=f"setting-{s}")
         yield Label("Training iterates (all, J or LO:HI, enter)", classes="panel-label")
         yield Input(placeholder="all", id="sel-iterates")
-        yield Label("Baseline (dim, excluded from bold)", classes="panel-label")
+        yield Static("", id="sel-iterates-error")
+        yield Label("Baseline: Δ columns compare to it (b)", classes="panel-label")
         yield Select([(self.NONE, self.NONE)], allow_blank=False, id="sel-baseline")
+        yield Label("Not safe RL: never best", classes="panel-label")
+        yield PickList(id="sel-not_safe", classes="pick pick-not_safe")
 
     def populate(self, info: CubeInfo, sel: UISelection) -> None:
         """Fill the checklists with the cube's labels and show ``sel``."""
@@ -115,12 +164,16 @@ class SelectionPanel(VerticalScroll):
                 pick.clear_options()
                 pick.add_options([(f"{v:g}" if isinstance(v, float) else str(v), str(v), True) for v in values])
             self.query_one("#sel-baseline", Select).set_options([(a, a) for a in (self.NONE, *info.algos)])
+            pick = self.query_one("#sel-not_safe", PickList)
+            pick.clear_options()
+            pick.add_options([(a, a, a in sel.not_safe) for a in info.algos])
         self.apply(sel)
 
     def apply(self, sel: UISelection) -> None:
         """Show ``sel`` in the widgets without posting a change."""
         self.selection = sel
-        current = {"algos": sel.algos, "tasks": sel.tasks, "bounds": sel.bounds, "seeds": sel.seeds}
+        current = {"algos": sel.algos, "tasks": sel.tasks, "bounds": sel.bounds, "seeds": sel.seeds,
+                   "not_safe": sel.not_safe}
         with self.prevent(SelectionList.SelectedChanged, RadioSet.Changed, Select.Changed):
             for key, values in current.items():
                 pick = self.query_one(f"#sel-{key}", PickList)
@@ -149,6 +202,7 @@ class SelectionPanel(VerticalScroll):
             bounds=picked("bounds", info.bounds), seeds=picked("seeds", info.seeds),
             setting=self.selection.setting, iterates=self.selection.iterates,
             baseline=None if baseline in (self.NONE, Select.BLANK) else str(baseline),
+            not_safe=picked("not_safe", info.algos),
         )
 
     def _post(self, sel: UISelection | None) -> None:
@@ -175,9 +229,56 @@ class SelectionPanel(VerticalScroll):
         sel = self._current()
         if sel is None:
             return
+        error = self.query_one("#sel-iterates-error", Static)
         try:
             it = parse_iterates(event.value, self.info.n_iterates if self.info else None)
         except CubeError as exc:
-            self.notify(str(exc), severity="error", title="Iterates")
+            error.update(Text(str(exc), style="bold red"))  # wraps in the panel: never cut mid-word
+            error.add_class("-visible")
             return
+        error.update("")
+        error.remove_class("-visible")
         self._post(replace(sel, iterates=it))
+
+
+class PathSuggester(Suggester):
+    """Completes a file-system path from what is typed: the first entry of its directory that starts with
+    the last component (directories get a trailing '/')."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> str | None:
+        matches = path_matches(value)
+        return matches[0] if matches else None
+
+
+def path_matches(value: str, limit: int = 8) -> list[str]:
+    """Paths that complete ``value`` (cubes first: *.zarr directories and *.nc files, then directories,
+    then other files), each as ``value`` extended; at most ``limit``."""
+    if not value:
+        return []
+    expanded = os.path.expanduser(value)
+    head, _, prefix = expanded.rpartition(os.sep)
+    folder = Path(head or ("/" if expanded.startswith(os.sep) else "."))
+    try:
+        entries = sorted(e for e in os.listdir(folder) if e.startswith(prefix) and not e.startswith(".")
+                         or (prefix.startswith(".") and e.startswith(prefix)))
+    except OSError:
+        return []
+    typed_head = value[: len(value) - len(prefix)]
+
+    def rank(name: str) -> tuple[int, str]:
+        p = folder / name
+        cube = name.endswith((".zarr", ".nc"))
+        return (0 if cube else 1 if p.is_dir() else 2, name)
+
+    out = []
+    for name in sorted(entries, key=rank):
+        p = folder / name
+        full = typed_head + name + ("/" if p.is_dir() and not name.endswith(".zarr") else "")
+        if full != value:
+            out.append(full)
+        if len(out) >= limit:
+            break
+    return out

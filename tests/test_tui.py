@@ -87,42 +87,37 @@ def f2(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{x:.2f}"
 
 
-def check_summary(table: DataTable, agg: Any, final: str) -> None:
-    """The IQM table shows ``agg`` (wide layout: one row per algorithm; narrow: one per algorithm and
-    setting, the algorithm named on its first row)."""
+def name(cell: str) -> str:
+    """An algorithm cell without the not-safe mark."""
+    return cell.rstrip("†")
+
+
+def check_summary(table: DataTable, agg: Any) -> None:
+    """The IQM table shows ``agg``: one row per algorithm and setting (train, expl, greedy), the algorithm
+    named on its first row, then the five metrics and the tier."""
     rows = cells(table)
-    if len(table.columns) == 8:  # narrow layout
-        assert [r[0] for r in rows[::2]] == [str(a) for a in agg["algo"].values]
-        for i, r in enumerate(rows):
-            a, s = str(agg["algo"].values[i // 2]), ("train", final)[i % 2]
-            assert r[1] == SETTING[s].short  # train / expl / greedy
-            expect = [f2(float(agg["value"].sel(algo=a, setting=s, metric=m))) for m in stats.METRICS]
-            assert r[2:7] == expect and r[7] == str(int(agg["tier"].sel(algo=a, setting=s)))
-        return
-    assert [r[0] for r in rows] == [str(a) for a in agg["algo"].values]
-    for r in rows:
-        a = r[0]
-        expect = []
-        for m in stats.METRICS:
-            for s in ("train", final):
-                expect.append(f2(float(agg["value"].sel(algo=a, setting=s, metric=m))))
-        expect += [str(int(agg["tier"].sel(algo=a, setting=s))) for s in ("train", final)]
-        assert r[1:] == expect
+    assert [name(r[0]) for r in rows[::3]] == [str(a) for a in agg["algo"].values]
+    for i, r in enumerate(rows):
+        a, s = str(agg["algo"].values[i // 3]), stats.SETTINGS[i % 3]
+        assert r[1] == SETTING[s].short  # train / expl / greedy
+        expect = [f2(float(agg["value"].sel(algo=a, setting=s, metric=m))) for m in stats.METRICS]
+        assert r[2:7] == expect
+        assert r[7].split()[0] == str(int(agg["tier"].sel(algo=a, setting=s)))
 
 
 def algo_rows(table: DataTable) -> list[str]:
-    return [r[0] for r in cells(table) if r[0]]
+    return [name(r[0]) for r in cells(table) if r[0]]
 
 
 # ----------------------------------------------------------------------------------------- summary
 def test_summary_equals_aggregate_table(cube_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         agg = agg_for(cube_path, Selection())
-        check_summary(screen.query_one("#summary-table", DataTable), agg, "final_greedy")
+        check_summary(screen.query_one("#summary-table", DataTable), agg)
         ci = cells(screen.query_one("#summary-ci", DataTable))
         for r in ci:
             for m, cell in zip(stats.METRICS, r[1:6], strict=True):
-                p = agg.sel(algo=r[0], setting="train", metric=m)
+                p = agg.sel(algo=name(r[0]), setting="train", metric=m)
                 assert cell == f"{f2(p['value'])}\n[{f2(p['ci_low'])}, {f2(p['ci_high'])}]"
         assert "Train" in static_text(screen, "#summary-ci-title")
 
@@ -130,24 +125,37 @@ def test_summary_equals_aggregate_table(cube_path: Path) -> None:
 
 
 def test_summary_equals_saferl_report_json(cube_path: Path, tmp_path: Path) -> None:
+    """The three settings of the Summary (and the greedy-expl gap) are what ``saferl report`` writes."""
     out = tmp_path / "report.json"
     assert saferl_main(["report", str(cube_path), "--format", "json", "--boot", str(BOOT), "--algos",
-                        "ppo_lag,p3o,focops", "--baseline", "ppo_lag", "-o", str(out)]) == 0
+                        "ppo_lag,p3o,focops", "-o", str(out)]) == 0
     report = json.loads(out.read_text())
+    gap_out = tmp_path / "gap.json"
+    assert saferl_main(["report", str(cube_path), "--format", "json", "--boot", str(BOOT), "--algos",
+                        "ppo_lag,p3o,focops", "--kind", "gap", "-o", str(gap_out)]) == 0
+    gap = json.loads(gap_out.read_text())
 
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         # deselect ppo with the keyboard: open the panel, toggle the first algorithm, close the panel
         await press(pilot, "f", "space", "escape")
-        rows = {r[0]: r for r in cells(screen.query_one("#summary-table", DataTable))}
-        assert set(rows) == {"ppo_lag", "p3o", "focops"}
+        rows = cells(screen.query_one("#summary-table", DataTable))
+        by = {}
+        for i, r in enumerate(rows):
+            by[(algo_rows(screen.query_one("#summary-table", DataTable))[i // 3], stats.SETTINGS[i % 3])] = r
+        assert {a for a, _ in by} == {"ppo_lag", "p3o", "focops"}
+        seen = set()
         for row in report["rows"]:
-            if row["setting"] not in ("train", "final_greedy"):
-                continue
-            col = 1 + 2 * stats.METRICS.index("R") + (row["setting"] != "train")
+            r = by[(row["algo"], row["setting"])]
+            seen.add(row["setting"])
             for i, m in enumerate(stats.METRICS):
-                col = 1 + 2 * i + (row["setting"] != "train")
-                assert rows[row["algo"]][col] == f2(row["metrics"][m]["value"])
-            assert rows[row["algo"]][11 + (row["setting"] != "train")] == str(row["tier"])
+                assert r[2 + i] == f2(row["metrics"][m]["value"])
+            assert r[7].split()[0] == str(row["tier"])
+        assert seen == set(stats.SETTINGS)
+        gap_rows = {name(r[0]): r for r in cells(screen.query_one("#summary-gap", DataTable))}
+        for row in gap["rows"]:
+            v = row["value"] if "value" in row else row["metrics"][row["metric"]]["value"]
+            cell = gap_rows[row["algo"]][1 + stats.METRICS.index(row["metric"])]
+            assert cell.split()[0].replace("−", "-") == f"{v:+.2f}"
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
@@ -159,7 +167,7 @@ def test_deselecting_an_algorithm_removes_its_row(cube_path: Path) -> None:
         await press(pilot, "f", "down", "space")
         assert algo_rows(table) == ["ppo", "p3o", "focops"]
         assert "3 algos" in str(screen.query_one("#infobar", Static).render())
-        check_summary(table, agg_for(cube_path, Selection(algos=("ppo", "p3o", "focops"))), "final_greedy")
+        check_summary(table, agg_for(cube_path, Selection(algos=("ppo", "p3o", "focops"))))
         await press(pilot, "a")  # select all again
         assert algo_rows(table) == ["ppo", "ppo_lag", "p3o", "focops"]
 
@@ -176,8 +184,8 @@ def test_switching_setting_changes_the_tables(cube_path: Path) -> None:
         after = cells(ci)
         assert after != before
         for r in after:
-            assert r[1].split("\n")[0] == f2(agg["value"].sel(algo=r[0], setting="final_expl", metric="R"))
-        check_summary(screen.query_one("#summary-table", DataTable), agg, "final_expl")
+            assert r[1].split("\n")[0] == f2(agg["value"].sel(algo=name(r[0]), setting="final_expl", metric="R"))
+        check_summary(screen.query_one("#summary-table", DataTable), agg)
         assert "Final (expl)" in static_text(screen, "#summary-ci-title")
         await press(pilot, "2")
         title = static_text(screen, "#conditions-title")
@@ -194,7 +202,7 @@ def test_training_iterates_restrict_the_train_columns(cube_path: Path) -> None:
         await press(pilot, "enter")
         assert screen.selection is not None and screen.selection.iterates == (1, 3)
         agg = agg_for(cube_path, Selection(iterates=(1, 3)))
-        check_summary(screen.query_one("#summary-table", DataTable), agg, "final_greedy")
+        check_summary(screen.query_one("#summary-table", DataTable), agg)
         assert "iterates 1..3" in static_text(screen, "#summary-title")
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
@@ -229,11 +237,11 @@ def test_conditions_view_values_and_sorting(cube_path: Path) -> None:
             assert r[8] == str(int(p["n_seeds"]))
         assert [r[0] for r in rows] == sorted(r[0] for r in rows)
         view = screen.query_one(ConditionsView)
-        await press(pilot, *["o"] * 4)  # algo -> task -> bound -> R -> C
+        await press(pilot, *["greater_than_sign"] * 4)  # algo -> task -> bound -> R -> C
         assert view.sort_key == "C"
         costs = [float(r[4].split(" ± ")[0]) for r in cells(table)]
         assert costs == sorted(costs)
-        await press(pilot, "O")
+        await press(pilot, "r")
         costs = [float(r[4].split(" ± ")[0]) for r in cells(table)]
         assert costs == sorted(costs, reverse=True)
 
@@ -244,17 +252,18 @@ def test_cdf_view_toggles_and_x_range(cube_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         await press(pilot, "3")
         view = screen.query_one(CdfView)
-        assert view.data is not None and view.xmax == 2.0
+        assert view.data is not None and view.xrange == (-1.0, 2.0)
         assert [w.display for w in view.query(".cdf-plot")] == [True, False, False]
-        assert "x ≤ 2" in static_text(screen, "#cdf-title")
+        assert "κ -1..2" in static_text(screen, "#view-cdf .plot-title")
         await press(pilot, "right_square_bracket")
-        assert view.xmax == 4.0 and "x ≤ 4" in static_text(screen, "#cdf-title")
-        await press(pilot, "left_square_bracket", "left_square_bracket")
-        assert view.xmax == 1.0
+        assert view.xrange == (-1.0, 4.0) and "κ -1..4" in static_text(screen, "#view-cdf .plot-title")
+        await press(pilot, "left_square_bracket", "left_square_bracket", "left_square_bracket")
+        assert view.xrange == (-0.5, 0.5)  # both ends move
         await press(pilot, "p")
         assert [w.display for w in view.query(".cdf-plot")] == [True, True, True]
         shown = view.shown()
-        assert float(shown["kappa"].max()) <= 1.0 and list(shown["setting"].values) == list(stats.SETTINGS)
+        assert float(shown["kappa"].max()) <= 0.5 and float(shown["kappa"].min()) >= -0.5
+        assert list(shown["setting"].values) == list(stats.SETTINGS)
         ref = stats.cdf_curves(stats.load_suffstats(cube_path), stats.SETTINGS, boot=BOOT, rng_seed=0)
         np.testing.assert_allclose(shown["cdf"].values, ref["cdf"].sel(kappa=shown["kappa"]).values)
 
@@ -265,11 +274,14 @@ def test_curves_view_condition_and_window(cube_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         await press(pilot, "4")
         view = screen.query_one(CurvesView)
-        assert "goal d=15 (1/4" in static_text(screen, "#curves-title")
+        title = "#view-curves .plot-title"
+        assert "goal d=15 (1/4" in static_text(screen, title)
         await press(pilot, "c")
-        assert "goal d=25 (2/4" in static_text(screen, "#curves-title")
+        assert "goal d=25 (2/4" in static_text(screen, title)
+        await press(pilot, "j", "k")  # vim keys: next, previous
+        assert "goal d=25 (2/4" in static_text(screen, title)
         await press(pilot, "plus", "plus")
-        assert view.window == 3 and "moving average 3 iterates" in static_text(screen, "#curves-title")
+        assert view.window == 3 and "smoothed over 3 iterates" in static_text(screen, title)
         cur, mult, cond = view.shown()  # type: ignore[misc]
         assert cond == ("goal", 25.0)
         im = stats.iterate_metrics(stats.load_suffstats(cube_path))
@@ -315,11 +327,20 @@ def test_runs_view(cube_path: Path) -> None:
         assert {r[4] for r in rows} == {"complete"}
         assert rows[0][:4] == ["ppo", "goal", "15", "0"]
         assert "48 runs · complete: 48" in static_text(screen, "#runs-title")
+        await press(pilot, "greater_than_sign")
+        assert screen.query_one("#view-runs").sort_key == "steps"
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
 
 # ----------------------------------------------------------------------------------------- export
+def read_csv(path: Path) -> tuple[dict, list[dict]]:
+    """(selection recorded in the first comment line, rows) of an exported CSV."""
+    first, _, rest = path.read_text().partition("\n")
+    assert first.startswith("# saferl-tui selection: ")
+    return json.loads(first.removeprefix("# saferl-tui selection: ")), list(csv.DictReader(io.StringIO(rest)))
+
+
 def test_export_summary_matches_screen(cube_path: Path, tmp_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> list[list[str]]:
         await press(pilot, "e")
@@ -327,8 +348,12 @@ def test_export_summary_matches_screen(cube_path: Path, tmp_path: Path) -> None:
 
     app = build_app(cube_path, boot=BOOT, export_dir=tmp_path)
     shown = run_app(app, scenario)
-    assert sorted(Path(p).name for p in app.last_export) == ["saferl_summary.csv", "saferl_summary.tex"]
-    rows = list(csv.DictReader(io.StringIO((tmp_path / "saferl_summary.csv").read_text())))
+    assert sorted(Path(p).name for p in app.last_export) == [
+        "saferl_summary_gap_train_4a2t2b3s.csv", "saferl_summary_gap_train_4a2t2b3s.tex",
+        "saferl_summary_train_4a2t2b3s.csv", "saferl_summary_train_4a2t2b3s.tex"]
+    meta, rows = read_csv(tmp_path / "saferl_summary_train_4a2t2b3s.csv")
+    assert meta["view"] == "summary" and meta["algos"] == ["ppo", "ppo_lag", "p3o", "focops"]
+    assert meta["setting"] == "train" and meta["not_safe"] == ["ppo"] and meta["boot"] == BOOT
     by = {(r["algo"], r["setting"], r["metric"]): r for r in rows}
 
     def tier(algo: str, setting: str) -> str:
@@ -337,14 +362,34 @@ def test_export_summary_matches_screen(cube_path: Path, tmp_path: Path) -> None:
             return str(int(float(by[(algo, setting, "tier")]["value"])))
         return by[(algo, setting, "R")]["tier"]
 
-    assert {r["setting"] for r in rows} == {"train", "final_greedy"}  # what the screen shows
-    for row in shown:
-        for i, m in enumerate(stats.METRICS):
-            for j, s in enumerate(("train", "final_greedy")):
-                assert row[1 + 2 * i + j] == f2(float(by[(row[0], s, m)]["value"]))
-        assert [row[11], row[12]] == [tier(row[0], "train"), tier(row[0], "final_greedy")]
-    tex = (tmp_path / "saferl_summary.tex").read_text()
-    assert "\\begin{tabular}" in tex and shown[1][1] in tex
+    assert {r["setting"] for r in rows} == set(stats.SETTINGS)  # what the screen shows
+    algos = [name(r[0]) for r in shown if r[0]]
+    for i, row in enumerate(shown):
+        a, s = algos[i // 3], stats.SETTINGS[i % 3]
+        for j, m in enumerate(stats.METRICS):
+            assert row[2 + j] == f2(float(by[(a, s, m)]["value"]))
+        assert row[7].split()[0] == tier(a, s)
+    tex = (tmp_path / "saferl_summary_train_4a2t2b3s.tex").read_text()
+    assert tex.startswith("% saferl-tui selection: {") and "\\begin{tabular}" in tex and shown[1][2] in tex
+
+
+def test_exports_never_overwrite_and_carry_the_selection(cube_path: Path, tmp_path: Path) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "6", "e", "e", "s", "s")
+        await press(pilot, "f", "space", "escape", "t", "e")  # another selection: another tag
+
+    app = build_app(cube_path, boot=BOOT, export_dir=tmp_path)
+    run_app(app, scenario)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    full = [n for n in names if "_train_4a2t2b3s" in n]
+    assert full == sorted(f"saferl_runs_train_4a2t2b3s{k}.{e}" for k in ("", "-2") for e in ("csv", "tex", "svg"))
+    other = [n for n in names if n.startswith("saferl_runs_expl_3a2t2b3s-")]
+    assert len(other) == 2, names  # CSV and LaTeX, tagged with setting, sizes and a hash
+    meta, rows = read_csv(tmp_path / [n for n in other if n.endswith(".csv")][0])
+    assert meta["algos"] == ["ppo_lag", "p3o", "focops"] and meta["setting"] == "final_expl"
+    assert meta["view_params"]["sort"] == "status" and len(rows) == 36
+    svg = (tmp_path / "saferl_runs_train_4a2t2b3s.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "<!-- saferl-tui selection: {" in svg
 
 
 def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Path) -> None:
@@ -360,12 +405,11 @@ def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Pat
     app = build_app(cube_path, boot=BOOT, export_dir=tmp_path)
     shown = run_app(app, scenario)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == sorted(["saferl_conditions_train.csv", "saferl_conditions_train.tex", "saferl_cdf.csv",
-                            "saferl_cdf.tex", "saferl_curves_goal_d15.csv", "saferl_curves_goal_d15.tex",
-                            "saferl_hist_goal_d15.csv", "saferl_hist_goal_d15.tex", "saferl_runs.csv",
-                            "saferl_runs.tex"])
-    cond = list(csv.DictReader(io.StringIO((tmp_path / "saferl_conditions_train.csv").read_text())))
-    assert {r["setting"] for r in cond} == {"train"}
+    tag = "train_4a2t2b3s"
+    assert names == sorted(f"saferl_{w}_{tag}.{e}" for w in ("conditions", "cdf", "curves_goal_d15", "hist_goal_d15",
+                                                            "runs") for e in ("csv", "tex"))
+    meta, cond = read_csv(tmp_path / f"saferl_conditions_{tag}.csv")
+    assert {r["setting"] for r in cond} == {"train"} and meta["view"] == "conditions"
     for row in shown["conditions"]:
         here = [r for r in cond if (r["algo"], r["task"], float(r["bound"])) == (row[0], row[1], float(row[2]))]
         for i, m in enumerate(stats.METRICS):
@@ -376,16 +420,18 @@ def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Pat
                 (hit,) = here
                 mean, std = float(hit[f"{m}_mean"]), float(hit[f"{m}_std"])
             assert row[3 + i] == f"{f2(mean)} ± {f2(std)}"
-    cdf = list(csv.DictReader(io.StringIO((tmp_path / "saferl_cdf.csv").read_text())))
+    meta, cdf = read_csv(tmp_path / f"saferl_cdf_{tag}.csv")
     assert max(float(r["kappa"]) for r in cdf) <= 2.0 and {r["setting"] for r in cdf} == {"train"}
-    curves = list(csv.DictReader(io.StringIO((tmp_path / "saferl_curves_goal_d15.csv").read_text())))
+    assert meta["view_params"]["kappa_range"] == [-1.0, 2.0]
+    meta, curves = read_csv(tmp_path / f"saferl_curves_goal_d15_{tag}.csv")
+    assert meta["view_params"]["condition"] == {"task": "goal", "bound": 15.0}
     cur = shown["curves"][0]
     assert len(curves) == cur.sizes["algo"] * cur.sizes["iterate"]
     assert float(curves[0]["R_mean"]) == pytest.approx(float(cur["R_mean"].isel(algo=0, iterate=0)))
-    hist = list(csv.DictReader(io.StringIO((tmp_path / "saferl_hist_goal_d15.csv").read_text())))
+    _, hist = read_csv(tmp_path / f"saferl_hist_goal_d15_{tag}.csv")
     (_, _), (hists, _) = shown["hist"]
     assert sum(int(r["expl"]) for r in hist if r["algo"] == "ppo") == hists["ppo"][1]["expl"].sum()
-    runs = list(csv.DictReader(io.StringIO((tmp_path / "saferl_runs.csv").read_text())))
+    _, runs = read_csv(tmp_path / f"saferl_runs_{tag}.csv")
     assert len(runs) == 48 and runs[0]["status"] == "complete"
 
 
@@ -400,7 +446,7 @@ def test_screenshot_and_help(cube_path: Path, tmp_path: Path) -> None:
 
     app = build_app(cube_path, boot=BOOT, export_dir=tmp_path)
     rows = run_app(app, scenario)
-    svg = tmp_path / "saferl_summary.svg"
+    svg = tmp_path / "saferl_summary_train_4a2t2b3s.svg"
     assert svg.exists() and svg.read_text().lstrip().startswith("<svg")
     actions = {r[2] for r in rows}
     from saferl_tui.views import VIEW_CLASSES
@@ -426,15 +472,46 @@ def test_command_palette_switches_view(cube_path: Path) -> None:
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
 
-def test_baseline_cycle_dims_and_excludes(cube_path: Path) -> None:
+def test_baseline_gives_deltas_and_best_skips_not_safe(cube_path: Path) -> None:
+    """b sets the baseline (Δ columns against it); "best" never picks a not-safe algorithm (PPO by
+    default: it has no multiplier), whatever the baseline; the not-safe set can be changed."""
+
+    def bold(table: DataTable) -> dict[tuple[str, int], str]:
+        """(setting, metric column) -> the algorithm whose cell is bold."""
+        out = {}
+        algos = algo_rows(table)
+        for i in range(table.row_count):
+            for j, c in enumerate(table.get_row_at(i)[2:7]):
+                if "bold" in str(c.style):
+                    out[(stats.SETTINGS[i % 3], j)] = algos[i // 3]
+        return out
+
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
-        assert screen.selection is not None and screen.selection.baseline == "ppo"
-        await press(pilot, "b")
-        assert screen.selection.baseline == "ppo_lag"
+        assert screen.selection is not None and screen.selection.baseline is None
+        assert screen.selection.not_safe == ("ppo",)
         table = screen.query_one("#summary-table", DataTable)
-        row = table.get_row_at([r[0] for r in cells(table)].index("ppo_lag"))
-        assert all("dim" in str(c.style) for c in row)
+        agg = agg_for(cube_path, Selection())
+        best = bold(table)
+        assert "ppo" not in best.values() and len(best) == 15
+        for (s, j), a in best.items():
+            m = stats.METRICS[j]
+            vals = {x: float(agg["value"].sel(algo=x, setting=s, metric=m)) for x in ("ppo_lag", "p3o", "focops")}
+            assert vals[a] == (max if m == "R" else min)(vals.values())
+        await press(pilot, "b", "b")
+        assert screen.selection.baseline == "ppo_lag"
         assert "baseline ppo_lag" in str(screen.query_one("#infobar", Static).render())
+        assert "ppo" not in bold(table).values()  # the baseline does not change "best"
+        delta = cells(screen.query_one("#summary-delta", DataTable))  # below 150 columns: its own table
+        assert [name(r[0]) for r in delta if r[0]] == ["ppo", "p3o", "focops"]
+        d = float(agg["value"].sel(algo="ppo", setting="train", metric="R") -
+                  agg["value"].sel(algo="ppo_lag", setting="train", metric="R"))
+        assert delta[0][2].replace("−", "-") == f"{d:+.2f}"
+        # mark ppo safe in the selection panel: it may now be best
+        await press(pilot, "f")
+        screen.query_one("#sel-not_safe").focus()
+        await press(pilot, "space", "escape")
+        assert screen.selection.not_safe == ()
+        assert bold(table)[("train", 0)] == "ppo"  # the demo's PPO has the highest reward
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
@@ -478,12 +555,12 @@ def test_open_another_path_after_failure(cube_path: Path, tmp_path: Path) -> Non
         await settle(pilot)
         main = pilot.app.main_screen  # type: ignore[attr-defined]
         assert main is not screen and main.model.info is not None
-        assert main.query_one("#summary-table", DataTable).row_count == 4
+        assert main.query_one("#summary-table", DataTable).row_count == 12
 
     run_app(build_app(tmp_path / "missing.zarr", boot=BOOT), scenario)
 
 
-def test_screen_gets_settings_from_the_app_and_passes_them_on(tmp_path: Path) -> None:
+def test_screen_gets_settings_from_the_app_and_passes_them_on(cube_path: Path, tmp_path: Path) -> None:
     """export_dir and scheduler go down into every main screen; the demo builder only into the first."""
     built: list[str] = []
 
@@ -495,15 +572,173 @@ def test_screen_gets_settings_from_the_app_and_passes_them_on(tmp_path: Path) ->
         assert (screen.export_dir, screen.scheduler) == (tmp_path, "tcp://sched:8786")
         assert screen.demo_builder is builder and built == [str(tmp_path / "first.zarr")]
         await press(pilot, "o")
-        pilot.app.screen.query_one("#open-path").value = str(tmp_path / "other.zarr")  # type: ignore[attr-defined]
+        pilot.app.screen.query_one("#open-path").value = str(cube_path)  # type: ignore[attr-defined]
         await press(pilot, "enter")
         main = pilot.app.main_screen  # type: ignore[attr-defined]
         assert main is not screen and (main.export_dir, main.scheduler) == (tmp_path, "tcp://sched:8786")
         assert main.demo_builder is None and built == [str(tmp_path / "first.zarr")]
-        assert main.query_one(LoadingPanel).has_class("-error")
+        assert main.query_one("#summary-table", DataTable).row_count == 12
 
     run_app(build_app(tmp_path / "first.zarr", boot=BOOT, export_dir=tmp_path, demo_builder=builder,
                       scheduler="tcp://sched:8786"), scenario)
+
+
+def test_open_failing_keeps_the_cube_and_selection(cube_path: Path, tmp_path: Path) -> None:
+    (tmp_path / "other.zarr").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "f", "space", "escape", "t")  # a selection worth keeping
+        sel = screen.selection
+        await press(pilot, "o")
+        box = pilot.app.screen
+        field = box.query_one("#open-path")
+        field.value = str(tmp_path / "missng.zarr")  # type: ignore[attr-defined]
+        await press(pilot, "enter")
+        assert pilot.app.screen is box  # the box stays, with the error and the path to correct
+        assert "does not exist" in str(box.query_one("#open-status").render())
+        assert field.value == str(tmp_path / "missng.zarr")  # type: ignore[attr-defined]
+        field.value = str(tmp_path / "ot")  # type: ignore[attr-defined]
+        await press(pilot, "tab")  # completion
+        assert field.value == str(tmp_path / "other.zarr")  # type: ignore[attr-defined]
+        await press(pilot, "enter")  # an empty directory: not a cube
+        assert pilot.app.screen is box and "Cannot open" in str(box.query_one("#open-status").render())
+        await press(pilot, "escape")
+        assert pilot.app.main_screen is screen and screen.selection == sel  # type: ignore[attr-defined]
+        assert screen.model.path == str(cube_path) and len(algo_rows(screen.query_one("#summary-table"))) == 3
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
+def partial_cube(cube_path: Path, dest: Path) -> Path:
+    """A copy of the cube with ppo_lag goal d=15 seed 1 partial and p3o circle d=25 seed 0 pending."""
+    from cube import CubeWriter, RunKey
+
+    shutil.copytree(cube_path, dest)
+    writer = CubeWriter(dest)
+    writer.set_run_manifest(RunKey("ppo_lag", "goal", 15.0, 1), status="partial", manifest={"config": {}})
+    writer.set_run_manifest(RunKey("p3o", "circle", 25.0, 0), status="pending", manifest={"config": {}})
+    return dest
+
+
+def test_incomplete_runs_are_flagged_and_filterable(cube_path: Path, tmp_path: Path) -> None:
+    path = partial_cube(cube_path, tmp_path / "partial.zarr")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        assert "◐ 2 incomplete runs included (6 Runs)" in static_text(screen, "#summary-title")
+        await press(pilot, "2")
+        assert "◐ 2 incomplete runs" in static_text(screen, "#conditions-title")
+        rows = cells(screen.query_one("#conditions-table", DataTable))
+        marked = {(r[0], r[1], r[2]) for r in rows if r[-1].startswith("◐")}
+        assert marked == {("ppo_lag", "goal", "15"), ("p3o", "circle", "25")}
+        await press(pilot, "3")
+        assert "◐ 2 incomplete" in static_text(screen, "#view-cdf .plot-title")
+        await press(pilot, "4")
+        assert "◐ 1 incomplete run" in static_text(screen, "#view-curves .plot-title")  # goal d=15
+        await press(pilot, "6")
+        table = screen.query_one("#runs-table", DataTable)
+        rows = cells(table)
+        assert [r[4] for r in rows[:2]] == ["pending", "partial"]  # incomplete first
+        await press(pilot, "slash")
+        await pilot.press(*"status:part")
+        await settle(pilot)
+        assert [r[:5] for r in cells(table)] == [["ppo_lag", "goal", "15", "1", "partial"]]
+        await press(pilot, "enter")  # keep the filter, back to the table
+        assert isinstance(pilot.app.focused, DataTable)
+        await press(pilot, "slash")
+        await pilot.press("ctrl+u", *"algo:p3o circle")  # several terms: all must match
+        await settle(pilot)
+        assert len(cells(table)) == 6 and "6 of 48 rows" in static_text(screen, "#runs-title")
+        await press(pilot, "escape")  # clears the filter
+        assert len(cells(table)) == 48
+
+    run_app(build_app(path, boot=BOOT), scenario)
+
+
+def test_enter_on_a_conditions_row_opens_its_curves(cube_path: Path) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "2", "j", "j", "j", "enter")  # rows sorted by algo: focops goal 15, 25, circle 15, 25
+        assert screen.active_view().VIEW_ID == "curves"
+        row = cells(screen.query_one("#conditions-table", DataTable))[3]
+        assert screen.query_one(CurvesView).condition() == (row[1], float(row[2]))
+        await press(pilot, "5")
+        assert screen.query_one(HistogramsView).data[0] == (row[1], float(row[2]))
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
+def test_curves_follow_the_setting_and_env_steps(cube_path: Path) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "4")
+        view = screen.query_one(CurvesView)
+        assert view.mode() == "train"
+        await press(pilot, "t")  # final expl: the expl evaluations per evaluated iterate
+        assert view.mode() == "expl" and view.is_current()
+        cur = view.shown()[0]
+        im = stats.iterate_metrics(stats.load_suffstats(cube_path), mode="expl")
+        evaluated = [int(j) for j in im["iterate"].values if np.isfinite(im["R"].sel(iterate=j).values).any()]
+        assert [int(j) for j in cur["iterate"].values] == evaluated
+        assert "expl evaluations at" in static_text(screen, "#view-curves .plot-title")
+        await press(pilot, "t", "t", "x")
+        assert view.by_steps and "x: env steps (x)" in static_text(screen, "#view-curves .plot-title")
+        steps = view.data[2]
+        assert steps is not None and float(steps.isel(iterate=0).mean()) > 0
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
+def test_each_key_has_one_meaning() -> None:
+    """No key is bound to two actions across the app, the main screen and the views (a view's key may
+    only repeat another view's key with the same action)."""
+    from saferl_tui.views import VIEW_CLASSES
+    from saferl_tui.views.base import NAV_BINDINGS
+
+    meaning: dict[str, set[str]] = {}
+    for bindings in [SaferlApp.BINDINGS, MainScreen.BINDINGS, NAV_BINDINGS,
+                     *[getattr(cls, "BINDINGS", []) for cls in VIEW_CLASSES]]:
+        for b in bindings:
+            for key in b.key.split(","):  # type: ignore[union-attr]
+                meaning.setdefault(key, set()).add(b.action.split("(")[0])  # type: ignore[union-attr]
+    clashes = {k: v for k, v in meaning.items() if len(v) > 1}
+    # j/k: move down/up (a table row, or the condition of a plot view)
+    allowed = {"j": {"cursor_down", "next_condition"}, "k": {"cursor_up", "prev_condition"},
+               "down": {"next_condition"}, "up": {"prev_condition"}}
+    assert all(v <= allowed.get(k, set()) for k, v in clashes.items()), clashes
+    assert "o" in meaning and meaning["o"] == {"open_path"}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+def test_key_bar_puts_help_first(cube_path: Path, size: tuple[int, int]) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        for key in "123456":
+            await press(pilot, key)
+            text = str(screen.query_one("#keybar").render())
+            assert text.lstrip().startswith("?  Help") and " f " in text and " e " in text and " q " in text
+
+    run_app(build_app(cube_path, boot=BOOT), scenario, size=size)
+
+
+def test_narrow_terminal_shows_one_plot_at_a_time(cube_path: Path) -> None:
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "4")
+        view = screen.query_one(CurvesView)
+        shown = [w.id for w in view.panels() if w.display]
+        assert shown == ["curves-reward"]
+        assert "too small for all 3 plots" in static_text(screen, "#view-curves .plot-note")
+        await press(pilot, "p")
+        assert [w.id for w in view.panels() if w.display] == ["curves-cost"]
+        await press(pilot, "5")
+        hist = screen.query_one(HistogramsView)
+        assert sum(w.display for w in hist.panels()) == 1
+        await pilot.resize_terminal(120, 40)
+        await settle(pilot)
+        assert sum(w.display for w in hist.panels()) == 4
+        await press(pilot, "4")
+        assert view.panel == 1  # p chose the cost plot alone; p again goes on to the next
+        await press(pilot, "p", "p")
+        assert all(w.display for w in view.panels())
+
+    run_app(build_app(cube_path, boot=BOOT), scenario, size=(60, 20))
 
 
 def test_demo_builder_runs_when_path_is_missing(tmp_path: Path) -> None:
@@ -516,7 +751,7 @@ def test_demo_builder_runs_when_path_is_missing(tmp_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         assert screen.model.info is not None and screen.model.info.synthetic
         assert "SYNTHETIC DEMO DATA" in str(screen.query_one("#infobar", Static).render())
-        assert screen.query_one("#summary-table", DataTable).row_count == 4
+        assert screen.query_one("#summary-table", DataTable).row_count == 12
 
     run_app(build_app(tmp_path / "demo.zarr", boot=BOOT, demo_builder=builder), scenario)
 
@@ -551,8 +786,9 @@ def test_selection_model_describe() -> None:
     sel = UISelection(("a", "b"), ("t",), (15.0, 25.0), (0, 1, 2), iterates=(2, 4))
     assert sel.n_runs == 12
     assert sel.describe().startswith("2 algos × 1 tasks × 2 bounds × 3 seeds = 12 runs · Train · iterates 2:4")
+    assert sel.describe_short() == "2a×1t×2b×3s=12 · train · it 2:4"
+    assert sel.tag() .startswith("train_it2-4_2a1t2b3s-") and len(sel.tag()) == len("train_it2-4_2a1t2b3s-") + 6
     assert replace(sel, setting="final_expl").final_setting == "final_expl"
-    assert sel.final_setting == "final_greedy"
     assert sel.cube_selection() == Selection(("a", "b"), ("t",), (15.0, 25.0), (0, 1, 2), (2, 4))
 
 
@@ -615,7 +851,7 @@ def test_netcdf_cube_every_view(cube_path: Path, tmp_path: Path) -> None:
     nc = export_netcdf(cube_path, tmp_path / "cube.nc")
 
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
-        check_summary(screen.query_one("#summary-table", DataTable), agg_for(cube_path, Selection()), "final_greedy")
+        check_summary(screen.query_one("#summary-table", DataTable), agg_for(cube_path, Selection()))
         for key in "23456":
             await press(pilot, key)
             view = screen.active_view()

@@ -1,5 +1,5 @@
 """The CDF view (key 3): empirical CDF of the normalized episodic cost deviation κ with the edges of its
-bootstrap band, for the current setting or all three."""
+bootstrap band, for the current setting or all three (p)."""
 
 from __future__ import annotations
 
@@ -8,45 +8,70 @@ from typing import ClassVar
 
 import numpy as np
 import xarray as xr
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal
-from textual.widgets import Static
+from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
-from cube.metrics import SETTINGS
+from cube.metrics import SETTING, SETTINGS
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import Files, ResultView, algo_colors, nan_none, rendered_files, setting_title
+from saferl_tui.views.base import (
+    BANDS_MIN_ROWS,
+    REF_COLOR,
+    REF_RICH,
+    Files,
+    PlotView,
+    export_exclude,
+    incomplete_note,
+    legend_text,
+    nan_none,
+    rendered_files,
+    set_ticks,
+    setting_title,
+)
 
-XMAX_STEPS = (0.5, 1.0, 2.0, 4.0, 8.0, math.inf)
-"""The x-ranges ([ / ] step through them; inf: the full range)."""
+XRANGES: tuple[tuple[float, float], ...] = ((-0.5, 0.5), (-1.0, 1.0), (-1.0, 2.0), (-1.0, 4.0), (-1.0, 8.0),
+                                            (-math.inf, math.inf))
+"""The κ windows that [ (narrower) and ] (wider) step through; both limits move (κ ≥ −1 always: a cost
+of 0 is κ = −1); the last is the full range."""
 
 
-class CdfView(ResultView):
+class CdfView(PlotView):
     """Empirical CDF of the normalized episodic cost deviation with bootstrap band edges."""
 
     VIEW_ID = "cdf"
     TITLE = "CDF"
     KEY = "3"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("p", "toggle_panels", "All settings / one", id="cdf.panels"),
-        Binding("right_square_bracket", "wider", "x-range +", id="cdf.wider"),
-        Binding("left_square_bracket", "narrower", "x-range −", id="cdf.narrower"),
+        Binding("p", "next_panel", "All settings / one", id="cdf.panels"),
+        Binding("right_square_bracket", "wider", "κ range wider", id="cdf.wider"),
+        Binding("left_square_bracket", "narrower", "κ range narrower", id="cdf.narrower"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.all_panels = False
-        self.xmax = 2.0
+        self.xrange = XRANGES[2]
 
-    def compose_body(self) -> ComposeResult:
-        yield Static("", id="cdf-title", classes="table-title")
-        with Horizontal(id="cdf-plots"):
+    @property
+    def xmax(self) -> float:
+        """The upper end of the κ window."""
+        return self.xrange[1]
+
+    def compose_plots(self) -> ComposeResult:
+        with Grid(id="cdf-plots", classes="plot-grid"):
             for s in SETTINGS:
-                yield PlotextPlot(id=f"cdf-{s}", classes="cdf-plot")
+                plot = PlotextPlot(id=f"cdf-{s}", classes="cdf-plot plot-panel")
+                plot.panel_name = SETTING[s].short  # type: ignore[attr-defined]
+                yield plot
 
     def params(self) -> tuple:
         return (self.all_panels,)
+
+    def describe_params(self) -> dict:
+        return {"all_settings": self.all_panels, "kappa_range": [self.xrange[0], self.xrange[1]]
+                if math.isfinite(self.xrange[1]) else "full"}
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
@@ -57,64 +82,81 @@ class CdfView(ResultView):
         assert self.selection is not None
         return SETTINGS if self.all_panels else (self.selection.setting,)
 
+    def panels(self) -> list:
+        return [self.query_one(f"#cdf-{s}", PlotextPlot) for s in self.shown_settings()] if self.selection else []
+
+    def single_index(self, n: int, fits: bool) -> int:
+        assert self.selection is not None
+        shown = self.shown_settings()
+        return shown.index(self.selection.setting) if self.selection.setting in shown else 0
+
+    def single_note(self, idx: int, n: int, fits: bool) -> str:
+        return (f" terminal {self.app.size.width}x{self.app.size.height} too small for 3 plots: showing the "
+                f"current setting (t changes it)")
+
     def shown(self) -> xr.Dataset:
         """The CDF data on screen: shown settings, kappa within the x-range."""
         cdf = self.data
         assert cdf is not None
         k = cdf["kappa"].values
-        keep = k <= self.xmax if math.isfinite(self.xmax) else np.ones(k.shape, bool)
+        lo, hi = self.xrange
+        keep = (k >= lo) & (k <= hi)
         return cdf.sel(setting=list(self.shown_settings())).isel(kappa=np.flatnonzero(keep))
 
     def render_data(self, cdf: xr.Dataset) -> None:
         sel = self.selection
         assert sel is not None
+        self.arrange_plots()
         shown = self.shown()
-        colors = algo_colors(tuple(str(a) for a in shown["algo"].values), sel.baseline)
+        colors = self.colors_of([str(a) for a in shown["algo"].values])
         kappa = shown["kappa"].values.astype(float)
-        for s in SETTINGS:
+        for s in self.shown_settings():
             widget = self.query_one(f"#cdf-{s}", PlotextPlot)
-            widget.display = s in self.shown_settings()
-            if not widget.display:
-                continue
             plt = widget.plt
             plt.clear_figure()
+            plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
             for a, c in colors.items():  # band edges first, so the curves are drawn over them
                 p = shown.sel(algo=a, setting=s)
                 plt.plot(kappa, nan_none(p["ci_low"].values), color=c, marker="·")
                 plt.plot(kappa, nan_none(p["ci_high"].values), color=c, marker="·")
             for a, c in colors.items():
-                plt.plot(kappa, nan_none(shown["cdf"].sel(algo=a, setting=s).values), color=c, label=a,
-                         marker="braille")
-            plt.vline(0.0, "gray")
+                plt.plot(kappa, nan_none(shown["cdf"].sel(algo=a, setting=s).values), color=c, marker="hd")
+            plt.vline(0.0, REF_COLOR)
             plt.title(setting_title(sel, s))
             plt.xlabel("κ = (c − d)/d")
-            plt.ylim(0, 1)
+            plt.ylabel("P(κ_ep ≤ κ)")
+            set_ticks(plt, "y", 0.0, 1.0, 4)
             if kappa.size:
-                plt.xlim(float(kappa.min()), float(kappa.max()))
+                set_ticks(plt, "x", float(kappa.min()), float(kappa.max()), 5)
             widget.refresh()
-        xr_txt = "full" if not math.isfinite(self.xmax) else f"≤ {self.xmax:g}"
-        self.query_one("#cdf-title", Static).update(
-            f"CDF of normalized cost deviation · lines: CDF, dots: 95% CI band edges · gray: κ=0 · x {xr_txt}"
-            " ([ / ]) · p: all settings / one")
+        lo, hi = self.xrange
+        xr_txt = "full" if not math.isfinite(hi) else f"{lo:g}..{hi:g}"
+        self.set_legend(legend_text(colors, [("┃ κ=0 (cost = d)", REF_RICH), ("· 95% CI band", "")]))
+        text = Text(f"CDF of normalized episodic cost deviation κ, episodes pooled per algorithm · "
+                    f"κ {xr_txt} ([ / ]) · p: all settings / one")
+        text.append_text(incomplete_note(self.incomplete))
+        self.set_title(text)
 
-    def action_toggle_panels(self) -> None:
+    def action_next_panel(self) -> None:
         """Show all three settings side by side, or only the current one."""
         self.all_panels = not self.all_panels
+        self.panel = None
         self.request_data()
 
-    def action_wider(self) -> None:
-        """Extend the x-range (0.5, 1, 2, 4, 8, full)."""
-        i = XMAX_STEPS.index(self.xmax)
-        self.xmax = XMAX_STEPS[min(i + 1, len(XMAX_STEPS) - 1)]
+    def _step(self, step: int) -> None:
+        i = XRANGES.index(self.xrange)
+        self.xrange = XRANGES[max(0, min(len(XRANGES) - 1, i + step))]
         self.redraw()
 
+    def action_wider(self) -> None:
+        """Widen the κ window (both ends): −0.5..0.5, −1..1, −1..2, −1..4, −1..8, full."""
+        self._step(1)
+
     def action_narrower(self) -> None:
-        """Shrink the x-range."""
-        i = XMAX_STEPS.index(self.xmax)
-        self.xmax = XMAX_STEPS[max(i - 1, 0)]
-        self.redraw()
+        """Narrow the κ window."""
+        self._step(-1)
 
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        return rendered_files("saferl_cdf", "cdf", self.shown(), self.selection.baseline)
+        return rendered_files("cdf", "cdf", self.shown(), export_exclude(self.selection))

@@ -1,5 +1,5 @@
 """The Conditions view (key 2): seed mean ± std per (algorithm, task, bound) with per-condition tiers
-(paper tables 4-7), sortable by any column."""
+(paper tables 4-7), sortable by any column, filterable (/), Enter opens a condition's curves."""
 
 from __future__ import annotations
 
@@ -13,8 +13,29 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from cube.metrics import METRIC, METRICS
+from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import Files, ResultView, add_columns, fmt, fmt_tier, rendered_files, setting_title
+from saferl_tui.views.base import (
+    Files,
+    NavTable,
+    ResultView,
+    add_columns,
+    export_exclude,
+    fmt,
+    fmt_tier,
+    incomplete_note,
+    rendered_files,
+    rich_color,
+    row_matches,
+    setting_title,
+)
+
+SORT_BINDINGS: list[BindingType] = [
+    Binding("greater_than_sign", "sort_next", "Sort: next column", id="table.sort_next"),
+    Binding("less_than_sign", "sort_prev", "Sort: previous column", show=False, id="table.sort_prev"),
+    Binding("r", "sort_reverse", "Reverse sort", id="table.sort_reverse"),
+]
+"""Sorting keys shared by the table views (one meaning everywhere)."""
 
 
 class ConditionsView(ResultView):
@@ -23,12 +44,13 @@ class ConditionsView(ResultView):
     VIEW_ID = "conditions"
     TITLE = "Conditions"
     KEY = "2"
+    FILTERABLE = True
     SORT_KEYS = ("algo", "task", "bound", *METRICS, "n_seeds", "tier")
     HEADS: ClassVar[dict[str, str]] = {"algo": "Algorithm", "task": "Task", "bound": "d", "n_seeds": "Seeds",
                                        "tier": "Tier"}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("o", "sort_next", "Sort column", id="conditions.sort"),
-        Binding("O", "sort_reverse", "Reverse sort", id="conditions.reverse"),
+        Binding("enter", "drill", "Curves of the row", id="conditions.drill"),
+        *SORT_BINDINGS,
     ]
     NARROW = 112
     """Below this width (columns): mean and ± std on two lines, no seeds column (counts in the title)."""
@@ -37,17 +59,21 @@ class ConditionsView(ResultView):
         super().__init__()
         self.sort_key = "algo"
         self.sort_desc = False
+        self._shown_rows: list[dict] = []
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="conditions-title", classes="table-title")
-        yield DataTable(id="conditions-table", zebra_stripes=True, cursor_type="row", header_height=2)
+        yield NavTable(id="conditions-table", zebra_stripes=True, cursor_type="row", header_height=2)
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
         return model.conditions(sel, (sel.setting,))
 
+    def describe_params(self) -> dict:
+        return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
+
     def rows(self) -> list[dict]:
-        """Rows of the current setting as plain values, in the current sort order."""
+        """Rows of the current setting as plain values, in the current sort order (before the filter)."""
         ct = self.data
         sel = self.selection
         assert ct is not None and sel is not None
@@ -58,7 +84,8 @@ class ConditionsView(ResultView):
                 for b in sub["bound"].values:
                     p = sub.sel(algo=a, task=t, bound=b)
                     row = {"algo": str(a), "task": str(t), "bound": float(b),
-                           "n_seeds": int(p["n_seeds"]), "tier": float(p["tier"])}
+                           "n_seeds": int(p["n_seeds"]), "tier": float(p["tier"]),
+                           "incomplete": self.incomplete.get((str(a), str(t), float(b)), 0)}
                     for m in METRICS:
                         row[m] = float(p[f"{m}_mean"])
                         row[f"{m}_std"] = float(p[f"{m}_std"])
@@ -86,32 +113,65 @@ class ConditionsView(ResultView):
         for k in keys:
             label = self.HEADS.get(k) or (METRIC[k].label if narrow else f"{METRIC[k].label}\nmean ± std")
             labels.append(label + ((" ▼" if self.sort_desc else " ▲") if k == self.sort_key else ""))
-        rows = self.rows()
+        all_rows = self.rows()
+        any_incomplete = any(r["incomplete"] for r in all_rows)
+        if any_incomplete:
+            keys.append("incomplete")
+            labels.append("◐")
+        colors = self.colors_of(sel.algos)
         sep = "\n±" if narrow else " ± "
-        all_cells = []
-        for r in rows:
-            dim = "dim" if r["algo"] == sel.baseline else ""
-            cells = [Text(r["algo"], style=dim), Text(r["task"], style=dim), Text(f"{r['bound']:g}", style=dim)]
-            cells += [Text(f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", style=dim, justify="right") for m in METRICS]
+        shown, all_cells = [], []
+        for r in all_rows:
+            cells = [Text(r["algo"], style=f"bold {rich_color(colors[r['algo']])}"), Text(r["task"]),
+                     Text(f"{r['bound']:g}")]
+            cells += [Text(f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", justify="right") for m in METRICS]
             if not narrow:
-                cells.append(Text(str(r["n_seeds"]), style=dim, justify="right"))
-            cells.append(Text(fmt_tier(r["tier"]), style=dim, justify="right"))
+                cells.append(Text(str(r["n_seeds"]), justify="right"))
+            cells.append(Text(fmt_tier(r["tier"]), justify="right"))
+            if any_incomplete:
+                k = r["incomplete"]
+                cells.append(Text(f"◐{k}" if k else "", style="bold dark_orange"))
+            plain = {"algo": r["algo"], "task": r["task"], "bound": f"{r['bound']:g}", "d": f"{r['bound']:g}",
+                     "tier": fmt_tier(r["tier"]), "status": "incomplete" if r["incomplete"] else "complete"}
+            if self.filter_text and not row_matches(plain, self.filter_text):
+                continue
+            shown.append(r)
             all_cells.append(cells)
+        self._shown_rows = shown
         add_columns(table, list(zip(labels, keys, strict=True)), all_cells)
         for i, cells in enumerate(all_cells):
             table.add_row(*cells, key=str(i), height=2 if narrow else 1)
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
-        seeds = sorted({r["n_seeds"] for r in rows})
+        seeds = sorted({r["n_seeds"] for r in all_rows})
         n_seeds = f" · seeds per condition: {seeds[0]}" + (f"–{seeds[-1]}" if len(seeds) > 1 else "") if seeds else ""
-        self.query_one("#conditions-title", Static).update(
-            f"{setting_title(sel, sel.setting)}: seed mean ± std per condition{n_seeds if narrow else ''}"
-            f" · sorted by {self.sort_key} {'desc' if self.sort_desc else 'asc'} (o / O, or click a header)")
+        title = Text(f"{setting_title(sel, sel.setting)}: seed mean ± std per condition{n_seeds if narrow else ''}"
+                     f" · sorted by {self.sort_key} {'desc' if self.sort_desc else 'asc'} (> next, r reverse)"
+                     f" · enter: curves{self.filter_suffix(len(shown), len(all_rows))}")
+        title.append_text(incomplete_note(self.incomplete))
+        self.query_one("#conditions-title", Static).update(title)
+
+    def action_drill(self) -> None:
+        """Open the highlighted condition's curves and histograms."""
+        table = self.query_one("#conditions-table", DataTable)
+        if self._shown_rows and 0 <= table.cursor_row < len(self._shown_rows):
+            r = self._shown_rows[table.cursor_row]
+            self.post_message(ConditionChosen(r["task"], r["bound"]))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_drill()
 
     def action_sort_next(self) -> None:
         """Sort by the next column."""
         i = self.SORT_KEYS.index(self.sort_key)
         self.sort_key = self.SORT_KEYS[(i + 1) % len(self.SORT_KEYS)]
+        self.redraw()
+
+    def action_sort_prev(self) -> None:
+        """Sort by the previous column."""
+        i = self.SORT_KEYS.index(self.sort_key)
+        self.sort_key = self.SORT_KEYS[(i - 1) % len(self.SORT_KEYS)]
         self.redraw()
 
     def action_sort_reverse(self) -> None:
@@ -121,6 +181,8 @@ class ConditionsView(ResultView):
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         key = str(event.column_key.value)
+        if key not in self.SORT_KEYS:
+            return
         if key == self.sort_key:
             self.sort_desc = not self.sort_desc
         else:
@@ -131,5 +193,4 @@ class ConditionsView(ResultView):
         if self.data is None or self.selection is None:
             return []
         s = self.selection.setting
-        return rendered_files(f"saferl_conditions_{s}", "conditions", self.data.sel(setting=[s]),
-                              self.selection.baseline)
+        return rendered_files("conditions", "conditions", self.data.sel(setting=[s]), export_exclude(self.selection))

@@ -1,5 +1,6 @@
-"""The Curves view (key 4): reward, cost (bound drawn) and multiplier per training iterate of one
-condition: seed mean ± std after a moving average."""
+"""The Curves view (key 4): reward, cost (bound drawn) and multiplier of one condition, seed mean ± std
+after a moving average, against training iterates or env steps (x). The setting (t) picks the episodes:
+train, or the expl / greedy evaluations at the iterates the cube evaluated."""
 
 from __future__ import annotations
 
@@ -11,105 +12,182 @@ import xarray as xr
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
-from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from cube.metrics import METRIC
+from cube.metrics import METRIC, SETTING
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
+    BANDS_MIN_ROWS,
+    REF_COLOR,
+    REF_RICH,
     ConditionCycler,
     Files,
-    algo_colors,
     condition_bindings,
     condition_label,
+    legend_text,
     nan_none,
+    padded_range,
+    set_ticks,
     table_files,
 )
 
 WINDOWS = (1, 2, 3, 5, 10, 20, 50)
 """Moving-average windows (iterates) that + / − step through."""
+PANELS = (("curves-reward", "reward"), ("curves-cost", "cost"), ("curves-mult", "multiplier"))
 
 
 class CurvesView(ConditionCycler):
-    """Reward, cost (bound drawn) and multiplier per iterate: seed mean ± std, moving average."""
+    """Reward, cost (bound drawn) and multiplier per iterate or env step: seed mean ± std, moving average."""
 
     VIEW_ID = "curves"
     TITLE = "Curves"
     KEY = "4"
     BINDINGS: ClassVar[list[BindingType]] = [
         *condition_bindings(VIEW_ID),
-        Binding("plus,equals_sign", "window(1)", "Window +", id="curves.window_up"),
-        Binding("minus", "window(-1)", "Window −", id="curves.window_down"),
+        Binding("x", "toggle_x", "x: iterates / env steps", id="curves.x"),
+        Binding("plus,equals_sign", "adjust(1)", "Smoothing +", id="curves.window_up"),
+        Binding("minus", "adjust(-1)", "Smoothing −", id="curves.window_down"),
+        Binding("p", "next_panel", "Next plot / all", id="curves.panels"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.window = 1
+        self.by_steps = False
 
-    def compose_body(self) -> ComposeResult:
-        yield Static("", id="curves-title", classes="table-title")
-        with Grid(id="curves-grid"):
-            yield PlotextPlot(id="curves-reward")
-            yield PlotextPlot(id="curves-cost")
-            yield PlotextPlot(id="curves-mult")
+    def compose_plots(self) -> ComposeResult:
+        with Grid(id="curves-grid", classes="plot-grid"):
+            for wid, name in PANELS:
+                plot = PlotextPlot(id=wid, classes="plot-panel")
+                plot.panel_name = name  # type: ignore[attr-defined]
+                yield plot
+
+    def mode(self) -> str:
+        """Which episodes: train, or the expl / greedy evaluations (from the setting, t)."""
+        return SETTING[self.selection.setting].mode if self.selection is not None else "train"
 
     def params(self) -> tuple:
-        return (self.window,)
+        return (self.window, self.mode())
+
+    def describe_params(self) -> dict:
+        cond = self.condition()
+        return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]}, "window": self.window,
+                "x": "env_steps" if self.by_steps else "iterate", "episodes": self.mode()}
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple:
-        return model.curves(sel, params[0])
+        window, mode = params
+        return model.curves(sel, window, mode)
 
     def shown(self) -> tuple[xr.Dataset, xr.Dataset | None, tuple[str, float]] | None:
         """(curves, multiplier, condition) of the condition on screen."""
         cond = self.condition()
         if self.data is None or cond is None:
             return None
-        curves, mult = self.data
+        curves, mult = self.data[0], self.data[1]
         t, b = cond
         return curves.sel(task=t, bound=b), (mult.sel(task=t, bound=b) if mult is not None else None), cond
+
+    def _x(self, iterates: np.ndarray, algo: str, cond: tuple[str, float]) -> np.ndarray:
+        """The x values of an algorithm's curve: iterates, or its seed-mean env steps at those iterates."""
+        steps = self.data[2] if self.data is not None and len(self.data) > 2 else None
+        if not self.by_steps or steps is None:
+            return iterates.astype(float)
+        s = steps.sel(algo=algo, task=cond[0], bound=cond[1]).sel(iterate=iterates)
+        return np.asarray(s.values, dtype=float)
 
     def render_data(self, data: tuple) -> None:
         sel = self.selection
         assert sel is not None
+        self.arrange_plots()
         shown = self.shown()
         if shown is None:
             return
-        cur, mult, (task, bound) = shown
-        colors = algo_colors(tuple(str(a) for a in cur["algo"].values), sel.baseline)
-        x = cur["iterate"].values.astype(float).tolist()
-        for wid, var, title in (("curves-reward", "R", f"Reward {METRIC['R'].label}"),
-                                ("curves-cost", "C", f"Cost {METRIC['C'].label} (d={bound:g})")):
-            plt = self.query_one(f"#{wid}", PlotextPlot).plt
+        cur, mult, cond = shown
+        task, bound = cond
+        colors = self.colors_of([str(a) for a in cur["algo"].values])
+        iters = cur["iterate"].values
+        has_steps = len(data) > 2 and data[2] is not None
+        xlabel = "env steps (seed mean)" if self.by_steps and has_steps else "iterate"
+        mode = self.mode()
+        episodes = "train episodes" if mode == "train" else f"{mode} evaluations"
+        xs = {a: self._x(iters, a, cond) for a in colors}
+        xall = np.concatenate(list(xs.values())) if xs else np.array([0.0])
+        if mult is not None and colors:  # the whole training range: evaluations sit where they were made
+            xall = np.concatenate([xall, *[self._x(mult["iterate"].values, a, cond) for a in colors]])
+        bands = self.plot_rows() >= BANDS_MIN_ROWS
+        for wid, var, title in (("curves-reward", "R", f"Reward {METRIC['R'].label} ({mode})"),
+                                ("curves-cost", "C", f"Cost {METRIC['C'].label} ({mode})")):
+            widget = self.query_one(f"#{wid}", PlotextPlot)
+            plt = widget.plt
             plt.clear_figure()
+            plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
+            ys = []
             for a, c in colors.items():
-                _band(plt, x, cur[f"{var}_mean"].sel(algo=a).values, cur[f"{var}_std"].sel(algo=a).values, c, a)
+                m, s = cur[f"{var}_mean"].sel(algo=a).values, cur[f"{var}_std"].sel(algo=a).values
+                _band(plt, xs[a], m, s if bands else None, c)
+                ys += [m - s, m + s] if bands else [m]
+            ylo, yhi = padded_range(*ys, *([np.array([bound])] if var == "C" else []))
             if var == "C":
-                plt.hline(bound, "gray")
+                plt.hline(bound, REF_COLOR)
             plt.title(title)
-            plt.xlabel("iterate")
-            _int_ticks(plt, x)
-            self.query_one(f"#{wid}", PlotextPlot).refresh()
-        mplot = self.query_one("#curves-mult", PlotextPlot)
-        plt = mplot.plt
+            plt.xlabel(xlabel)
+            plt.ylabel(f"{METRIC[var].label} per episode")
+            set_ticks(plt, "x", *_xrange(xall), 5, integer=not self.by_steps)
+            set_ticks(plt, "y", ylo, yhi, 4)
+            widget.refresh()
+        self._render_mult(mult, colors, xall, xlabel, cond, bands)
+        n_eval = int(np.isfinite(cur["R_mean"].values).any(axis=0).sum()) if cur["R_mean"].ndim > 1 else 0
+        legend_extra = [("━ bound d", REF_RICH),
+                        ("· ± std over seeds" if bands else "(± std: taller plots, p)", "dim")]
+        self.set_legend(legend_text(colors, legend_extra))
+        title = self.condition_text(task, bound)
+        smooth = f"smoothed over {self.window} {'evaluation' if mode != 'train' else 'iterate'}" + (
+            "s" if self.window > 1 else "")
+        title.append(f" · {episodes}" + (f" at {n_eval} evaluated iterate{'s' if n_eval != 1 else ''}"
+                                         if mode != "train" else "")
+                     + f" (t) · seed mean, {smooth} (+/−) · x: {'env steps' if self.by_steps else 'iterate'} (x)")
+        if self.by_steps and not has_steps:
+            title.append(" · this cube has no env steps", style="dark_orange")
+        self.set_title(title)
+
+    def _render_mult(self, mult: xr.Dataset | None, colors: dict, xall: np.ndarray, xlabel: str,
+                     cond: tuple[str, float], bands: bool) -> None:
+        widget = self.query_one("#curves-mult", PlotextPlot)
+        plt = widget.plt
         plt.clear_figure()
+        plt.frame(bands)
+        any_mult = False
+        ys = []
         if mult is not None:
+            it = mult["iterate"].values
             for a, c in colors.items():
                 m = mult["mult_mean"].sel(algo=a).values
                 if np.isfinite(m).any():
-                    _band(plt, x, m, mult["mult_std"].sel(algo=a).values, c, a)
-        plt.title("Multiplier (λ / κ / ν)" if mult is not None else "no multiplier in this cube")
-        plt.xlabel("iterate")
-        _int_ticks(plt, x)
-        mplot.refresh()
-        self.query_one("#curves-title", Static).update(
-            f"{self.condition_text(task, bound)} · train episodes · seed mean ± std (dots) · moving average "
-            f"{self.window} iterate{'s' if self.window > 1 else ''} (+ / −)")
+                    s = mult["mult_std"].sel(algo=a).values
+                    _band(plt, self._x(it, a, cond), m, s if bands else None, c)
+                    ys += [m - s, m + s] if bands else [m]
+                    any_mult = True
+            x_mult = np.concatenate([self._x(it, a, cond) for a in colors]) if colors else xall
+        else:
+            x_mult = xall
+        plt.title("Multiplier λ/κ/ν (train)" if any_mult else "no multiplier (in this cube or selection)")
+        plt.xlabel(xlabel)
+        plt.ylabel("multiplier")
+        set_ticks(plt, "x", *_xrange(x_mult), 5, integer=not self.by_steps)
+        if any_mult:
+            set_ticks(plt, "y", *padded_range(*ys), 4)
+        widget.refresh()
 
     def condition_changed(self) -> None:
         self.redraw()  # the data holds every condition
 
-    def action_window(self, step: int) -> None:
+    def action_toggle_x(self) -> None:
+        """Plot against training iterates or against env steps (seed mean per iterate)."""
+        self.by_steps = not self.by_steps
+        self.redraw()
+
+    def action_adjust(self, step: int) -> None:
         """Grow or shrink the moving-average window along 1, 2, 3, 5, 10, 20, 50 iterates."""
         i = WINDOWS.index(self.window) if self.window in WINDOWS else 0
         new = WINDOWS[max(0, min(len(WINDOWS) - 1, i + step))]
@@ -122,30 +200,40 @@ class CurvesView(ConditionCycler):
         if shown is None:
             return []
         cur, mult, (task, bound) = shown
-        header = ["algo", "task", "bound", "iterate", "window", "R_mean", "R_std", "C_mean", "C_std",
-                  "mult_mean", "mult_std"]
+        header = ["algo", "task", "bound", "iterate", "env_steps", "episodes", "window", "R_mean", "R_std",
+                  "C_mean", "C_std", "mult_mean", "mult_std"]
+        steps = self.data[2] if self.data is not None else None
         rows = []
         for a in cur["algo"].values:
             for j in cur["iterate"].values:
                 p = cur.sel(algo=a, iterate=j)
                 mm = mult.sel(algo=a, iterate=j) if mult is not None else None
-                rows.append([str(a), task, bound, int(j), self.window, float(p["R_mean"]), float(p["R_std"]),
-                             float(p["C_mean"]), float(p["C_std"]),
+                st = float(steps.sel(algo=a, task=task, bound=bound, iterate=j)) if steps is not None else math.nan
+                rows.append([str(a), task, bound, int(j), st, self.mode(), self.window,
+                             float(p["R_mean"]), float(p["R_std"]), float(p["C_mean"]), float(p["C_std"]),
                              float(mm["mult_mean"]) if mm is not None else math.nan,
                              float(mm["mult_std"]) if mm is not None else math.nan])
-        return table_files(f"saferl_curves_{task}_d{bound:g}", header, rows,
-                           f"Training curves, {condition_label(task, bound)}, moving average {self.window}")
+        return table_files(f"curves_{task}_d{bound:g}", header, rows,
+                           f"Curves ({self.mode()} episodes), {condition_label(task, bound)}, "
+                           f"moving average {self.window}")
 
 
-def _band(plt: Any, x: list[float], mean: np.ndarray, std: np.ndarray, color: str, label: str) -> None:
-    """Plot a mean line (labelled) and mean ± std as dotted lines of the same colour."""
-    plt.plot(x, nan_none(mean - std), color=color, marker="·")
-    plt.plot(x, nan_none(mean + std), color=color, marker="·")
-    plt.plot(x, nan_none(mean), color=color, label=label, marker="braille")
+def _xrange(x: np.ndarray) -> tuple[float, float]:
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    return (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
 
 
-def _int_ticks(plt: Any, x: list[float], n: int = 6) -> None:
-    """Integer x ticks (iterates) spread over the axis."""
-    if x:
-        ticks = sorted({int(round(t)) for t in np.linspace(min(x), max(x), min(n, len(x)))})
-        plt.xticks(ticks, [str(t) for t in ticks])
+def _band(plt: Any, x: np.ndarray, mean: np.ndarray, std: np.ndarray | None, color: Any) -> None:
+    """Plot a mean line and (``std`` not None) mean ± std as dotted lines of the same colour (points where
+    x and the mean are finite; a lone point gets a marker)."""
+    x = np.asarray(x, float)
+    ok = np.isfinite(x) & np.isfinite(mean)
+    if not ok.any():
+        return
+    xs = x[ok].tolist()
+    if std is not None and np.isfinite(std[ok]).any():
+        lo, hi = (mean - std)[ok], (mean + std)[ok]
+        plt.plot(xs, nan_none(lo), color=color, marker="·")
+        plt.plot(xs, nan_none(hi), color=color, marker="·")
+    plt.plot(xs, mean[ok].tolist(), color=color, marker="hd" if ok.sum() > 1 else "●")

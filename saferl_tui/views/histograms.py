@@ -1,19 +1,30 @@
 """The Histograms view (key 5): final episodic cost distribution of one condition, expl vs greedy, one
-plot per algorithm, the bound d marked."""
+plot per algorithm in its colour (expl ░, greedy █), the bound d marked."""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
-from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import ConditionCycler, Files, condition_bindings, condition_label, table_files
+from saferl_tui.views.base import (
+    BANDS_MIN_ROWS,
+    REF_COLOR,
+    REF_RICH,
+    ConditionCycler,
+    Files,
+    condition_bindings,
+    condition_label,
+    set_ticks,
+    table_files,
+)
+
+EXPL_MARK, GREEDY_MARK = "░", "█"
 
 
 class HistogramsView(ConditionCycler):
@@ -24,8 +35,9 @@ class HistogramsView(ConditionCycler):
     KEY = "5"
     BINDINGS: ClassVar[list[BindingType]] = [
         *condition_bindings(VIEW_ID),
-        Binding("plus,equals_sign", "bins(5)", "Bins +", id="histograms.bins_up"),
-        Binding("minus", "bins(-5)", "Bins −", id="histograms.bins_down"),
+        Binding("plus,equals_sign", "adjust(1)", "Bins +", id="histograms.bins_up"),
+        Binding("minus", "adjust(-1)", "Bins −", id="histograms.bins_down"),
+        Binding("p", "next_panel", "Next plot / all", id="histograms.panels"),
     ]
 
     def __init__(self) -> None:
@@ -33,12 +45,15 @@ class HistogramsView(ConditionCycler):
         self.bins = 20
         self._plots: list[str] = []
 
-    def compose_body(self) -> ComposeResult:
-        yield Static("", id="hist-title", classes="table-title")
-        yield Grid(id="hist-grid")
+    def compose_plots(self) -> ComposeResult:
+        yield Grid(id="hist-grid", classes="plot-grid")
 
     def params(self) -> tuple:
         return (self.condition(), self.bins)
+
+    def describe_params(self) -> dict:
+        cond = self.condition()
+        return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]}, "bins": self.bins}
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> Any:
@@ -52,7 +67,12 @@ class HistogramsView(ConditionCycler):
             return
         grid = self.query_one("#hist-grid", Grid)
         await grid.remove_children()
-        await grid.mount_all([PlotextPlot(classes="hist-plot") for _ in algos])
+        plots = []
+        for a in algos:
+            plot = PlotextPlot(classes="hist-plot plot-panel")
+            plot.panel_name = a  # type: ignore[attr-defined]
+            plots.append(plot)
+        await grid.mount_all(plots)
         self._plots = list(algos)
 
     def watch_data(self, data: Any) -> None:
@@ -69,30 +89,38 @@ class HistogramsView(ConditionCycler):
         sel = self.selection
         assert sel is not None
         (task, bound), (hists, costs) = data
+        self.arrange_plots()
+        colors = self.colors_of(list(hists))
+        top = max((int(max(c["expl"].max(), c["greedy"].max())) for _, c in hists.values()), default=1)
         for widget, a in zip(self.query(".hist-plot").results(PlotextPlot), hists, strict=False):
             edges, counts = hists[a]
             centers = 0.5 * (edges[:-1] + edges[1:])
             width = float(edges[1] - edges[0])
             plt = widget.plt
             plt.clear_figure()
-            plt.bar((centers - width / 4).tolist(), counts["expl"].tolist(), color="blue", label="expl", width=0.4)
-            plt.bar((centers + width / 4).tolist(), counts["greedy"].tolist(), color="orange", label="greedy",
+            plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
+            c = colors[a]
+            plt.bar((centers - width / 4).tolist(), counts["expl"].tolist(), color=c, marker=EXPL_MARK, width=0.4)
+            plt.bar((centers + width / 4).tolist(), counts["greedy"].tolist(), color=c, marker=GREEDY_MARK,
                     width=0.4)
-            plt.vline(bound, "red")
-            ticks = np.linspace(edges[0], edges[-1], 5)
-            plt.xticks(ticks.tolist(), [f"{t:.3g}" for t in ticks])
-            plt.xlim(float(edges[0]), float(edges[-1]))
+            plt.vline(bound, REF_COLOR)
+            set_ticks(plt, "x", float(edges[0]), float(edges[-1]), 4)
+            set_ticks(plt, "y", 0.0, top * 1.05, 3, integer=True)
             n_e, n_g = costs[a]["expl"].size, costs[a]["greedy"].size
-            plt.title(f"{a}  (expl n={n_e}, greedy n={n_g})")
-            plt.xlabel("final episodic cost (red: d)")
+            plt.title(f"{a} (n={n_e}/{n_g})")
+            plt.xlabel("final episodic cost")
+            plt.ylabel("episodes")
             widget.refresh()
-        self.query_one("#hist-title", Static).update(
-            f"{self.condition_text(task, bound)} · final policy episodic cost, selected seeds pooled · blue expl,"
-            f" orange greedy · {self.bins} bins (+ / −) · red line: d")
+        self.set_legend(Text.assemble(
+            (f" {EXPL_MARK}{EXPL_MARK} expl  ", "bold"), (f"{GREEDY_MARK}{GREEDY_MARK} greedy", "bold"),
+            ("  ┃ bound d", REF_RICH), ("  · colour: algorithm · same y scale", "dim")))
+        title = self.condition_text(task, bound)
+        title.append(f" · final policy, seeds pooled · n = expl/greedy episodes · {self.bins} bins (+/−)")
+        self.set_title(title)
 
-    def action_bins(self, step: int) -> None:
+    def action_adjust(self, step: int) -> None:
         """More or fewer histogram bins (5..100)."""
-        new = max(5, min(100, self.bins + step))
+        new = max(5, min(100, self.bins + 5 * step))
         if new != self.bins:
             self.bins = new
             self.request_data()
@@ -104,5 +132,5 @@ class HistogramsView(ConditionCycler):
         header = ["algo", "bin_low", "bin_high", "expl", "greedy"]
         rows = [[a, float(edges[i]), float(edges[i + 1]), int(counts["expl"][i]), int(counts["greedy"][i])]
                 for a, (edges, counts) in hists.items() for i in range(len(edges) - 1)]
-        return table_files(f"saferl_hist_{task}_d{bound:g}", header, rows,
+        return table_files(f"hist_{task}_d{bound:g}", header, rows,
                            f"Final episodic cost histogram, {condition_label(task, bound)} (counts)")

@@ -1,17 +1,31 @@
-"""The Runs view (key 6): the run manifest (status, env steps, iterates, config) of every selected run."""
+"""The Runs view (key 6): the run manifest (status, env steps, iterates, config) of every selected run,
+incomplete runs first, sortable (> / r) and filterable (/ status:partial algo:ppo task:goal)."""
 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.binding import BindingType
+from textual.widgets import Static
 
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import Files, ResultView, add_columns, table_files
+from saferl_tui.views.base import (
+    Files,
+    NavTable,
+    ResultView,
+    add_columns,
+    rich_color,
+    row_matches,
+    table_files,
+)
+from saferl_tui.views.conditions import SORT_BINDINGS
 
-STATUS_STYLE = {"complete": "green", "partial": "yellow", "pending": "red"}
+STATUS_STYLE = {"complete": "green", "partial": "bold dark_orange", "pending": "bold red"}
+STATUS_ORDER = {"pending": 0, "partial": 1, "unknown": 2, "complete": 3}
+"""Default order: the runs that need attention first."""
 
 
 class RunsView(ResultView):
@@ -20,37 +34,98 @@ class RunsView(ResultView):
     VIEW_ID = "runs"
     TITLE = "Runs"
     KEY = "6"
+    FILTERABLE = True
     HEADER = ("algo", "task", "bound", "seed", "status", "steps", "iterates", "config")
+    BINDINGS: ClassVar[list[BindingType]] = list(SORT_BINDINGS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_key = "status"
+        self.sort_desc = False
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="runs-title", classes="table-title")
-        yield DataTable(id="runs-table", zebra_stripes=True, cursor_type="row")
+        yield NavTable(id="runs-table", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> list[dict]:
         return model.runs(sel)
 
+    def describe_params(self) -> dict:
+        return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
+
+    def shown_rows(self) -> list[dict]:
+        """The rows on screen: filtered, then sorted (status: incomplete first; ties in cube order)."""
+        rows = [r for r in self.data or [] if not self.filter_text or row_matches(_plain(r), self.filter_text)]
+
+        def key(r: dict) -> tuple:
+            v = r[self.sort_key]
+            if self.sort_key == "status":
+                return (0, STATUS_ORDER.get(v, 2))
+            if isinstance(v, float) and not math.isfinite(v):
+                return (1, 0.0)
+            return (0, v)
+
+        return sorted(rows, key=key, reverse=self.sort_desc)
+
     def render_data(self, rows: list[dict]) -> None:
-        table = self.query_one("#runs-table", DataTable)
+        sel = self.selection
+        assert sel is not None
+        table = self.query_one("#runs-table", NavTable)
+        cursor = table.cursor_row
         table.clear(columns=True)
-        all_cells = [[Text(r["algo"]), Text(r["task"]), Text(f"{r['bound']:g}"), Text(str(r["seed"])),
+        colors = self.colors_of(sel.algos)
+        shown = self.shown_rows()
+        all_cells = [[Text(r["algo"], style=rich_color(colors[r["algo"]]) if r["algo"] in colors else ""),
+                      Text(r["task"]), Text(f"{r['bound']:g}"), Text(str(r["seed"])),
                       Text(r["status"], style=STATUS_STYLE.get(r["status"], "")),
                       Text(_steps(r["steps"]), justify="right"), Text(str(r["iterates"]), justify="right"),
-                      Text(r["config"])] for r in rows]
-        add_columns(table, [(h, h) for h in self.HEADER], all_cells)
+                      Text(r["config"])] for r in shown]
+        labels = [h + ((" ▼" if self.sort_desc else " ▲") if h == self.sort_key else "") for h in self.HEADER]
+        add_columns(table, list(zip(labels, self.HEADER, strict=True)), all_cells)
         for i, cells in enumerate(all_cells):
             table.add_row(*cells, key=str(i))
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
         counts: dict[str, int] = {}
         for r in rows:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
-        self.query_one("#runs-title", Static).update(
-            f"{len(rows)} runs · " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+        title = Text(f"{len(rows)} runs · ")
+        for i, (k, v) in enumerate(sorted(counts.items(), key=lambda kv: STATUS_ORDER.get(kv[0], 2))):
+            title.append(", " if i else "")
+            title.append(f"{k}: {v}", style=STATUS_STYLE.get(k, ""))
+        title.append(f" · sorted by {self.sort_key} (> next, r reverse) · / filters (status:partial algo:ppo)"
+                     f"{self.filter_suffix(len(shown), len(rows))}")
+        self.query_one("#runs-title", Static).update(title)
+
+    def action_sort_next(self) -> None:
+        """Sort by the next column."""
+        i = self.HEADER.index(self.sort_key)
+        self.sort_key = self.HEADER[(i + 1) % len(self.HEADER)]
+        self.redraw()
+
+    def action_sort_prev(self) -> None:
+        """Sort by the previous column."""
+        i = self.HEADER.index(self.sort_key)
+        self.sort_key = self.HEADER[(i - 1) % len(self.HEADER)]
+        self.redraw()
+
+    def action_sort_reverse(self) -> None:
+        """Reverse the sort order."""
+        self.sort_desc = not self.sort_desc
+        self.redraw()
 
     def export_tables(self) -> Files:
         if self.data is None:
             return []
-        rows = [[r[h] for h in self.HEADER] for r in self.data]
-        return table_files("saferl_runs", self.HEADER, rows, "Run manifest")
+        rows = [[r[h] for h in self.HEADER] for r in self.shown_rows()]
+        return table_files("runs", self.HEADER, rows, "Run manifest")
+
+
+def _plain(r: dict) -> dict[str, str]:
+    """A run row as the text the filter matches."""
+    return {"algo": r["algo"], "task": r["task"], "bound": f"{r['bound']:g}", "d": f"{r['bound']:g}",
+            "seed": str(r["seed"]), "status": r["status"], "config": r["config"]}
 
 
 def _steps(v: float) -> str:

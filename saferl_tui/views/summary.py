@@ -1,120 +1,207 @@
-"""The Summary view (key 1): paper Table 2 (IQM, train and final side by side, tiers) and the CIs of the
-current setting."""
+"""The Summary view (key 1): paper Table 2 for all three settings (train, final expl, final greedy) side by
+side with the tier per setting, the greedy-minus-expl gap with its CI, the differences to the baseline,
+and the CIs of the current setting (t)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
-from cube.metrics import METRIC, METRICS, SETTING, best_label
+from cube.errors import CubeError
+from cube.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
     Files,
+    NavTable,
     ResultView,
     add_columns,
+    export_exclude,
     fmt,
+    fmt_signed,
     fmt_tier,
+    incomplete_note,
     iter_text,
     rendered_files,
+    rich_color,
     setting_title,
     tier_name,
 )
 
-HIGHER_TEXT = ", ".join(METRIC[m].label for m in METRICS if METRIC[m].higher_is_better)
+BEST = "bold underline"
+NOT_SAFE_MARK = "†"
 
 
 class SummaryView(ResultView):
-    """Paper Table 2 (IQM, train and final side by side, tiers) and the CIs of the current setting."""
+    """Table 2 for the three settings (IQM, tiers), the greedy-expl gap, Δ to the baseline, and CIs."""
 
     VIEW_ID = "summary"
     TITLE = "Summary"
     KEY = "1"
     NARROW = 110
-    """Below this width (columns) the tables switch to a long layout: one row per algorithm and setting."""
+    """Below this width: the gap and CIs on several lines."""
+    WIDE_DELTA = 150
+    """From this width the Δ-to-baseline columns sit next to the IQMs; below, in their own table."""
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(classes="view-body"):
             yield Static("", id="summary-title", classes="table-title")
-            yield DataTable(id="summary-table", zebra_stripes=True, cursor_type="row", header_height=2)
-            yield Static("", id="summary-ci-title", classes="table-title")
-            yield DataTable(id="summary-ci", zebra_stripes=True, cursor_type="row")
+            yield NavTable(id="summary-table", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="summary-gap-title", classes="table-title section-title")
+            yield NavTable(id="summary-gap", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="summary-delta-title", classes="table-title section-title")
+            yield NavTable(id="summary-delta", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="summary-ci-title", classes="table-title section-title")
+            yield NavTable(id="summary-ci", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
-    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        return model.aggregate(sel, tuple(dict.fromkeys(("train", sel.final_setting, sel.setting))))
+    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any]:
+        agg = model.aggregate(sel, SETTINGS)
+        try:
+            gap: Any = model.gap(sel)
+        except CubeError as exc:  # e.g. no final evaluations: the rest of the Summary still shows
+            gap = str(exc)
+        return agg, gap
 
-    def _pair(self) -> tuple[str, str]:
-        assert self.selection is not None
-        return "train", self.selection.final_setting
+    def algo_cell(self, a: str, sel: UISelection, first: bool = True) -> Text:
+        """The algorithm's name in its colour, † when it is not safe RL ('' on follow-up rows)."""
+        if not first:
+            return Text("")
+        color = self.colors_of(sel.algos).get(a)
+        text = Text(a, style=f"bold {rich_color(color)}" if color else "bold")
+        if a in sel.not_safe:
+            text.append(NOT_SAFE_MARK, style="bold")
+        return text
 
-    def render_data(self, agg: xr.Dataset) -> None:
+    def render_data(self, data: tuple[xr.Dataset, Any]) -> None:
         sel = self.selection
         assert sel is not None
-        pair = self._pair()
+        agg, gap = data
         cube = _AggArrays(agg)
-        exclude = [sel.baseline] if sel.baseline else []
-        best = {(m, s): best_label({a: cube.get("value", a, s, m) for a in cube.algos}, m, exclude)
-                for m in METRICS for s in pair}
         narrow = self.layout_narrow()
-        table = self.query_one("#summary-table", DataTable)
+        exclude = [a for a in cube.algos if a in sel.not_safe]
+        best = {(m, s): best_label({a: cube.get("value", a, s, m) for a in cube.algos}, m, exclude)
+                for m in METRICS for s in SETTINGS}
+        base = sel.baseline if sel.baseline in cube.algos else None
+        inline_delta = base is not None and self.size.width >= self.WIDE_DELTA
+        table = self.query_one("#summary-table", NavTable)
+        cursor = table.cursor_row
         table.clear(columns=True)
-        table.header_height = 1 if narrow else 2
-        columns: list[tuple[str | Text, str]] = [("Algorithm", "algo")]
-        if narrow:
-            columns.append(("Setting", "setting"))
-            columns += [(Text(f"IQM {METRIC[m].label}", justify="right"), m) for m in METRICS]
-            columns.append(("Tier", "tier"))
-        else:
-            columns += [(Text(f"{METRIC[m].label}\n{SETTING[s].short}", justify="right"), f"{m}:{s}")
-                        for m in METRICS for s in pair]
-            columns += [(Text(f"Tier\n{SETTING[s].short}", justify="right"), f"tier:{s}") for s in pair]
-
-        def cell(a: str, m: str, s: str) -> Text:
-            style = "dim" if a == sel.baseline else ("bold" if best[(m, s)] == a else "")
-            return Text(fmt(cube.get("value", a, s, m)), style=style, justify="right")
-
+        columns: list[tuple[str | Text, str]] = [("Algorithm", "algo"), ("Setting", "setting")]
+        columns += [(Text(f"IQM {METRIC[m].label}", justify="right"), m) for m in METRICS]
+        columns.append(("Tier", "tier"))
+        if inline_delta:
+            columns += [(Text(f"Δ{METRIC[m].label}", justify="right"), f"delta:{m}") for m in METRICS]
         rows: list[tuple[str, list[Text]]] = []
         for a in cube.algos:
-            dim = "dim" if a == sel.baseline else ""
-            if narrow:
-                for i, s in enumerate(pair):
-                    cells = [Text(a if i == 0 else "", style=dim or "bold"), Text(SETTING[s].short, style=dim)]
-                    cells += [cell(a, m, s) for m in METRICS]
-                    cells.append(Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right"))
-                    rows.append((f"{a}:{s}", cells))
-                continue
-            cells = [Text(a, style=dim or "bold")] + [cell(a, m, s) for m in METRICS for s in pair]
-            cells += [Text(fmt_tier(cube.tier(a, s)), style=dim, justify="right") for s in pair]
-            rows.append((a, cells))
+            for i, s in enumerate(SETTINGS):
+                cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short, style="bold" if s == sel.setting
+                                                              else "")]
+                cells += [Text(fmt(cube.get("value", a, s, m)), style=BEST if best[(m, s)] == a else "",
+                               justify="right") for m in METRICS]
+                t = cube.tier(a, s)
+                cells.append(Text(fmt_tier(t) if narrow else f"{fmt_tier(t)} {tier_name(t)}".strip()))
+                if inline_delta:
+                    cells += [self._delta(cube, a, base, s, m) for m in METRICS]
+                rows.append((f"{a}:{s}", cells))
         add_columns(table, columns, [c for _, c in rows])
         for key, cells in rows:
             table.add_row(*cells, key=key)
-        self.query_one("#summary-title", Static).update(
-            f"IQM over {len(sel.tasks) * len(sel.bounds)} task-bound pairs · Train{iter_text(sel)} | "
-            f"{SETTING[pair[1]].label} · bold = best excl. baseline ({sel.baseline or 'none'}), lower is better "
-            f"except {HIGHER_TEXT}")
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1))
+        n_cond = len(sel.tasks) * len(sel.bounds)
+        ns = ", ".join(exclude) or "none"
+        title = Text(f"IQM over {n_cond} task-bound pairs · bold underlined: best of safe RL "
+                     f"({NOT_SAFE_MARK} not safe: {ns}) · {directions()}" + (f" · train{iter_text(sel)}"
+                                                                            if sel.iterates is not None else ""))
+        title.append_text(incomplete_note(self.incomplete))
+        self.query_one("#summary-title", Static).update(title)
+        self._render_gap(gap, cube.algos, narrow)
+        self._render_delta(cube, base, not inline_delta and base is not None)
         self._render_ci(cube, narrow)
+
+    @staticmethod
+    def _delta(cube: _AggArrays, a: str, base: str, s: str, m: str) -> Text:
+        if a == base:
+            return Text("base", style="dim", justify="right")
+        d = cube.get("value", a, s, m) - cube.get("value", base, s, m)
+        better = METRIC[m].better(np.float64(d), np.float64(0.0)) if np.isfinite(d) else False
+        return Text(fmt_signed(d), style="green" if better else ("red" if np.isfinite(d) and d != 0 else ""),
+                    justify="right")
+
+    def _render_gap(self, gap: Any, algos: list[str], narrow: bool) -> None:
+        sel = self.selection
+        assert sel is not None
+        table = self.query_one("#summary-gap", NavTable)
+        table.clear(columns=True)
+        title = self.query_one("#summary-gap-title", Static)
+        if isinstance(gap, str):
+            title.update(Text(f"Final greedy − final expl gap: not available ({gap})", style="italic"))
+            table.display = False
+            return
+        table.display = True
+        g = gap.transpose("algo", "metric")
+        rows = []
+        for a in algos:
+            cells = [self.algo_cell(a, sel)]
+            for m in METRICS:
+                p = g.sel(algo=a, metric=m)
+                v, lo, hi = float(p["value"]), float(p["ci_low"]), float(p["ci_high"])
+                sig = np.isfinite(lo) and np.isfinite(hi) and (lo > 0 or hi < 0)
+                sep = "\n" if narrow else " "
+                cells.append(Text(f"{fmt_signed(v)}{sep}[{fmt_signed(lo)}, {fmt_signed(hi)}]",
+                                  style="bold" if sig else "", justify="right"))
+            rows.append((a, cells))
+        columns = [("Algorithm", "algo"), *[(f"Δ {METRIC[m].label}", m) for m in METRICS]]
+        add_columns(table, columns, [c for _, c in rows])
+        for a, cells in rows:
+            table.add_row(*cells, key=a, height=2 if narrow else 1)
+        title.update(Text("Greedy − expl gap of the final policy (paired per run): IQM [95% CI]; bold: CI excludes 0"))
+
+    def _render_delta(self, cube: _AggArrays, base: str | None, show: bool) -> None:
+        sel = self.selection
+        assert sel is not None
+        table = self.query_one("#summary-delta", NavTable)
+        title = self.query_one("#summary-delta-title", Static)
+        table.clear(columns=True)
+        table.display = title.display = show
+        if not show or base is None:
+            return
+        rows = []
+        for a in cube.algos:
+            if a == base:
+                continue
+            for i, s in enumerate(SETTINGS):
+                cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short)]
+                cells += [self._delta(cube, a, base, s, m) for m in METRICS]
+                rows.append((f"{a}:{s}", cells))
+        columns = [("Algorithm", "algo"), ("Setting", "setting"),
+                   *[(Text(f"Δ{METRIC[m].label}", justify="right"), m) for m in METRICS]]
+        add_columns(table, columns, [c for _, c in rows])
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        title.update(Text(f"Δ to baseline {base} (IQM difference; green: better) · b changes the baseline"))
 
     def _render_ci(self, cube: _AggArrays, narrow: bool) -> None:
         sel = self.selection
         assert sel is not None
         s = sel.setting
-        table = self.query_one("#summary-ci", DataTable)
+        table = self.query_one("#summary-ci", NavTable)
         table.clear(columns=True)
         rows = []
         for a in cube.algos:
-            dim = "dim" if a == sel.baseline else ""
-            cells = [Text(a, style=dim)]
+            cells = [self.algo_cell(a, sel)]
             for m in METRICS:
                 v, lo, hi = (fmt(cube.get(k, a, s, m)) for k in ("value", "ci_low", "ci_high"))
                 text = f"{v}\n{lo}\n{hi}" if narrow else f"{v}\n[{lo}, {hi}]"
-                cells.append(Text(text, style=dim, justify="right"))
+                cells.append(Text(text, justify="right"))
             t = cube.tier(a, s)
-            cells.append(Text(f"{fmt_tier(t)}\n{tier_name(t)}", style=dim))
+            cells.append(Text(f"{fmt_tier(t)}\n{tier_name(t)}"))
             rows.append((a, cells))
         columns = [("Algorithm", "algo"), *[(f"IQM {METRIC[m].label}", m) for m in METRICS], ("Tier", "tier")]
         add_columns(table, columns, [c for _, c in rows])
@@ -122,13 +209,17 @@ class SummaryView(ResultView):
             table.add_row(*cells, key=a, height=3 if narrow else 2)
         layout = " (rows: IQM, CI low, CI high)" if narrow else ""
         self.query_one("#summary-ci-title", Static).update(
-            f"{setting_title(sel, s)}: IQM with 95% stratified-bootstrap CI{layout}")
+            Text(f"{setting_title(sel, s)} (t changes): IQM with 95% stratified-bootstrap CI{layout}"))
 
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        sub = self.data.sel(setting=list(dict.fromkeys([*self._pair(), self.selection.setting])))
-        return rendered_files("saferl_summary", "aggregate", sub, self.selection.baseline)
+        agg, gap = self.data
+        exclude = export_exclude(self.selection)
+        files = rendered_files("summary", "aggregate", agg, exclude)
+        if not isinstance(gap, str):
+            files += rendered_files("summary_gap", "gap", gap, exclude)
+        return files
 
 
 class _AggArrays:
