@@ -75,7 +75,7 @@ print(f"RESULT seconds={{time.perf_counter() - t0:.2f}}")
 
 PEAK = """
 import resource, sys
-print(f"PEAK gib={{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f}}")
+print(f"PEAK gib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f}")
 """
 
 
