@@ -987,6 +987,11 @@ VIEW_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "
               "learning": "aggregate-curve"}
 
 
+def figure_kind(view: str) -> str:
+    """The figure kind drawn for a TUI view id (or a kind given as is)."""
+    return VIEW_KINDS.get(view, view)
+
+
 def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection: Selection | None = None,
                     out_path: str | os.PathLike | None = None, *, ss: xr.Dataset | None = None,
                     condition: tuple[str, float] | None = None, options: PlotOptions | None = None) -> Path:
@@ -999,7 +1004,7 @@ def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection
     next to the cube. Raises CubeError (one line) without matplotlib or data.
     """
     require_matplotlib()
-    kind = VIEW_KINDS.get(view, view)
+    kind = figure_kind(view)
     if kind not in KINDS:
         raise CubeError(f"no figure for view {view!r}: views with figures are {', '.join(sorted(VIEW_KINDS))}")
     maker = FigureMaker(source, selection, options or PlotOptions(), ss=ss)

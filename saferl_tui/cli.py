@@ -62,24 +62,32 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``saferl-tui`` console script."""
+    """Entry point of the ``saferl-tui`` console script: one error boundary, one line per failure."""
+    from cube.cli import print_error
+
     args = parser().parse_args(argv)
-    if args.boot < 1:
-        print("error: --boot must be a positive integer", file=sys.stderr)
-        return 2
     if args.path is None:
         path, builder = demo_path(), build_demo
     else:
         path, builder = Path(args.path), None
-    with ExitStack() as stack:
-        try:
+    try:
+        if args.boot < 1:
+            raise CubeError(f"--boot must be a positive integer, got {args.boot}")
+        if not 0 <= args.seed < 2**32:
+            raise CubeError(f"--seed must be an integer in 0..{2**32 - 1}, got {args.seed}")
+        with ExitStack() as stack:
             stack.enter_context(scheduler_context(args.scheduler))
-        except CubeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed, demo_builder=builder,
-                  scheduler=resolve_address(args.scheduler)).run()
-    return 0
+            app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed,
+                            demo_builder=builder, scheduler=resolve_address(args.scheduler))
+            app.run()
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the boundary: one line, never a traceback (unless asked for)
+        if os.environ.get("SAFERL_DEBUG"):
+            raise
+        print_error(exc)
+        return 2
+    return int(app.return_code or 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,7 @@ class SaferlCommands(Provider):
             cmds.append((f"View: {cls.TITLE}", partial(main.action_show_view, cls.VIEW_ID), f"key {cls.KEY}"))
         cmds += [
             ("Export current view (CSV + LaTeX)", main.action_export, "key e"),
+            ("Figure of current view (PDF next to the cube)", main.action_figure, "key P"),
             ("Save SVG screenshot", main.action_screenshot, "key s"),
             ("Toggle selection panel", main.action_toggle_selection, "key f"),
             ("Open another cube", main.action_open_path, "key o"),

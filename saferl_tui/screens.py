@@ -124,6 +124,7 @@ class MainScreen(Screen):
         Binding("t", "cycle_setting", "Setting: train → final expl → final greedy", id="selection.setting"),
         Binding("b", "cycle_baseline", "Baseline for Δ columns", id="selection.baseline"),
         Binding("s", "screenshot", "Screenshot (SVG)", id="export.screenshot"),
+        Binding("P", "figure", "Figure of this view (PDF next to the cube)", id="export.figure"),
         Binding("o", "open_path", "Open another cube", id="file.open"),
         Binding("slash", "filter", "Filter the table (Conditions, Runs)", id="table.filter"),
     ]
@@ -451,6 +452,36 @@ class MainScreen(Screen):
             return
         self.post_message(Exported((str(path),)))
         self.notify(str(path), title="Screenshot saved", timeout=8)
+
+    def action_figure(self) -> None:
+        """Write the paper-style figure of the current view and selection as a PDF next to the cube
+        (`<cube>-figures/`, never overwriting), in a worker: matplotlib takes a moment."""
+        view = self.active_view()
+        if view.selection is None or self.model.ss is None:
+            self.notify("Nothing to draw yet: wait for the view to show data.", severity="warning", title="Figure")
+            return
+        condition = view.condition() if isinstance(view, ConditionCycler) else None
+        self.notify("Drawing the figure …", title="Figure", timeout=3)
+        self._write_figure(view.VIEW_ID, view.selection, condition)
+
+    @work(thread=True, exclusive=True, group="figure")
+    def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None) -> None:
+        from cube.figures import PlotOptions, figure_for_view, figure_kind
+
+        cube_path = Path(self.model.path)
+        folder = cube_path.parent / f"{cube_path.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
+        suffix = f"_{condition[0]}_d{condition[1]:g}" if condition and figure_kind(view_id) in ("curves", "hist") else ""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (out,) = free_names(folder, [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
+            options = PlotOptions(baseline=sel.baseline, boot=self.model.boot, rng_seed=self.model.rng_seed)
+            path = figure_for_view(view_id, cube_path, sel.cube_selection(), out, ss=self.model.ss,
+                                   condition=condition, options=options)
+        except (CubeError, OSError) as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", title="Figure")
+            return
+        self.app.call_from_thread(self.post_message, Exported((str(path),)))
+        self.app.call_from_thread(self.notify, str(path), title="Figure written", timeout=8)
 
     def action_help(self) -> None:
         """Show every key binding."""

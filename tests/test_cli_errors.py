@@ -109,3 +109,13 @@ def test_demo_force_failure_keeps_the_old_store(capsys: pytest.CaptureFixture[st
 def test_negative_rng_seed_is_one_clear_line(capsys: pytest.CaptureFixture[str], small_demo_cube: Path) -> None:
     assert main(["report", str(small_demo_cube), "--rng-seed", "-1", "--boot", "10"]) == 2
     assert "--rng-seed must be an integer in 0.." in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("argv", "message"), [(["--boot", "0"], "--boot must be a positive integer"),
+                                               (["--seed", "-1"], "--seed must be an integer in 0..")])
+def test_tui_entry_is_one_line_too(capsys: pytest.CaptureFixture[str], argv: list[str], message: str,
+                                   small_demo_cube: Path) -> None:
+    from saferl_tui.cli import main as tui_main
+
+    assert tui_main([str(small_demo_cube), *argv]) == 2
+    assert message in _one_error_line(capsys)

@@ -878,3 +878,28 @@ def test_stale_data_is_never_redrawn_or_exported(cube_path: Path, tmp_path: Path
         assert view.is_current() and list(view.data["setting"].values) == list(stats.SETTINGS)
 
     run_app(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
+
+
+# ------------------------------------------------------------------------------------------ figures
+def test_figure_key_writes_a_pdf_next_to_the_cube_never_overwriting(small_demo_cube: Path, tmp_path: Path) -> None:
+    """`P` (and the palette command) writes the current view's paper figure as a PDF beside the cube,
+    says where, and a second press writes a second file."""
+    pytest.importorskip("matplotlib")
+    cube = tmp_path / "mine.zarr"
+    shutil.copytree(small_demo_cube, cube)
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> list[str]:
+        written = []
+        for view in ("1", "3", "4"):
+            await press(pilot, view, "P")
+            written += list(pilot.app.last_export)  # type: ignore[attr-defined]
+        await press(pilot, "P")
+        written += list(pilot.app.last_export)  # type: ignore[attr-defined]
+        return written
+
+    written = run_app(build_app(cube, boot=BOOT, export_dir=tmp_path / "exports"), scenario)
+    names = [Path(p).name for p in written]
+    folder = tmp_path / "mine-figures"
+    assert all(Path(p).parent == folder and Path(p).read_bytes().startswith(b"%PDF") for p in written)
+    assert names[0].startswith("intervals_") and names[1].startswith("cdf_") and names[2].startswith("curves_")
+    assert len(set(names)) == 4 and names[3].startswith("curves_") and names[3].endswith("-2.pdf")
