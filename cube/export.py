@@ -108,9 +108,10 @@ def _latex(colspec: str, header_lines: Sequence[str], rows: Sequence[Sequence[st
 
 
 # --------------------------------------------------------------------------------------- aggregate
-def _best(ds: xr.Dataset, baseline: str | None) -> dict[tuple[str, str], str | None]:
-    """(setting, metric) -> algo with the best value among non-baseline algos (None if no data)."""
-    exclude = () if baseline is None else (baseline,)
+def _best(ds: xr.Dataset, baseline: str | None, not_best: Sequence[str] = ()) -> dict[tuple[str, str], str | None]:
+    """(setting, metric) -> algo with the best value among the algos that are neither the baseline nor
+    in `not_best` (e.g. not safe RL), None if no data."""
+    exclude = (*not_best, *(() if baseline is None else (baseline,)))
     return {(s, m): best_label({a: ds["value"].sel(algo=a, setting=s, metric=m).item() for a in ds["algo"].values},
                                m, exclude)
             for s in ds["setting"].values for m in ds["metric"].values}
@@ -131,7 +132,7 @@ def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
     return _tier_text(t) if t < 0 or math.isnan(p) else f"{t} ({100 * p:.0f}%)"
 
 
-def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
+def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_best: Sequence[str] = ()) -> str:
     algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
     if fmt == "csv":
         rows = [[a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item()) for k in ("value", "ci_low", "ci_high"))]
@@ -153,7 +154,7 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> s
                                     for k in ("value", "ci_low", "ci_high")} for m in metrics},
                 })
         return json.dumps({**_meta(ds, "aggregate"), "rows": rows}, indent=2) + "\n"
-    best = _best(ds, baseline)
+    best = _best(ds, baseline, not_best)
     cols = [(m, s) for m in metrics for s in settings]
     if fmt == "table":
         return _aggregate_rich(ds, best, baseline, digits)
@@ -376,10 +377,11 @@ def _gap(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- api
-def rich_table(obj: xr.Dataset, kind: str = "aggregate", baseline: str | None = None, digits: int = 2):
+def rich_table(obj: xr.Dataset, kind: str = "aggregate", baseline: str | None = None, digits: int = 2,
+               not_best: Sequence[str] = ()):
     """The `table` format as a rich renderable (for printing with colours to a terminal)."""
     _check(obj, kind, "table", baseline)
-    return _dispatch(obj, kind, "table", baseline, digits)
+    return _dispatch(obj, kind, "table", baseline, digits, not_best)
 
 
 def _check(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None) -> None:
@@ -391,9 +393,10 @@ def _check(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None) -> None:
         raise CubeError(f"baseline {baseline!r} is not among the algorithms ({', '.join(map(str, obj['algo'].values))})")
 
 
-def _dispatch(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None, digits: int):
+def _dispatch(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None, digits: int,
+              not_best: Sequence[str] = ()):
     if kind == "aggregate":
-        return _aggregate(obj, fmt, baseline, digits)
+        return _aggregate(obj, fmt, baseline, digits, not_best)
     if kind == "conditions":
         return _conditions(obj, fmt, baseline, digits)
     if kind == "poi":
@@ -414,10 +417,13 @@ def _table_text(table) -> str:
 
 
 def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", baseline: str | None = None,
-           digits: int = 2) -> str:
-    """Text of a stats table: kind in KINDS, fmt in FORMATS; `baseline` names the unconstrained algorithm."""
+           digits: int = 2, not_best: Sequence[str] = ()) -> str:
+    """Text of a stats table: kind in KINDS, fmt in FORMATS. `baseline`: the algorithm to compare
+    against (shown grey, never "best"); `not_best`: algorithms never marked best either (e.g. those
+    that are not safe RL, like PPO), listed apart from the baseline."""
     _check(obj, kind, fmt, baseline)
-    text = _dispatch(obj, kind, fmt, baseline, digits)
+    not_best = [a for a in not_best if "algo" in obj.dims and a in obj["algo"].values]
+    text = _dispatch(obj, kind, fmt, baseline, digits, not_best)
     if fmt == "table":
         text = _table_text(text)
     if fmt == "latex":

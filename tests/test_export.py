@@ -174,3 +174,15 @@ def test_latex_tables_compile_with_booktabs(small_demo_cube, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:]
     assert (tmp_path / "t.pdf").exists()
+
+
+def test_not_best_is_apart_from_the_baseline():
+    """Algorithms that are not safe RL are never bold, and they are neither greyed nor labelled baseline;
+    without them (and without a baseline) PPO's 99.0 would be best for R."""
+    plain = export.render(agg_fixture(), "aggregate", "markdown").splitlines()
+    assert "**99.00" in next(line for line in plain if line.startswith("| ppo"))
+    md = export.render(agg_fixture(), "aggregate", "markdown", not_best=["ppo", "not_there"]).splitlines()
+    ppo = next(line for line in md if line.startswith("| ppo"))
+    p3o = next(line for line in md if line.startswith("| p3o"))
+    assert "**" not in ppo and "(baseline)" not in ppo
+    assert "**2.00 [1.50, 2.50]**" in p3o  # best R among the rest

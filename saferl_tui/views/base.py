@@ -222,12 +222,11 @@ def add_columns(table: DataTable, columns: list[tuple[str | Text, str]], rows: l
 
 
 # ======================================================================== exports
-def rendered_files(what: str, kind: str, obj: xr.Dataset, exclude: str | None) -> Files:
+def rendered_files(what: str, kind: str, obj: xr.Dataset, sel: UISelection) -> Files:
     """``cube.export.render`` of a statistics table (kind aggregate, conditions, cdf or gap) as CSV and
-    LaTeX; ``exclude``: the one algorithm cube.export leaves out of "best" (a not-safe algorithm)."""
-    if exclude is not None and exclude not in [str(a) for a in obj["algo"].values]:
-        exclude = None
-    return [(f"{what}.{ext}", export.render(obj, kind=kind, fmt=fmt, baseline=exclude))
+    LaTeX, "best" chosen as on screen: never a not-safe algorithm (the TUI's baseline is only what the
+    deltas compare against, so it is not left out of "best" here)."""
+    return [(f"{what}.{ext}", export.render(obj, kind=kind, fmt=fmt, not_best=sel.not_safe))
             for ext, fmt in (("csv", "csv"), ("tex", "latex"))]
 
 
@@ -235,15 +234,6 @@ def table_files(what: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
     """A plain table (header and rows) as CSV and LaTeX (``cube.export.table_csv`` / ``table_latex``)."""
     return [(f"{what}.csv", export.table_csv(header, rows)),
             (f"{what}.tex", export.table_latex(header, rows, caption))]
-
-
-def export_exclude(sel: UISelection) -> str | None:
-    """The algorithm the exported tables leave out of "best": the selection's one not-safe algorithm
-    (cube.export takes one; with several, the first selected)."""
-    for a in sel.algos:
-        if a in sel.not_safe:
-            return a
-    return None
 
 
 # ======================================================================== tables

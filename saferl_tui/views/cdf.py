@@ -22,7 +22,6 @@ from saferl_tui.views.base import (
     REF_RICH,
     Files,
     PlotView,
-    export_exclude,
     incomplete_note,
     legend_text,
     nan_none,
@@ -159,4 +158,4 @@ class CdfView(PlotView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        return rendered_files("cdf", "cdf", self.shown(), export_exclude(self.selection))
+        return rendered_files("cdf", "cdf", self.shown(), self.selection)

@@ -20,7 +20,6 @@ from saferl_tui.views.base import (
     NavTable,
     ResultView,
     add_columns,
-    export_exclude,
     fmt,
     fmt_tier,
     incomplete_note,
@@ -193,4 +192,4 @@ class ConditionsView(ResultView):
         if self.data is None or self.selection is None:
             return []
         s = self.selection.setting
-        return rendered_files("conditions", "conditions", self.data.sel(setting=[s]), export_exclude(self.selection))
+        return rendered_files("conditions", "conditions", self.data.sel(setting=[s]), self.selection)

@@ -21,7 +21,6 @@ from saferl_tui.views.base import (
     NavTable,
     ResultView,
     add_columns,
-    export_exclude,
     fmt,
     fmt_signed,
     fmt_tier,
@@ -215,10 +214,9 @@ class SummaryView(ResultView):
         if self.data is None or self.selection is None:
             return []
         agg, gap = self.data
-        exclude = export_exclude(self.selection)
-        files = rendered_files("summary", "aggregate", agg, exclude)
+        files = rendered_files("summary", "aggregate", agg, self.selection)
         if not isinstance(gap, str):
-            files += rendered_files("summary_gap", "gap", gap, exclude)
+            files += rendered_files("summary_gap", "gap", gap, self.selection)
         return files
 
 
