@@ -14,7 +14,7 @@ presentation layers and these functions can be tested on their own:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from cube.metrics import final_iterate
 from cube.schema import RUN_DIMS
 from cube.tables import seed_mean_std
 
-__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs",
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs", "final_episode_costs",
            "cost_histograms"]
 
 
@@ -92,24 +92,58 @@ def select_cube(ds: xr.Dataset, selection: Any) -> xr.Dataset:
     return ds.sel(idx) if idx else ds
 
 
-def final_costs(ds: xr.Dataset, task: str, bound: float, modes: Sequence[str] = ("expl", "greedy")) -> dict:
-    """Final-iterate episodic costs of one condition.
+def final_episode_costs(cost: xr.DataArray, n: xr.DataArray, modes: Sequence[str] = ("expl", "greedy"),
+                        progress: Callable[[int, int], None] | None = None) -> xr.DataArray | None:
+    """Costs of each run's final evaluation per mode: dims (run dims present..., episode, mode); NaN =
+    no episode; None when no run has episodes in `modes`.
 
-    For every algorithm and mode, the costs of the episodes at each seed's last iterate that has
-    episodes in that mode, pooled over seeds (1-D float64, NaN dropped). Returns
-    ``{algo: {mode: costs}}``. Reads one (task, bound) slice of ``cost`` (dims algo, seed, iterate,
-    episode for each mode).
-    """
-    sub = ds["cost"].sel(task=task, bound=bound, mode=list(modes)).transpose("algo", "seed", "mode", "iterate", "episode")
-    arr = np.asarray(sub.values, dtype=np.float64)  # (A, K, M, J, E)
-    counts = np.isfinite(arr).sum(axis=-1)  # (A, K, M, J)
-    last = final_iterate(counts)  # (A, K, M)
+    cost: the cube's `cost` (any subset of runs; select scalar labels such as one task and bound on it
+    first, so the store is read with plain slices). n: the sufficient statistics' episode counts of the
+    same runs (dims run dims, iterate, mode), which say where each run's final evaluation is. One read
+    of one iterate slice per distinct final iterate (usually one), never the whole run."""
+    modes = [m for m in modes if m in n["mode"].values]
+    if not modes:
+        return None
+    run_dims = [d for d in RUN_DIMS if d in cost.dims]
+    counts = n.sel(mode=modes).transpose(*run_dims, "mode", "iterate").values
+    last = final_iterate(counts)  # (runs..., M)
+    if not np.any(last >= 0):
+        return None
+    iterates = n["iterate"].values
+    out = None
+    todo = np.unique(last[last >= 0])
+    for i, j in enumerate(todo):
+        block = cost.sel(iterate=iterates[j]).transpose(*run_dims, "episode", "mode")
+        vals = np.asarray(block.values, dtype=np.float32)
+        vals = vals[..., [list(block["mode"].values).index(m) for m in modes]]
+        if out is None:
+            out = np.full(vals.shape, np.nan, dtype=np.float32)
+        out = np.where((last == j)[..., None, :], vals, out)
+        if progress:
+            progress(i + 1, todo.size)
+    coords = {d: cost[d].values for d in run_dims}
+    coords.update(episode=cost["episode"].values, mode=modes)
+    return xr.DataArray(out, dims=(*run_dims, "episode", "mode"), coords=coords)
+
+
+def final_costs(ds: xr.Dataset, ss: xr.Dataset, task: str, bound: float, modes: Sequence[str] = ("expl", "greedy"),
+                algos: Sequence[str] | None = None, seeds: Sequence[int] | None = None) -> dict:
+    """Final-evaluation episodic costs of one condition, pooled over seeds: ``{algo: {mode: costs}}``
+    (1-D float64, NaN dropped; empty where no seed has that mode). ds: the cube; ss: its sufficient
+    statistics (for the final iterates); algos / seeds: a subset (None = all)."""
+    cost = ds["cost"].sel(task=task, bound=bound)
+    n = ss["n"].sel(task=task, bound=bound)
+    if algos is not None:
+        cost, n = cost.sel(algo=list(algos)), n.sel(algo=list(algos))
+    if seeds is not None:
+        cost, n = cost.sel(seed=list(seeds)), n.sel(seed=list(seeds))
+    final = final_episode_costs(cost, n, modes)
     out: dict = {}
-    for a, algo in enumerate(sub["algo"].values.tolist()):
+    for algo in [str(a) for a in cost["algo"].values]:
         out[algo] = {}
-        for mi, mode in enumerate(modes):
-            parts = [arr[a, k, mi, last[a, k, mi]] for k in range(arr.shape[1]) if last[a, k, mi] >= 0]
-            vals = np.concatenate(parts) if parts else np.empty(0)
+        for mode in modes:
+            vals = (np.asarray(final.sel(algo=algo, mode=mode).values, dtype=np.float64).ravel()
+                    if final is not None and mode in final["mode"].values else np.empty(0))
             out[algo][mode] = vals[np.isfinite(vals)]
     return out
 

@@ -888,32 +888,9 @@ class FigureMaker:
         return self._cached("final", self._read_final_costs)
 
     def _read_final_costs(self) -> xr.DataArray | None:
-        from cube.curves import final_iterate
+        from cube.curves import final_episode_costs
 
-        modes = [m for m in ("expl", "greedy") if m in self.ss["mode"].values]
-        if not modes:
-            return None
-        n = self.ss["n"].sel(mode=modes).transpose("algo", "task", "bound", "seed", "mode", "iterate").values
-        last = final_iterate(n)  # (A, T, B, K, M)
-        if not np.any(last >= 0):
-            return None
-        cost = self.cube["cost"]
-        iters = self.ss["iterate"].values
-        out = None
-        todo = np.unique(last[last >= 0])
-        tick = self._tick("final evaluation episodes")
-        for i, j in enumerate(todo):
-            block = cost.sel(iterate=iters[j], mode=modes).transpose("algo", "task", "bound", "seed", "episode", "mode")
-            vals = np.asarray(block.values, dtype=np.float32)
-            if out is None:
-                out = np.full(vals.shape, np.nan, dtype=np.float32)
-            pick = (last == j)[:, :, :, :, None, :]
-            out = np.where(pick, vals, out)
-            if tick:
-                tick(i + 1, todo.size)
-        coords = {d: self.ss[d].values for d in ("algo", "task", "bound", "seed")}
-        coords.update(episode=cost["episode"].values, mode=modes)
-        return xr.DataArray(out, dims=("algo", "task", "bound", "seed", "episode", "mode"), coords=coords)
+        return final_episode_costs(self.cube["cost"], self.ss["n"], progress=self._tick("final evaluation episodes"))
 
     # ------------------------------------------------------------------ figures
     def figure(self, kind: str, *, task: str | None = None, xmax: float | None | str = "option",

@@ -400,7 +400,7 @@ class CubeModel:
         key = ("final_costs", sel.algos, sel.seeds, task, float(bound))
         self._check(sel)
         return self._cached(key, lambda: self._read(lambda: curves.final_costs(
-            curves.select_cube(self._raw(), sel.cube_selection()), task, bound)))
+            self._raw(), self.ss, task, bound, algos=sel.algos, seeds=sel.seeds)))
 
     def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[dict, dict]:
         """Final-episode cost histograms of one condition: ({algo: (edges, counts)}, raw costs)."""

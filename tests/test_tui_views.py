@@ -83,7 +83,7 @@ def test_final_iterate() -> None:
 
 def test_final_costs_and_histograms_on_demo_cube(small_demo_cube: Path) -> None:
     ds = open_cube(small_demo_cube)
-    costs = curves.final_costs(ds, "goal", 15.0)
+    costs = curves.final_costs(ds, stats.load_suffstats(small_demo_cube), "goal", 15.0)
     raw = ds["cost"].sel(task="goal", bound=15.0).values  # (algo, seed, iterate, episode, mode)
     modes = list(ds["mode"].values)
     for a, algo in enumerate(ds["algo"].values):
