@@ -52,6 +52,7 @@ class Recorder:
                          "python": sys.version.split()[0], **(manifest or {})}
         self._episodes: dict[tuple[str, int], tuple[list[float], list[float]]] = {}
         self._vars: dict[int, dict[str, float]] = defaultdict(dict)
+        self._written: set[tuple[str, int]] = set()  # (mode, iterate) already in the store
         self._writer: CubeWriter | None = None
         self._started = 0.0
 
@@ -116,6 +117,9 @@ class Recorder:
         if cost.ndim != 1 or reward.shape != cost.shape:
             raise CubeError(f"run {self.key}, iterate {iterate}: give 1-D rewards and costs of equal length, "
                             f"got shapes {reward.shape} and {cost.shape}")
+        if (mode, iterate) in self._written:
+            raise CubeError(f"run {self.key}: {mode} episodes of iterate {iterate} were already written "
+                            "(a later iterate had begun); record each iterate's episodes before moving on")
         buf = self._episodes.setdefault((mode, iterate), ([], []))
         buf[0].extend(reward.tolist())
         buf[1].extend(cost.tolist())
@@ -141,6 +145,7 @@ class Recorder:
                 reward = None
             writer.write_episodes(self.key, mode, j, reward if reward is not None else np.full(cost.shape, np.nan),
                                   cost)
+            self._written.add(key)
         for j in done_vars:
             writer.write_iterate_vars(self.key, j, self._vars.pop(j))
 

@@ -134,3 +134,41 @@ def test_processes_recording_different_runs_at_once_lose_nothing(tmp_path: Path)
     statuses = {(r["algo"], r["task"], r["bound"], r["seed"]): r["status"] for r in read_manifests(path)}
     assert all(statuses[(a, f"task_{s % 2}", 10.0 + s, s)] == "complete" for a, s in jobs)
     assert sum(v == "complete" for v in statuses.values()) == len(jobs)  # the rest of the grid is pending
+
+
+def test_an_iterate_written_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "twice.zarr"
+    with Recorder(path, algo="a", task="t", bound=10.0, seed=0) as rec:
+        rec.train_episodes(0, [1.0], [2.0])
+        rec.train_episodes(1, [1.0], [3.0])  # iterate 0 is written now
+        with pytest.raises(CubeError, match="iterate 0 were already written"):
+            rec.train_episodes(0, [5.0], [5.0])
+    np.testing.assert_array_equal(open_cube(path).cost.sel(mode="train", episode=0).squeeze().values, [2.0, 3.0])
+
+
+def _record_until_killed(path: str, started: object) -> None:
+    with Recorder(path, algo="a", task="t", bound=10.0, seed=0) as rec:
+        for j in range(10_000):
+            rec.train_episodes(j, np.ones(5), np.full(5, float(j)))
+            if j == 3:
+                started.set()  # type: ignore[attr-defined]
+
+
+def test_a_recorder_killed_mid_run_leaves_a_partial_run_and_a_valid_store(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    path = tmp_path / "killed.zarr"
+    ctx = mp.get_context("spawn")
+    started = ctx.Event()
+    proc = ctx.Process(target=_record_until_killed, args=(str(path), started))
+    proc.start()
+    assert started.wait(120)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    assert validate(path) == []
+    assert read_manifests(path)[0]["status"] == "partial"
+    costs = open_cube(path).cost.sel(mode="train").squeeze().values[:, 0]
+    kept = costs[np.isfinite(costs)]
+    np.testing.assert_array_equal(kept, np.arange(kept.size))  # every written iterate whole, none torn
+    assert kept.size >= 3
