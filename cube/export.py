@@ -117,7 +117,25 @@ def _best(ds: xr.Dataset, baseline: str | None, not_best: Sequence[str] = ()) ->
             for s in ds["setting"].values for m in ds["metric"].values}
 
 
+NOT_AVAILABLE = "n/a"
+
+
+def _unavailable(ds: xr.Dataset, metric: str | None = None, **at: Any) -> bool:
+    """Whether a cell is "not available" because its runs hold only per-epoch means (`means_only`, see
+    `cube.tables`): the metrics that need every episode (metric None = the tier)."""
+    if "means_only" not in ds or (metric is not None and not METRIC[metric].needs_episodes):
+        return False
+    return bool(ds["means_only"].sel(at).item())
+
+
+def _na_note(ds: xr.Dataset) -> str:
+    """'n/a = not available: omnisafe logs only per-epoch means' (empty without such cells)."""
+    return f"{NOT_AVAILABLE} = {ds.attrs['not_available']}" if "means_only" in ds else ""
+
+
 def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
+    if _unavailable(ds, m, algo=a, setting=s):
+        return NOT_AVAILABLE
     v = ds.sel(algo=a, setting=s, metric=m)
     return f"{_fmt(v['value'].item(), digits)} [{_fmt(v['ci_low'].item(), digits)}, {_fmt(v['ci_high'].item(), digits)}]"
 
@@ -128,6 +146,8 @@ def _stability(ds: xr.Dataset, a: str, s: str) -> float:
 
 def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
     """Tier with the share of bootstrap replicates that agree, e.g. '2 (83%)'."""
+    if _unavailable(ds, algo=a, setting=s):
+        return NOT_AVAILABLE
     t, p = int(ds["tier"].sel(algo=a, setting=s).item()), _stability(ds, a, s)
     return _tier_text(t) if t < 0 or math.isnan(p) else f"{t} ({100 * p:.0f}%)"
 
@@ -135,9 +155,11 @@ def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
 def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_best: Sequence[str] = ()) -> str:
     algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
     if fmt == "csv":
-        rows = [[a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item()) for k in ("value", "ci_low", "ci_high"))]
+        rows = [[a, s, m, NOT_AVAILABLE, "", ""] if _unavailable(ds, m, algo=a, setting=s) else
+                [a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item()) for k in ("value", "ci_low", "ci_high"))]
                 for a in algos for s in settings for m in metrics]
-        rows += [[a, s, "tier", _tier_csv(int(ds["tier"].sel(algo=a, setting=s).item())), "", ""]
+        rows += [[a, s, "tier", NOT_AVAILABLE if _unavailable(ds, algo=a, setting=s) else
+                  _tier_csv(int(ds["tier"].sel(algo=a, setting=s).item())), "", ""]
                  for a in algos for s in settings]
         rows.sort(key=lambda r: (algos.index(r[0]), settings.index(r[1])))  # stable: metrics, then tier
         return csv_text(["algo", "setting", "metric", "value", "ci_low", "ci_high"], rows)
@@ -153,6 +175,10 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_
                     "metrics": {m: {k: _num(ds[k].sel(algo=a, setting=s, metric=m).item())
                                     for k in ("value", "ci_low", "ci_high")} for m in metrics},
                 })
+                for m in [*metrics, None]:
+                    if _unavailable(ds, m, algo=a, setting=s):
+                        target = rows[-1]["metrics"][m] if m is not None else rows[-1]
+                        target["not_available" if m is not None else "tier_not_available"] = ds.attrs["not_available"]
         return json.dumps({**_meta(ds, "aggregate"), "rows": rows}, indent=2) + "\n"
     best = _best(ds, baseline, not_best)
     cols = [(m, s) for m in metrics for s in settings]
@@ -180,9 +206,11 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_
         cells = []
         for m, s in cols:
             v = ds.sel(algo=a, setting=s, metric=m)
-            cells.append(_tex_ci(v["value"].item(), v["ci_low"].item(), v["ci_high"].item(), digits,
+            cells.append(NOT_AVAILABLE if _unavailable(ds, m, algo=a, setting=s) else
+                         _tex_ci(v["value"].item(), v["ci_low"].item(), v["ci_high"].item(), digits,
                                  bold=best[(s, m)] == a))
-        cells += [_tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
+        cells += [NOT_AVAILABLE if _unavailable(ds, algo=a, setting=s) else
+                  _tier_text(int(ds["tier"].sel(algo=a, setting=s).item())) for s in settings]
         row = [latex_escape(a), *cells]
         if a == baseline:
             row = [rf"\textcolor{{gray}}{{{c}}}" for c in row]
@@ -229,14 +257,15 @@ def _aggregate_rich(ds: xr.Dataset, best: dict, baseline: str | None, digits: in
                 c = _agg_cell(ds, a, s, m, digits)
                 cells.append(f"[bold]{c}[/bold]" if best[(s, m)] == a and a != baseline else c)
             t = int(ds["tier"].sel(algo=a, setting=s).item())
-            tier_txt = tier_label(t)
+            tier_txt = NOT_AVAILABLE if _unavailable(ds, algo=a, setting=s) else tier_label(t)
             name = f"{a} (baseline)" if a == baseline else str(a)
             rows.append([name, _slabel(s), *cells, tier_txt])
             styles.append("grey50" if a == baseline else "")
     header = ["Algorithm", "Setting", *[f"IQM({_mlabel(m)}) [CI]" for m in ds["metric"].values], "Tier"]
     ci = ds.attrs.get("ci", 0.95)
     title = (f"IQM over task-bound conditions of seed means, {100 * float(ci):g}% stratified-bootstrap CI "
-             f"(B={ds.attrs.get('boot', '?')}); bold = best excl. baseline; lower is better except {_higher()}")
+             f"(B={ds.attrs.get('boot', '?')}); bold = best excl. baseline; lower is better except {_higher()}"
+             + (f"; {_na_note(ds)}" if _na_note(ds) else ""))
     return _rich(title, header, rows, styles)
 
 
@@ -249,31 +278,40 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
         a, t, b, s = key
         return ds[var].sel(algo=a, task=t, bound=b, setting=s).item()
 
+    def na(key, metric=None) -> bool:
+        return _unavailable(ds, metric, algo=key[0], task=key[1], bound=key[2], setting=key[3])
+
     if fmt in ("csv", "json"):
         names = [f"{m}_{x}" for m in METRICS for x in ("mean", "std")]
         if fmt == "csv":
             rows = []
             for k in keys:
                 n = int(cell(k, "n_seeds"))
-                rows += [[k[0], k[1], _full(k[2]), k[3], m, _full(cell(k, m + "_mean")), _full(cell(k, m + "_std")), n]
+                rows += [[k[0], k[1], _full(k[2]), k[3], m, NOT_AVAILABLE, "", n] if na(k, m) else
+                         [k[0], k[1], _full(k[2]), k[3], m, _full(cell(k, m + "_mean")), _full(cell(k, m + "_std")), n]
                          for m in METRICS]
-                rows.append([k[0], k[1], _full(k[2]), k[3], "tier", _tier_csv(int(cell(k, "tier"))), "", n])
+                rows.append([k[0], k[1], _full(k[2]), k[3], "tier",
+                             NOT_AVAILABLE if na(k) else _tier_csv(int(cell(k, "tier"))), "", n])
             return csv_text(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds"], rows)
         rows = [{"algo": k[0], "task": k[1], "bound": float(k[2]), "setting": k[3], "baseline": k[0] == baseline,
                  "n_seeds": int(cell(k, "n_seeds")), "tier": int(cell(k, "tier")),
-                 **{n: _num(cell(k, n)) for n in names}} for k in keys]
+                 **{n: _num(cell(k, n)) for n in names},
+                 **({"not_available": {"metrics": [m for m in METRICS if na(k, m)] + ["tier"],
+                                       "why": ds.attrs["not_available"]}} if na(k) else {})} for k in keys]
         return json.dumps({**_meta(ds, "conditions"), "rows": rows}, indent=2) + "\n"
     sep = r" $\pm$ " if fmt == "latex" else " ± "
     rows = []
     for k in keys:
-        vals = [f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}" for m in METRICS]
+        vals = [NOT_AVAILABLE if na(k, m) else f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}"
+                for m in METRICS]
         rows.append([k[0], k[1], f"{k[2]:g}", _slabel(k[3]), *vals,
-                     str(int(cell(k, "n_seeds"))), _tier_text(int(cell(k, "tier")))])
+                     str(int(cell(k, "n_seeds"))), NOT_AVAILABLE if na(k) else _tier_text(int(cell(k, "tier")))])
     if fmt == "markdown":
         return _markdown(["Algorithm", "Task", "d", "Setting", *METRICS, "Seeds", "Tier"], rows)
     if fmt == "table":
         styles = ["grey50" if k[0] == baseline else "" for k in keys]
-        return _rich("Per condition: seed mean ± sample std (ddof=1); tier from the seed means",
+        return _rich("Per condition: seed mean ± sample std (ddof=1); tier from the seed means"
+                     + (f"; {_na_note(ds)}" if _na_note(ds) else ""),
                      ["Algorithm", "Task", "d", "Setting", *[_mlabel(m) for m in METRICS], "Seeds", "Tier"],
                      rows, styles)
     header = " & ".join(["Algorithm", "Task", "$d$", "Setting", *[f"${_mtex(m)}$" for m in METRICS],
@@ -428,6 +466,8 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
         text = _table_text(text)
     if fmt == "latex":
         text = LATEX_PREAMBLE + text
+    if _na_note(obj) and fmt in ("markdown", "latex"):  # CSV and JSON say it in their cells
+        text += {"markdown": "\n", "latex": "% "}[fmt] + _na_note(obj) + "\n"
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
         text = SYNTHETIC_MARK[fmt] + text
     return text

@@ -716,6 +716,8 @@ def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None, c
     if AGGREGATE_ONLY in ds:
         ss[AGGREGATE_ONLY] = ds[AGGREGATE_ONLY].transpose(*RUN_DIMS, "mode").load().astype(bool)
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
+    if ds.attrs.get("imported_from"):
+        ss.attrs["imported_from"] = str(ds.attrs["imported_from"])
     return ss
 
 

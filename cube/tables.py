@@ -131,6 +131,22 @@ def _means_only(ss: xr.Dataset) -> xr.DataArray | None:
     return ss[AGGREGATE_ONLY]
 
 
+def _mark_means_only(out: xr.Dataset, ss: xr.Dataset, settings: Sequence[str], over: Sequence[str]) -> xr.Dataset:
+    """Add `means_only` (dims `over` + setting): where a selected run holds only per-epoch means for the
+    setting's mode, so the metrics that need every episode are "not available" there (and say why in
+    attrs `not_available`). Nothing is added for cubes of episodes."""
+    flag = _means_only(ss)
+    if flag is None:
+        return out
+    parts = [flag.sel(mode=SETTING[s].mode).drop_vars("mode", errors="ignore").any([d for d in RUN_DIMS if d not in over])
+             for s in settings]
+    out["means_only"] = xr.concat(parts, dim=xr.DataArray(list(settings), dims="setting", name="setting")
+                                  ).transpose(*over, "setting")
+    source = ss.attrs.get("imported_from") or "the source"
+    out.attrs["not_available"] = f"not available: {source} logs only per-epoch means"
+    return out
+
+
 def means_only_runs(ss: xr.Dataset) -> int:
     """How many (run, mode) pairs of `ss` hold only per-epoch means (no V, D_norm+, tier or CDF there)."""
     flag = _means_only(ss)
@@ -289,7 +305,7 @@ def condition_table(ss: xr.Dataset, settings=None, iterates=None) -> xr.Dataset:
     ct["tier"] = xr.apply_ufunc(tier, ct["Dnorm_mean"], ct["V_mean"], ct["Dplus_mean"])
     ct = ct.transpose("algo", "task", "bound", "setting")
     ct.attrs.update(ss.attrs)
-    return ct
+    return _mark_means_only(ct, ss, settings, ("algo", "task", "bound"))
 
 
 # ------------------------------------------------------------------------------ bootstrap tables
@@ -387,11 +403,12 @@ def aggregate_table(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: i
             stability[ai, si] = np.mean(tier(*reps[:, mi].T) == point)
     im = {m: np.where(tier_ok, value[..., i], np.nan) for i, m in enumerate(METRICS)}
     dims3, dims2 = ("algo", "setting", "metric"), ("algo", "setting")
-    return _table({"value": (dims3, value), "ci_low": (dims3, lo), "ci_high": (dims3, hi),
-                   "tier": (dims2, tier(im["Dnorm"], im["V"], im["Dplus"])), "tier_stability": (dims2, stability),
-                   "n_conditions": (dims2, n_cond)},
-                  {"algo": algos, "setting": list(settings), "metric": list(METRICS)}, ss,
-                  boot=boot, rng_seed=rng_seed, ci=ci)
+    out = _table({"value": (dims3, value), "ci_low": (dims3, lo), "ci_high": (dims3, hi),
+                  "tier": (dims2, tier(im["Dnorm"], im["V"], im["Dplus"])), "tier_stability": (dims2, stability),
+                  "n_conditions": (dims2, n_cond)},
+                 {"algo": algos, "setting": list(settings), "metric": list(METRICS)}, ss,
+                 boot=boot, rng_seed=rng_seed, ci=ci)
+    return _mark_means_only(out, ss, settings, ("algo",))
 
 
 def cdf_curves(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: int = 0, ci: float = 0.95,

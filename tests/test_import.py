@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
@@ -187,3 +189,73 @@ def test_overrides_and_collisions(tmp_path: Path, capsys) -> None:
 def test_empty_sources(tmp_path: Path, capsys, fmt: str, message: str) -> None:
     assert main(["import", fmt, str(tmp_path), "--out", str(tmp_path / "o.zarr")]) == 2
     assert message in _err(capsys)
+
+
+def _omnisafe_cube(tmp_path: Path) -> Path:
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        run_dir = runs / "PPOLag-{SafetyPointGoal1-v0}" / f"seed-00{seed}-2026"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps({"seed": seed, "algo": "PPOLag", "env_id": "Goal",
+                                                         "algo_cfgs": {"cost_limit": 25.0}}))
+        pd.DataFrame({"Metrics/EpRet": [1.0, 2.0], "Metrics/EpCost": [30.0, 20.0 + seed],
+                      "TotalEnvSteps": [2000, 4000]}).to_csv(run_dir / "progress.csv", index=False)
+    out = tmp_path / "omni.zarr"
+    assert main(["import", "omnisafe", str(runs), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "markdown", "latex", "table"])
+@pytest.mark.parametrize("kind", ["aggregate", "conditions"])
+def test_every_output_says_not_available_for_means(tmp_path: Path, fmt: str, kind: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """V, D_norm+ and the tier of means-only runs are 'n/a' with the reason in every format, never a number;
+    R̄, C̄ and D_norm are numbers."""
+    out = _omnisafe_cube(tmp_path)
+    capsys.readouterr()
+    target = tmp_path / f"t.{ {'csv': 'csv', 'json': 'json', 'markdown': 'md', 'latex': 'tex', 'table': 'txt'}[fmt]}"
+    args = ["report", str(out), "--kind", kind, "--format", fmt, "--boot", "20", "--settings", "train"]
+    assert main([*args, "--out", str(target)]) == 0
+    text = target.read_text()
+    if fmt == "json":
+        doc = json.loads(text)
+        row = doc["rows"][0]
+        if kind == "aggregate":
+            assert row["metrics"]["V"] == {"value": None, "ci_low": None, "ci_high": None,
+                                           "not_available": "not available: omnisafe logs only per-epoch means"}
+            assert row["tier_not_available"].endswith("omnisafe logs only per-epoch means")
+            assert row["metrics"]["C"]["value"] == pytest.approx(25.25)
+        else:
+            assert row["not_available"]["metrics"] == ["V", "Dplus", "tier"] and row["V_mean"] is None
+        return
+    if fmt == "csv":
+        rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(text))}
+        value = "value" if kind == "aggregate" else "mean"
+        assert rows["V"][value] == rows["Dplus"][value] == rows["tier"][value] == "n/a"
+        assert float(rows["C"][value]) == pytest.approx(25.25)
+        return
+    flat = " ".join(text.split())  # a rich title may wrap
+    assert "n/a" in text and "omnisafe logs only per-epoch means" in flat
+    assert "nan" not in text.lower().replace("n/a", "")
+
+
+def test_tui_summary_says_not_available(tmp_path: Path) -> None:
+    import asyncio
+
+    from saferl_tui.app import build_app
+
+    out = _omnisafe_cube(tmp_path)
+
+    async def go() -> str:
+        app = build_app(out, boot=20, export_dir=tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            for _ in range(4):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            from textual.widgets import DataTable
+
+            table = app.screen.query_one("#summary-table", DataTable)
+            return " ".join(str(c) for row in range(table.row_count) for c in table.get_row_at(row))
+
+    shown = asyncio.run(go())
+    assert "n/a" in shown

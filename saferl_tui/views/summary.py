@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from cube.errors import CubeError
+from cube.export import NOT_AVAILABLE
 from cube.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
@@ -101,10 +102,11 @@ class SummaryView(ResultView):
             for i, s in enumerate(SETTINGS):
                 cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short, style="bold" if s == sel.setting
                                                               else "")]
-                cells += [Text(fmt(cube.get("value", a, s, m)), style=BEST if best[(m, s)] == a else "",
-                               justify="right") for m in METRICS]
+                cells += [Text(NOT_AVAILABLE if cube.na(a, s, m) else fmt(cube.get("value", a, s, m)),
+                               style=BEST if best[(m, s)] == a else "", justify="right") for m in METRICS]
                 t = cube.tier(a, s)
-                cells.append(Text(fmt_tier(t) if narrow else f"{fmt_tier(t)} {tier_name(t)}".strip()))
+                cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else
+                                  fmt_tier(t) if narrow else f"{fmt_tier(t)} {tier_name(t)}".strip()))
                 if inline_delta:
                     cells += [self._delta(cube, a, base, s, m) for m in METRICS]
                 rows.append((f"{a}:{s}", cells))
@@ -119,6 +121,8 @@ class SummaryView(ResultView):
                      f"({NOT_SAFE_MARK} not safe: {ns}) · {directions()}" + (f" · train{iter_text(sel)}"
                                                                             if sel.iterates is not None else ""))
         title.append_text(incomplete_note(self.incomplete))
+        if cube.not_available:
+            title.append(f" · {NOT_AVAILABLE} = {cube.not_available}", style="italic")
         self.query_one("#summary-title", Static).update(title)
         self._render_gap(gap, cube.algos, narrow)
         self._render_delta(cube, base, not inline_delta and base is not None)
@@ -198,9 +202,9 @@ class SummaryView(ResultView):
             for m in METRICS:
                 v, lo, hi = (fmt(cube.get(k, a, s, m)) for k in ("value", "ci_low", "ci_high"))
                 text = f"{v}\n{lo}\n{hi}" if narrow else f"{v}\n[{lo}, {hi}]"
-                cells.append(Text(text, justify="right"))
+                cells.append(Text(NOT_AVAILABLE if cube.na(a, s, m) else text, justify="right"))
             t = cube.tier(a, s)
-            cells.append(Text(f"{fmt_tier(t)}\n{tier_name(t)}"))
+            cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else f"{fmt_tier(t)}\n{tier_name(t)}"))
             rows.append((a, cells))
         columns = [("Algorithm", "algo"), *[(f"IQM {METRIC[m].label}", m) for m in METRICS], ("Tier", "tier")]
         add_columns(table, columns, [c for _, c in rows])
@@ -231,6 +235,15 @@ class _AggArrays:
         self._m = {str(m): i for i, m in enumerate(agg["metric"].values)}
         self._v = {k: np.asarray(agg[k].values, dtype=np.float64) for k in ("value", "ci_low", "ci_high")}
         self._t = np.asarray(agg["tier"].transpose("algo", "setting").values, dtype=np.float64)
+        self._means_only = (np.asarray(agg["means_only"].transpose("algo", "setting").values, dtype=bool)
+                            if "means_only" in agg else None)
+        self.not_available = str(agg.attrs.get("not_available", ""))
+
+    def na(self, algo: str, setting: str, metric: str | None = None) -> bool:
+        """Whether the metric (None: the tier) needs every episode but the runs hold only window means."""
+        if self._means_only is None or (metric is not None and not METRIC[metric].needs_episodes):
+            return False
+        return bool(self._means_only[self._a[algo], self._s[setting]])
 
     def get(self, var: str, algo: str, setting: str, metric: str) -> float:
         return float(self._v[var][self._a[algo], self._s[setting], self._m[metric]])
