@@ -343,6 +343,14 @@ class CubeModel:
         key = ("iterate_metrics", _sel_key(full), mode)
         return self._cached(key, lambda: stats.iterate_metrics(self._ss_small(full), mode=mode))
 
+    def learning_curve(self, sel: UISelection) -> xr.Dataset:
+        """``stats.aggregate_learning_curve`` of the selection (IQM over conditions per training iterate,
+        bootstrap band), cached per selection."""
+        self._check(sel)
+        key = ("learning", _sel_key(sel), self.boot, self.rng_seed)
+        return self._cached(key, lambda: stats.aggregate_learning_curve(
+            stats.select(self.ss, sel.cube_selection()), boot=self.boot, rng_seed=self.rng_seed))
+
     def curves(self, sel: UISelection, window: int, mode: str = "train"
                ) -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
         """Smoothed seed mean/std of R and C per iterate of ``mode`` episodes (train; or expl / greedy at

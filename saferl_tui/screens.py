@@ -190,7 +190,7 @@ class MainScreen(Screen):
                      if isinstance(b, Binding) and b.show]
             if view.FILTERABLE:
                 local.insert(0, ("/", "Filter"))
-            local.append(("1-6", "Views"))
+            local.append((f"1-{len(VIEW_CLASSES)}", "Views"))
         self.query_one(KeyBar).show(FIRST_KEYS, local, REST_KEYS)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:

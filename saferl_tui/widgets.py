@@ -35,7 +35,7 @@ class InfoBar(Static):
         text.append(" saferl-tui " if wide else " saferl ", style="bold reverse")
         text.append(f" {path} ", style="bold")
         if synthetic:
-            text.append(" SYNTHETIC DEMO DATA " if wide else " DEMO DATA ", style="bold black on yellow")
+            text.append(" SYNTHETIC DEMO DATA " if wide else " SYNTHETIC ", style="bold black on yellow")
             text.append(" ")
         if sel is not None:
             text.append(sel.describe() if wide else sel.describe_short(), style="")

@@ -903,3 +903,15 @@ def test_figure_key_writes_a_pdf_next_to_the_cube_never_overwriting(small_demo_c
     assert all(Path(p).parent == folder and Path(p).read_bytes().startswith(b"%PDF") for p in written)
     assert names[0].startswith("intervals_") and names[1].startswith("cdf_") and names[2].startswith("curves_")
     assert len(set(names)) == 4 and names[3].startswith("curves_") and names[3].endswith("-2.pdf")
+
+
+def test_learning_view_equals_the_stats_function(cube_path: Path) -> None:
+    """View 7 draws `stats.aggregate_learning_curve` of the selection (the numbers behind the plots)."""
+    async def scenario(pilot: Pilot, screen: MainScreen) -> Any:
+        await press(pilot, "7")
+        return screen.active_view().data
+
+    shown = run_app(build_app(cube_path, boot=BOOT), scenario)
+    expect = stats.aggregate_learning_curve(stats.load_suffstats(cube_path), boot=BOOT)
+    np.testing.assert_allclose(shown["value"].values, expect["value"].values, equal_nan=True)
+    np.testing.assert_allclose(shown["ci_low"].values, expect["ci_low"].values, equal_nan=True)

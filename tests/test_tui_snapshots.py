@@ -96,12 +96,13 @@ VIEWS = [
     ("curves_greedy_env_steps", ("4", "t", "t", "x")),
     ("histograms", ("5",)),
     ("runs", ("6",)),
+    ("learning", ("7",)),
     ("selection_panel", ("f", "down", "space")),
     ("help", ("question_mark",)),
     ("empty_selection", ("f", "n", "escape")),
 ]
-SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "selection_panel",
-         "help"]
+SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning",
+         "selection_panel", "help"]
 
 
 @pytest.mark.parametrize(("name", "keys"), VIEWS, ids=[v[0] for v in VIEWS])
@@ -117,7 +118,7 @@ def test_view_80x24(snap_compare, cube_name: str, name: str, keys: Sequence[str]
 
 
 NARROW = [("summary", ()), ("cdf_all_settings", ("3", "p")), ("curves", ("4",)), ("curves_next_plot", ("4", "p")),
-          ("histograms", ("5",)), ("runs", ("6",))]
+          ("histograms", ("5",)), ("runs", ("6",)), ("learning", ("7",))]
 
 
 @pytest.mark.parametrize(("name", "keys"), NARROW, ids=[v[0] for v in NARROW])

@@ -1,5 +1,5 @@
-"""The six result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
-``histograms`` (5), ``runs`` (6); ``base`` holds the :class:`ResultView` base class, the condition cycler
+"""The seven result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
+``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves); ``base`` holds the :class:`ResultView` base class, the condition cycler
 of Curves and Histograms, and the formatting and export helpers they share."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from saferl_tui.views.cdf import CdfView
 from saferl_tui.views.conditions import ConditionsView
 from saferl_tui.views.curves import CurvesView
 from saferl_tui.views.histograms import HistogramsView
+from saferl_tui.views.learning import LearningView
 from saferl_tui.views.runs import RunsView
 from saferl_tui.views.summary import SummaryView
 
 VIEW_CLASSES: tuple[type[ResultView], ...] = (SummaryView, ConditionsView, CdfView, CurvesView, HistogramsView,
-                                              RunsView)
-"""The views in tab order (their KEY is 1..6)."""
+                                              RunsView, LearningView)
+"""The views in tab order (their KEY is 1..7)."""
 
-__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "ResultView", "RunsView",
-           "SummaryView"]
+__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "ResultView",
+           "RunsView", "SummaryView"]

@@ -1,0 +1,101 @@
+"""The Learning view (key 7): aggregate learning curves, beyond the paper (rliable's sample-efficiency
+curve): per training iterate, the IQM over task-bound conditions of the per-condition seed means of each
+metric, with the edges of its stratified-bootstrap band (`cube.stats.aggregate_learning_curve`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import xarray as xr
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid
+from textual_plotext import PlotextPlot
+
+from cube.metrics import METRIC, METRICS
+from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.views.base import (
+    BANDS_MIN_ROWS,
+    REF_COLOR,
+    REF_RICH,
+    Files,
+    PlotView,
+    incomplete_note,
+    legend_text,
+    nan_none,
+    set_ticks,
+    table_files,
+)
+
+
+class LearningView(PlotView):
+    """IQM over conditions per iterate of R̄, C̄, D_norm, V, D_norm+ with bootstrap band edges."""
+
+    VIEW_ID = "learning"
+    TITLE = "Learning"
+    KEY = "7"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "next_panel", "Next plot / all", id="learning.panels"),
+    ]
+
+    def compose_plots(self) -> ComposeResult:
+        with Grid(id="learning-plots", classes="plot-grid"):
+            for m in METRICS:
+                plot = PlotextPlot(id=f"learning-{m}", classes="learning-plot plot-panel")
+                plot.panel_name = METRIC[m].label  # type: ignore[attr-defined]
+                yield plot
+
+    def params(self) -> tuple:
+        return ()
+
+    @staticmethod
+    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
+        return model.learning_curve(sel)
+
+    def render_data(self, curve: xr.Dataset) -> None:
+        sel = self.selection
+        assert sel is not None
+        self.arrange_plots()
+        colors = self.colors_of([str(a) for a in curve["algo"].values])
+        x = curve["iterate"].values.astype(float)
+        for m in METRICS:
+            widget = self.query_one(f"#learning-{m}", PlotextPlot)
+            plt = widget.plt
+            plt.clear_figure()
+            plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
+            one = curve.sel(metric=m)
+            for a, c in colors.items():  # band edges first, the IQM drawn over them
+                plt.plot(x, nan_none(one["ci_low"].sel(algo=a).values), color=c, marker="·")
+                plt.plot(x, nan_none(one["ci_high"].sel(algo=a).values), color=c, marker="·")
+            for a, c in colors.items():
+                plt.plot(x, nan_none(one["value"].sel(algo=a).values), color=c, marker="hd")
+            if m in ("Dnorm",):
+                plt.hline(0.0, REF_COLOR)
+            plt.title(f"IQM {METRIC[m].label}")
+            plt.xlabel("iterate")
+            plt.ylabel(METRIC[m].label)
+            vals = np.concatenate([one[k].values.ravel() for k in ("value", "ci_low", "ci_high")])
+            vals = vals[np.isfinite(vals)]
+            if vals.size:
+                set_ticks(plt, "y", float(vals.min()), float(vals.max()), 4)
+            if x.size:
+                set_ticks(plt, "x", float(x.min()), float(x.max()), 5)
+            widget.refresh()
+        self.set_legend(legend_text(colors, [("─ D_norm = 0 (C̄ = d)", REF_RICH), ("· 95% CI band", "")]))
+        n_cond = len(sel.tasks) * len(sel.bounds)
+        text = Text(f"Learning: IQM over {n_cond} conditions of seed means per iterate, 95% band "
+                    f"(B={curve.attrs.get('boot', '?')}) ")
+        text.append_text(incomplete_note(self.incomplete))
+        self.set_title(text)
+
+    def export_tables(self) -> Files:
+        if self.data is None or self.selection is None:
+            return []
+        curve = self.data
+        header = ["algo", "metric", "iterate", "value", "ci_low", "ci_high"]
+        rows = [[str(a), str(m), int(j), *(float(curve[k].sel(algo=a, metric=m, iterate=j)) for k in
+                                           ("value", "ci_low", "ci_high"))]
+                for a in curve["algo"].values for m in curve["metric"].values for j in curve["iterate"].values]
+        return table_files("learning", header, rows, "Aggregate learning curves (IQM over conditions, 95% CI)")
