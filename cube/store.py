@@ -337,6 +337,17 @@ def side_folder(path: PathLike) -> Path:
     return folder
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host with this pid exists (to tell a dead writer's leftovers)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _open_group(path: PathLike, mode: str = "r+") -> zarr.Group:
     path = Path(path)
     if not path.exists():

@@ -40,6 +40,7 @@ from cube.schema import AGGREGATE_ONLY, RUN_DIMS
 from cube.store import (
     StillRunReader,
     open_cube,
+    pid_alive,
     read_write_seqs,
     runs_written_since,
     side_folder,
@@ -574,18 +575,8 @@ def _remove_dead_writers_leftovers(path: Path) -> None:
     """Remove temporary cache groups left by cache writers that were killed (their pid is gone)."""
     for leftover in (path / CACHE_GROUP).parent.glob(f"{Path(CACHE_GROUP).name}.tmp-*"):
         pid = leftover.name.split(".tmp-", 1)[1].split("-", 1)[0]
-        if not pid.isdigit() or not _pid_alive(int(pid)):
+        if not pid.isdigit() or not pid_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _PENDING_WRITES: dict[Path, threading.Thread] = {}

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from cube.schema import RunKey
-from cube.store import side_folder
+from cube.store import pid_alive, side_folder
 
 CLAIMS_DIR = "_claims"
 
@@ -32,16 +32,6 @@ def claim_path(store: str | os.PathLike, key: RunKey) -> Path:
 
 def _holder() -> dict[str, object]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_claim(store: str | os.PathLike, key: RunKey) -> dict[str, object] | None:
@@ -55,7 +45,7 @@ def read_claim(store: str | os.PathLike, key: RunKey) -> dict[str, object] | Non
 def _stale(holder: dict[str, object] | None) -> bool:
     if holder is None:
         return False
-    return holder.get("host") == socket.gethostname() and not _alive(int(holder.get("pid", -1)))
+    return holder.get("host") == socket.gethostname() and not pid_alive(int(holder.get("pid", -1)))
 
 
 def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
