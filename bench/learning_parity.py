@@ -10,14 +10,15 @@ sqrt((sd_ours^2 + sd_crax^2) / 2).
 What is timed. Ours: iterates 2..J through the full runner, i.e. every training episode transferred and
 written to a results cube (iterate 1 holds the compile). crax: its epochs 2..J (`training/sps`, its
 `block_until_ready`-timed training epochs; epoch 1 holds the compile); its per-step env-metric host
-callback always runs, `--crax-log on` (its default) adds the training-metric callback. crax's epoch is
+callback always runs, `--crax-log on` (its default) adds the training-metric callback; its per-epoch
+evaluator is replaced by a no-op (crax's final policy goes through our evaluator). crax's epoch is
 ceil(num_envs T / steps per update) updates, ours runs updates until every env finished an episode.
 crax's train numbers are its logger's `episodic/sum_reward` and `episodic/cost` (the episodes that
 ended in that epoch; its sums omit the first step of every episode after the first).
 
     .venv/bin/python bench/learning_parity.py --algos ppo_lag --seeds 0,1            # CPU: circle, 64 envs
     .venv/bin/python bench/learning_parity.py --tiny                                 # logic check, ~2 min
-    python3 bench/learning_parity.py --paper --algos ppo_lag,focops --seeds 0,1 --iterates 6   # GPU
+    python3 bench/learning_parity.py --paper --algos ppo_lag,focops --seeds 0,1 --iterates 3   # GPU
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -59,6 +61,9 @@ def _args() -> argparse.Namespace:
                    help="the paper's sizes: 2048 envs, T 2000, batch 1024 x 32, 6 epochs, 100 eval episodes")
     p.add_argument("--tiny", action="store_true", help="a tiny config to check this script (CPU, minutes)")
     p.add_argument("--config", help="TOML overrides for both trainers (e.g. reset = \"fresh\")")
+    p.add_argument("--no-cache", action="store_true",
+                   help="no persistent compile cache (by default a fresh one in a temporary folder, so crax's "
+                        "second seed reuses its first seed's compile, as ours does in-process)")
     return p.parse_args()
 
 
@@ -144,8 +149,9 @@ def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, log: bool,
     factory = functools.partial(networks.make_ppo_networks, policy_hidden_layer_sizes=cfg.policy_hidden,
                                 value_hidden_layer_sizes=cfg.value_hidden,
                                 cost_value_hidden_layer_sizes=None if algo == "ppo" else cfg.cost_value_hidden)
+    acting = importlib.import_module("crax.training.acting")
     t0 = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(acting, "Evaluator", NoEvaluator):
         _, params, _, _ = mod.train(
             environment=env, num_timesteps=J * per_iterate, episode_length=cfg.episode_length,
             num_envs=cfg.num_envs, learning_rate=cfg.learning_rate, entropy_cost=cfg.entropy_cost,
@@ -166,13 +172,25 @@ def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, log: bool,
             "steps_per_epoch": float(steps[0]) if len(steps) else float("nan")}
 
 
-def crax_evaluator(runner: Any, cfg: Any, seed_iterate: tuple[int, int]) -> Any:
+class NoEvaluator:
+    """Stands in for crax's `acting.Evaluator`: its per-epoch evaluation (compile and rollouts) is skipped;
+    crax's final policy is evaluated by our evaluator instead. Training is untouched."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def run_evaluation(self, *args: Any, **kwargs: Any) -> dict[str, float]:
+        return {}
+
+
+def crax_evaluator(runner: Any, cfg: Any, algo: str, seed_iterate: tuple[int, int]) -> Any:
     """Roll out crax's final (normalizer, policy, value) with our evaluator: same eval keys as ours."""
+    from train.algorithms import algorithm
     from train.core import Params, make_train
     from train.nets import Normalizer
 
     template = make_train(cfg, runner.env).template()
-    program = runner.program(1)
+    program = runner.program(1, algorithm(algo).uses_multiplier)  # the program ours ran: no new compile
 
     def evaluate(params: Any) -> dict[str, tuple[float, float]]:
         norm, policy, value = params[:3]
@@ -251,6 +269,9 @@ def main() -> int:
           f"{cfg.batch_size} x {cfg.num_minibatches}, epochs {cfg.num_epochs}, reset {cfg.reset}, advantage "
           f"{cfg.advantage}; crax log_training_metrics {a.crax_log}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        if not a.no_cache:
+            jax.config.update("jax_compilation_cache_dir", str(Path(tmp) / "jaxcache"))
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         out = Path(tmp) / "parity.zarr"
         prepare_store(out, cfg, algos, [a.task], [a.bound], seeds)
         runner = Runner(out, cfg, a.task, make_env)
@@ -261,7 +282,7 @@ def main() -> int:
                 ours[s] = run_ours(runner, out, algo, a.bound, s)
                 t1 = time.perf_counter()
                 crax[s] = run_crax(algo, cfg, a.task, a.bound, s, a.crax_log == "on",
-                                   crax_evaluator(runner, cfg, (s, cfg.n_iterates - 1)))
+                                   crax_evaluator(runner, cfg, algo, (s, cfg.n_iterates - 1)))
                 print(f"[{algo} seed {s}: ours {t1 - t0:.0f} s, crax {time.perf_counter() - t1:.0f} s wall; "
                       f"steps/s ours {ours[s]['sps']:,.0f} crax {crax[s]['sps']:,.0f}]", flush=True)
             report(algo, cfg, seeds, ours, crax, a.every)

@@ -1,9 +1,12 @@
-"""Throughput: PPO-Lag on CRAX safe_goal_point, this project's trainer vs CRAX's own `ppo_lag` trainer.
+"""Throughput: this project's trainer vs CRAX's own trainer (default PPO-Lag on safe_circle_point).
 
 Same machine, same process, same config (envs, episode length, unroll, batch, minibatches, epochs,
-networks, normalisation, reward scaling). Prints env steps/s after compilation for both, the compile
-time of each (reported apart), and the ratio ours / crax. Ours is measured through the full runner:
-each iterate's every episode is transferred and written to a results cube, so logging is included.
+networks, normalisation, reward scaling), side by side: ours, then crax with its training-metric logging
+on (`log_training_metrics=True`, its default) and off (its per-step env-metric host callback runs either
+way). Prints env steps/s after compilation for each, the compile time of each (reported apart), and the
+ratios ours / crax. Ours is measured through the full runner: each iterate's every episode is
+transferred and written to a results cube, so logging is included. crax's per-epoch evaluator is
+replaced by a no-op (it is outside the timed epochs anyway).
 
     .venv/bin/python bench/train_throughput.py                 # small CPU config
     .venv/bin/python bench/train_throughput.py --num-envs 2048 --episode-length 2000 \\
@@ -33,22 +36,25 @@ def _args() -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--iterates", type=int, default=3, help="our iterates (the first one includes compile)")
     p.add_argument("--bound", type=float, default=25.0)
+    p.add_argument("--task", default="circle")
+    p.add_argument("--algo", default="ppo_lag")
+    p.add_argument("--crax-log", choices=("on", "off", "both"), default="both")
     p.add_argument("--skip-crax", action="store_true")
     p.add_argument("--skip-ours", action="store_true")
     return p.parse_args()
 
 
-def run_ours(cfg: Any, bound: float) -> dict[str, float]:
+def run_ours(cfg: Any, bound: float, task: str, algo: str) -> dict[str, float]:
     from train.envs import make_crax_env
     from train.record import prepare_store
     from train.runner import Runner
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.zarr"
-        prepare_store(out, cfg, ["ppo_lag"], ["goal"], [bound], [0])
-        runner = Runner(out, cfg, "goal", make_crax_env)
+        prepare_store(out, cfg, [algo], [task], [bound], [0])
+        runner = Runner(out, cfg, task, make_crax_env)
         t0 = time.perf_counter()
-        res = runner.run("ppo_lag", bound, 0)
+        res = runner.run(algo, bound, 0)
         total = time.perf_counter() - t0
     steps, wall = np.array(res.iterate_steps[1:]), np.array(res.iterate_wall_s[1:])
     first_work = res.iterate_steps[0] * wall.sum() / steps.sum()  # time iterate 0 would take compiled
@@ -56,35 +62,38 @@ def run_ours(cfg: Any, bound: float) -> dict[str, float]:
             "measured_steps": float(steps.sum()), "total_s": total}
 
 
-def run_crax(cfg: Any, bound: float) -> dict[str, float]:
+def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[str, float]:
     import importlib
+    from unittest import mock
 
+    from learning_parity import NoEvaluator, crax_kwargs
+
+    from train.config import TASKS
     from train.envs import import_crax
 
     envs = import_crax()
-    ppo_lag = importlib.import_module("crax.training.agents.ppo_lag.train")  # the module, not the function
+    mod = importlib.import_module(f"crax.training.agents.{algo}.train")  # the module, not the function
+    acting = importlib.import_module("crax.training.acting")
 
-    env = envs.get_environment("safe_goal_point", level=1, episode_length=cfg.episode_length)
+    env = envs.get_environment(TASKS[task], level=1, episode_length=cfg.episode_length)
     epochs: list[dict[str, float]] = []
 
     def progress(step: int, metrics: dict[str, Any]) -> None:
-        # called after each training epoch and again after its evaluation (same step, same numbers)
         if "training/sps" in metrics and all(e["step"] != step for e in epochs):
             epochs.append({"step": step, "sps": float(metrics["training/sps"]),
                            "walltime": float(metrics["training/walltime"])})
 
     per_epoch = (cfg.n_iterates - 1) * cfg.num_envs * cfg.episode_length  # same measured work as ours
     t0 = time.perf_counter()
-    with contextlib.redirect_stdout(io.StringIO()):
-        ppo_lag.train(
+    with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(acting, "Evaluator", NoEvaluator):
+        mod.train(
             environment=env, num_timesteps=2 * per_epoch, episode_length=cfg.episode_length,
             num_envs=cfg.num_envs, learning_rate=cfg.learning_rate, entropy_cost=cfg.entropy_cost,
             discounting=cfg.discount, unroll_length=cfg.unroll_length, batch_size=cfg.batch_size,
             num_minibatches=cfg.num_minibatches, num_updates_per_batch=cfg.num_epochs,
-            normalize_observations=True, reward_scaling=cfg.reward_scaling, clipping_epsilon=cfg.clip_epsilon,
-            gae_lambda=cfg.gae_lambda, seed=0, safety_bound=bound, lagrangian_coef_rate=cfg.ppo_lag.lr,
-            initial_lambda_lagr=cfg.ppo_lag.init, num_evals=3, num_eval_envs=cfg.eval_episodes,
-            progress_fn=progress)
+            normalize_observations=True, reward_scaling=cfg.reward_scaling, gae_lambda=cfg.gae_lambda, seed=0,
+            num_evals=3, num_eval_envs=1, log_training_metrics=log, progress_fn=progress,
+            **crax_kwargs(algo, cfg, bound))
     total = time.perf_counter() - t0
     first, second = epochs[0], epochs[1]
     t1 = first["walltime"]
@@ -103,24 +112,26 @@ def main() -> int:
     cfg.validate()
     import jax
 
-    print(f"device: {jax.devices()[0].platform} x{len(jax.devices())}; PPO-Lag on safe_goal_point; "
+    print(f"device: {jax.devices()[0].device_kind} x{len(jax.devices())}; {a.algo} on {a.task}; "
           f"envs {cfg.num_envs}, T {cfg.episode_length}, unroll {cfg.unroll_length}, batch {cfg.batch_size}, "
           f"minibatches {cfg.num_minibatches}, epochs {cfg.num_epochs}, networks policy {cfg.policy_hidden} "
           f"value/cost {cfg.value_hidden}", flush=True)
     rows = {}
     if not a.skip_ours:
-        rows["saferl"] = run_ours(cfg, a.bound)
+        rows["saferl"] = run_ours(cfg, a.bound, a.task, a.algo)
         print(f"saferl: {rows['saferl']}", flush=True)
     if not a.skip_crax:
-        rows["crax"] = run_crax(cfg, a.bound)
-        print(f"crax:   {rows['crax']}", flush=True)
-    print(f"{'trainer':<8} {'env steps/s':>12} {'compile s':>10} {'measured steps':>15} {'total s':>8}")
+        for log in (("on", "off") if a.crax_log == "both" else (a.crax_log,)):
+            rows[f"crax log {log}"] = run_crax(cfg, a.bound, a.task, a.algo, log == "on")
+            print(f"crax log {log}: {rows[f'crax log {log}']}", flush=True)
+    print(f"{'trainer':<13} {'env steps/s':>12} {'compile s':>10} {'measured steps':>15} {'total s':>8}")
     for name, r in rows.items():
-        print(f"{name:<8} {r['sps']:>12,.0f} {r['compile_s']:>10.1f} {r['measured_steps']:>15,.0f} "
+        print(f"{name:<13} {r['sps']:>12,.0f} {r['compile_s']:>10.1f} {r['measured_steps']:>15,.0f} "
               f"{r['total_s']:>8.1f}")
-    if len(rows) == 2:
-        print(f"ratio saferl / crax: {rows['saferl']['sps'] / rows['crax']['sps']:.2f}x "
-              "(saferl writes every episode to a cube; target >= 1.0x)")
+    for name in (n for n in rows if n != "saferl"):
+        if "saferl" in rows:
+            print(f"ratio saferl / {name}: {rows['saferl']['sps'] / rows[name]['sps']:.2f}x "
+                  "(saferl writes every episode to a cube)")
     return 0
 
 

@@ -114,6 +114,6 @@ def test_status_lists_runs_without_jax(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "3 runs: 1 complete, 1 partial, 1 pending" in res.stdout
     row = next(ln for ln in res.stdout.splitlines() if "node7" in ln)
-    for cell in ("complete", "3/3", "480", "1:02:03", "4242", " 1 "):
+    for cell in ("complete", "3/3", "480", "1:02:03", "4242", " 1 ", "legacy"):
         assert cell in row, (cell, row)
     assert "1/3" in next(ln for ln in res.stdout.splitlines() if "node8" in ln)

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from cube.errors import CubeError
-from train.config import SMOKE, TrainConfig, load_toml, with_overrides
+from train.config import (
+    LEGACY_OPTIONS,
+    SMOKE,
+    TrainConfig,
+    config_to_dict,
+    legacy_overrides,
+    load_toml,
+    variant_label,
+    with_overrides,
+)
 
 
 def test_defaults_are_the_paper_table() -> None:
@@ -26,6 +35,28 @@ def test_defaults_are_the_paper_table() -> None:
     assert c.n_iterates == 122 and c.unrolls_per_update == 16 and c.steps_per_update == 128
 
 
+def test_formulation_defaults_are_crax_and_legacy_is_available(tmp_path: Path) -> None:
+    c = TrainConfig()
+    assert (c.reset, c.advantage) == ("replay", "brax")
+    assert (c.ppo_lag.normalize_cost_advantage, c.p3o.normalize_cost_advantage,
+            c.focops.normalize_cost_advantage) == (True, False, False)
+    assert (c.p3o.violation, c.focops.loss) == ("previous_update", "crax")
+    legacy = with_overrides(c, legacy_overrides())
+    assert (legacy.reset, legacy.advantage, legacy.p3o.violation, legacy.focops.loss) == (
+        "fresh", "gae", "minibatch", "paper")
+    assert legacy.p3o.normalize_cost_advantage and legacy.focops.normalize_cost_advantage
+    d = config_to_dict(c)  # the manifest records every option
+    assert d["reset"] == "replay" and d["advantage"] == "brax" and d["focops"]["loss"] == "crax"
+    assert variant_label(d) == "crax" and variant_label(config_to_dict(legacy)) == "legacy"
+    assert variant_label({"num_envs": 8}) == "legacy"  # a manifest from before the options
+    assert variant_label(config_to_dict(with_overrides(c, {"reset": "fresh"}))) == "reset=fresh"
+    assert len(LEGACY_OPTIONS) == 7
+    p = tmp_path / "c.toml"
+    p.write_text('reset = "fresh"\nadvantage = "gae"\n[focops]\nloss = "paper"\n')
+    t = load_toml(p)
+    assert (t.reset, t.advantage, t.focops.loss) == ("fresh", "gae", "paper")
+
+
 def test_toml_overrides_nested(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
     p.write_text("num_envs = 64\nbatch_size = 64\nnum_minibatches = 4\npolicy_hidden = [8, 8]\n"
@@ -40,6 +71,10 @@ def test_toml_overrides_nested(tmp_path: Path) -> None:
     ("[p3o]\nkappa = 1\n", "unknown key 'p3o.kappa'"),
     ("num_envs = 'many'\n", "num_envs must be an integer"),
     ("num_envs = 3\n", "multiple of num_envs"),
+    ('reset = "auto"\n', "reset must be one of 'replay', 'fresh'"),
+    ("reset = 1\n", "reset must be a string"),
+    ('[focops]\nloss = "kl"\n', "focops.loss must be one of 'crax', 'paper'"),
+    ('[p3o]\nviolation = "now"\n', "p3o.violation must be one of"),
 ])
 def test_toml_errors_are_one_line(tmp_path: Path, text: str, match: str) -> None:
     p = tmp_path / "c.toml"

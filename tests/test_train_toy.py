@@ -70,7 +70,10 @@ def _final_cost(runner: Runner, algo: str) -> tuple[float, float]:
     assert seen.iterates == len(logs) == res.iterates_done == TOY.n_iterates == 400
     assert all(log.size == TOY.num_envs for log in logs)  # one episode per env per iterate
     costs = [float(np.mean(log)) for log in logs]
-    return float(np.mean(costs[-len(costs) // 2:])), float(ds["multiplier"].values[-1])
+    mult = ds["multiplier"].values.ravel()
+    # the multiplier oscillates and touches 0 now and then (when the cost dips under d): the share of the
+    # last half's iterates with an active multiplier, not its last value, says the constraint was active
+    return float(np.mean(costs[-len(costs) // 2:])), float(np.mean(mult[-len(mult) // 2:] > 0))
 
 
 def test_ppo_ignores_the_constraint(toy_runner) -> None:
@@ -80,10 +83,10 @@ def test_ppo_ignores_the_constraint(toy_runner) -> None:
 
 @pytest.mark.parametrize("algo", ["ppo_lag", "p3o", "focops"])
 def test_constrained_algorithms_end_at_or_below_d(toy_runner, algo: str) -> None:
-    cost, mult = _final_cost(toy_runner, algo)
+    cost, active = _final_cost(toy_runner, algo)
     assert cost <= (1 + TOLERANCE) * D, f"{algo}: mean cost over the last half {cost:.2f} > d={D}"
     assert cost > 0.25 * D  # and not trivially safe by doing nothing (reward = cost here)
-    assert mult > 0
+    assert active > 0.5, f"{algo}: multiplier > 0 in only {active:.0%} of the last half's iterates"
 
 
 SMALL = TrainConfig(total_env_steps=3 * 8 * 20, episode_length=20, num_envs=8, unroll_length=4,

@@ -17,16 +17,20 @@ from train.config import TrainConfig
 
 
 class LossInputs(NamedTuple):
-    """Per-sample policy-loss inputs `[N]` (probability ratio, reward and cost advantages, KL to the old
-    policy) and the run's scalars: multiplier, mean per-step cost of the batch, d_step = d/T."""
+    """Per-sample policy-loss inputs `[N]` (probability ratio and its log, reward advantage (normalised
+    if the config says so), raw cost advantage, KL to the old policy) and the run's scalars: multiplier,
+    mean per-step cost of the minibatch, d_step = d/T, and the previous update's violation (its batch mean
+    per-step cost - d/T; 0 before the first update)."""
 
     ratio: Any
+    log_ratio: Any
     adv: Any
     cost_adv: Any
     kl: Any
     multiplier: Any
     mean_cost: Any
     d_step: Any
+    last_violation: Any
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,14 @@ def d_step(config: TrainConfig, bound: float) -> float:
     return bound / config.episode_length
 
 
+def cost_advantage(config: TrainConfig, section: Any, cost_adv: Any) -> Any:
+    """The cost advantage an algorithm's loss uses: normalised per minibatch iff `normalize_advantage` and
+    its section's `normalize_cost_advantage`, else raw (crax keeps P3O's and FOCOPS's raw)."""
+    from train import losses as L
+
+    return L.normalize(cost_adv) if config.normalize_advantage and section.normalize_cost_advantage else cost_adv
+
+
 # ------------------------------------------------------------------------------------ the four rules
 def _ppo_loss(config: TrainConfig, x: LossInputs) -> Any:
     from train import losses as L
@@ -72,7 +84,8 @@ def _no_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> A
 def _ppo_lag_loss(config: TrainConfig, x: LossInputs) -> Any:
     from train import losses as L
 
-    return L.ppo_lag_policy_loss(x.ratio, x.adv, x.cost_adv, x.multiplier, config.clip_epsilon)
+    return L.ppo_lag_policy_loss(x.ratio, x.adv, cost_advantage(config, config.ppo_lag, x.cost_adv), x.multiplier,
+                                 config.clip_epsilon)
 
 
 def _ppo_lag_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
@@ -84,7 +97,11 @@ def _ppo_lag_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any)
 def _p3o_loss(config: TrainConfig, x: LossInputs) -> Any:
     from train import losses as L
 
-    return L.p3o_policy_loss(x.ratio, x.adv, x.cost_adv, x.multiplier, x.mean_cost, x.d_step, config.clip_epsilon,
+    cadv = cost_advantage(config, config.p3o, x.cost_adv)
+    if config.p3o.violation == "previous_update":
+        return L.p3o_crax_policy_loss(x.ratio, x.adv, cadv, x.multiplier, x.last_violation, config.clip_epsilon,
+                                      config.discount)
+    return L.p3o_policy_loss(x.ratio, x.adv, cadv, x.multiplier, x.mean_cost, x.d_step, config.clip_epsilon,
                              config.discount)
 
 
@@ -99,7 +116,11 @@ def _focops_loss(config: TrainConfig, x: LossInputs) -> Any:
     from train import losses as L
 
     fc = config.focops
-    return L.focops_policy_loss(x.ratio, x.adv, x.cost_adv, x.kl, x.multiplier, fc.temperature, fc.kl_threshold)
+    cadv = cost_advantage(config, fc, x.cost_adv)
+    if fc.loss == "crax":
+        return L.focops_crax_policy_loss(x.ratio, x.log_ratio, x.adv, cadv, x.multiplier, fc.temperature,
+                                         fc.kl_threshold)
+    return L.focops_policy_loss(x.ratio, x.adv, cadv, x.kl, x.multiplier, fc.temperature, fc.kl_threshold)
 
 
 def _focops_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:

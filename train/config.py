@@ -4,6 +4,13 @@ Defaults are the hyperparameter table of the paper (appendix A.1): 5e8 env steps
 unroll 8, batch 1024, 32 minibatches, 6 SGD epochs, lr 5e-4, gamma 0.99, GAE 0.95, clip 0.3, entropy
 5e-3, reward scaling 0.1, observation normalisation; PPO-Lag lambda_lr 3.0, lambda_0 0; FOCOPS nu_0 0.1,
 nu_lr 1, nu_max 100, temperature 1.5, KL threshold 0.02; P3O kappa_0 0.01, x1.1, kappa_max 50.
+
+The formulation options default to what crax-bench's own trainers do (the code that produced the paper's
+numbers): `reset = "replay"`, `advantage = "brax"`, the cost advantage normalised for PPO-Lag only,
+`p3o.violation = "previous_update"`, `focops.loss = "crax"`. The alternatives (fresh layouts at every
+reset, textbook GAE, normalised cost advantages, the per-minibatch P3O gap, the FOCOPS paper's per-state
+loss) are this project's earlier behaviour; `LEGACY_OPTIONS` lists them and `variant_label` names a
+run's choice (docs/training.md explains each difference).
 """
 
 from __future__ import annotations
@@ -26,12 +33,24 @@ TASKS: dict[str, str] = {
 """Short cube task name -> CRAX environment name (all Level 1)."""
 
 
+RESETS = ("replay", "fresh")
+"""`TrainConfig.reset` choices (first: crax's)."""
+ADVANTAGES = ("brax", "gae")
+"""`TrainConfig.advantage` choices (first: crax's)."""
+P3O_VIOLATIONS = ("previous_update", "minibatch")
+"""`P3OConfig.violation` choices (first: crax's)."""
+FOCOPS_LOSSES = ("crax", "paper")
+"""`FocopsConfig.loss` choices (first: crax's)."""
+
+
 @dataclass(frozen=True)
 class LagrangeConfig:
     """PPO-Lag: lambda <- relu(lambda + lr * (mean per-step cost - d/T)) once per update."""
 
     lr: float = 3.0
     init: float = 0.0
+    normalize_cost_advantage: bool = True
+    """Normalise the cost advantage per minibatch like the reward advantage (crax: yes for PPO-Lag)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +61,12 @@ class P3OConfig:
     increase: float = 1.1
     decay: float = 0.9
     kappa_max: float = 50.0
+    normalize_cost_advantage: bool = False
+    """Normalise the cost advantage per minibatch (crax: no, P3O keeps its raw scale)."""
+    violation: str = "previous_update"
+    """J_c - d/T in the penalty: "previous_update" (crax: the previous update's batch mean per-step cost,
+    0 before the first update, plus crax's gradient-free 0.1 relu(violation) term) or "minibatch" (the
+    current minibatch's mean per-step cost)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,12 @@ class FocopsConfig:
     nu_max: float = 100.0
     temperature: float = 1.5
     kl_threshold: float = 0.02
+    normalize_cost_advantage: bool = False
+    """Normalise the cost advantage per minibatch (crax: no, FOCOPS keeps its raw scale)."""
+    loss: str = "crax"
+    """"crax": -mean(rho (A_r - nu A_c) / (1 + nu)) / temperature, times 1 if the minibatch's approximate KL
+    mean((rho - 1) - log rho) <= kl_threshold else kl_threshold / KL; "paper": the FOCOPS paper's per-state
+    mean[(KL_s - rho (A_r - nu A_c) / ((1 + nu) temperature)) 1[KL_s <= kl_threshold]]."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +110,16 @@ class TrainConfig:
     reward_scaling: float = 0.1
     normalize_observations: bool = True
     normalize_advantage: bool = True
+    """Normalise the reward advantage per minibatch (and the cost advantage where the algorithm's
+    `normalize_cost_advantage` says so)."""
+    reset: str = "replay"
+    """What an env that finished an episode starts from: "replay" (crax's AutoResetWrapper: its own first
+    state again, so training sees num_envs fixed layouts; for CRAX envs the physics state and observation
+    are restored, `info` carries on, exactly as crax does) or "fresh" (a new reset from a new key: a new
+    layout every episode). Evaluation always resets fresh from the evaluation keys."""
+    advantage: str = "brax"
+    """Advantage estimator: "brax" (crax/brax's compute_gae: A_t = r_t + gamma v_{t+1} - V(s_t), v the
+    lambda-return) or "gae" (textbook GAE, sum of discounted TD errors). Value targets are the same."""
     max_grad_norm: float = 0.0
     """Global gradient-norm clip; 0 disables it (the paper's table sets none)."""
     policy_hidden: tuple[int, ...] = (32, 32, 32, 32)
@@ -126,9 +167,18 @@ class TrainConfig:
             raise CubeError("config: eval_every must be >= 0")
         if not 0 < self.discount <= 1 or not 0 <= self.gae_lambda <= 1:
             raise CubeError("config: discount must be in (0, 1] and gae_lambda in [0, 1]")
+        for name, value, allowed in (("reset", self.reset, RESETS), ("advantage", self.advantage, ADVANTAGES),
+                                     ("p3o.violation", self.p3o.violation, P3O_VIOLATIONS),
+                                     ("focops.loss", self.focops.loss, FOCOPS_LOSSES)):
+            if value not in allowed:
+                raise CubeError(f"config: {name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise CubeError(f"config: {name} must be a string")
+        return value
     if isinstance(default, tuple):
         if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
             raise CubeError(f"config: {name} must be a list of integers")
@@ -196,6 +246,48 @@ def load_toml(path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
 def config_to_dict(config: TrainConfig) -> dict[str, Any]:
     """Plain JSON-able dict of the config (tuples become lists)."""
     return dataclasses.asdict(config)
+
+
+LEGACY_OPTIONS: dict[str, Any] = {
+    "reset": "fresh", "advantage": "gae", "ppo_lag.normalize_cost_advantage": True,
+    "p3o.normalize_cost_advantage": True, "p3o.violation": "minibatch",
+    "focops.normalize_cost_advantage": True, "focops.loss": "paper",
+}
+"""The formulation this project trained with before the crax defaults (stores whose manifests lack these
+keys were trained so); `dataclasses.replace` them via `with_overrides(config, legacy_overrides())`."""
+
+
+def legacy_overrides() -> dict[str, Any]:
+    """LEGACY_OPTIONS as nested TOML-style overrides."""
+    out: dict[str, Any] = {}
+    for key, value in LEGACY_OPTIONS.items():
+        section, _, name = key.rpartition(".")
+        (out.setdefault(section, {}) if section else out)[name or key] = value
+    return out
+
+
+def variant_label(config: dict[str, Any] | None) -> str:
+    """Short name of a stored config's formulation: "crax" when every option is crax's default, "legacy"
+    when every option is LEGACY_OPTIONS' (keys missing from an old manifest count as legacy), else the
+    options that differ from crax's ("reset=fresh adv=gae ...")."""
+    if not config:
+        return ""
+    default = config_to_dict(TrainConfig())
+    short = {"reset": "reset", "advantage": "adv", "ppo_lag.normalize_cost_advantage": "lag.norm_cadv",
+             "p3o.normalize_cost_advantage": "p3o.norm_cadv", "p3o.violation": "p3o.viol",
+             "focops.normalize_cost_advantage": "focops.norm_cadv", "focops.loss": "focops.loss"}
+    parts, n_legacy = [], 0
+    for key, legacy in LEGACY_OPTIONS.items():
+        section, _, name = key.rpartition(".")
+        have = (config.get(section) or {}) if section else config
+        want = default[section][name] if section else default[key]
+        value = have.get(name, legacy) if section else have.get(key, legacy)
+        n_legacy += value == legacy
+        if value != want:
+            parts.append(f"{short[key]}={str(value).lower()}")
+    if n_legacy == len(LEGACY_OPTIONS):
+        return "legacy"
+    return " ".join(parts) if parts else "crax"
 
 
 SMOKE = TrainConfig(

@@ -7,8 +7,9 @@
 - `evaluate(params, normalizer, key) -> EvalOut`: N episodes of T steps, exploring and greedy (the
   tanh-Gaussian mode) from the same N initial states.
 The algorithm is a traced index: its policy loss and multiplier update are `lax.switch` branches built
-from `train.algorithms.ALGORITHMS`, so one compile serves all four algorithms and all bounds and seeds of
-a task.
+from `train.algorithms.ALGORITHMS`, so one compile serves all algorithms and all bounds and seeds of a
+task; a program built with `cost_critic=False` (PPO-only groups, as the runner does) skips the cost
+critic's work, as crax's PPO has none.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class Params(NamedTuple):
 class RolloutState(NamedTuple):
     """Batched env state plus per-env flags and episode accumulators (`[n]` each).
 
-    `pending` marks envs whose episode ended: they are reset with fresh keys (fresh layouts) before
-    their next step. At init every env is pending, so no reset is compiled outside the loop.
+    `pending` marks envs whose episode ended; they restart before their next step: with `reset =
+    "replay"` from `first` (each env's state after the initial reset, crax's AutoResetWrapper), with
+    `reset = "fresh"` from a new reset with a fresh key (`first` is None; at init every env is pending,
+    so no reset is compiled outside the loop).
     """
 
     env_state: Any
@@ -51,10 +54,12 @@ class RolloutState(NamedTuple):
     t: jax.Array
     ep_reward: jax.Array
     ep_cost: jax.Array
+    first: Any = None
 
 
 class TrainState(NamedTuple):
-    """Everything the compiled loop carries. multiplier: lambda / kappa / nu (0 for PPO); d_step = d/T."""
+    """Everything the compiled loop carries. multiplier: lambda / kappa / nu (0 for PPO); d_step = d/T;
+    last_violation: the previous update's batch mean per-step cost - d/T (0 before the first update)."""
 
     params: Params
     opt_state: Any
@@ -64,6 +69,7 @@ class TrainState(NamedTuple):
     algo_id: jax.Array
     rollout: RolloutState
     key: jax.Array
+    last_violation: jax.Array
 
 
 class Transition(NamedTuple):
@@ -118,6 +124,8 @@ class Trainer:
     evaluate: Callable[[Params, Any, jax.Array], EvalOut]
     template: Callable[[], dict[str, Any]]
     slots: int
+    loss: Callable[..., tuple[jax.Array, dict[str, jax.Array]]]
+    """`make_loss(config, networks)`: the minibatch loss the SGD steps differentiate."""
 
 
 def _networks(config: TrainConfig, env: EnvFns) -> Any:
@@ -139,12 +147,75 @@ def _select(done: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree_util.tree_map(sel, new, old)
 
 
-def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -> Trainer:
+class LossContext(NamedTuple):
+    """The run's scalars a minibatch loss needs: algorithm index, multiplier, d/T, the previous update's
+    violation (batch mean per-step cost - d/T; 0 before the first update)."""
+
+    algo_id: jax.Array
+    multiplier: jax.Array
+    d_step: jax.Array
+    last_violation: jax.Array
+
+
+def make_loss(config: TrainConfig, nets: Any,
+              cost_critic: bool = True) -> Callable[..., tuple[jax.Array, dict[str, jax.Array]]]:
+    """The minibatch loss `loss(params, normalizer, data, ctx, key) -> (total, diagnostics)`.
+
+    data: a Transition with leading axes `[B, U]` (sequences of unroll_length steps, as crax's loss takes
+    them); ctx: a LossContext. Total = policy loss (the algorithm's `lax.switch` branch) + both critics'
+    losses - entropy_cost * entropy, crax's composition term by term (tests/test_train_parity.py).
+    `cost_critic=False` (programs that only train PPO, like crax's PPO): the cost critic is neither
+    evaluated nor trained (zero cost advantage, loss 0, its parameters stay as initialised).
+    """
+    dist = nets.parametric_action_distribution
+    estimator = L.ADVANTAGE_ESTIMATORS[config.advantage]
+
+    def policy_loss(algo_id: jax.Array, x: LossInputs) -> jax.Array:
+        return jax.lax.switch(algo_id, [lambda a=a: a.policy_loss(config, x) for a in ALGORITHMS])
+
+    def loss(params: Params, normalizer: Any, data: Transition, ctx: LossContext,
+             key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
+        data = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), data)  # [U, B, ...]
+        logits = nets.policy_network.apply(normalizer, params.policy, data.obs)
+        values = nets.value_network.apply(normalizer, params.value, data.obs)
+        last = data.next_obs[-1]
+        boot = nets.value_network.apply(normalizer, params.value, last)
+        vs, adv = estimator(data.reward * config.reward_scaling, values, boot, data.termination,
+                            data.truncation, config.discount, config.gae_lambda)
+        if cost_critic:
+            cvalues = nets.cost_value_network.apply(normalizer, params.cost_value, data.obs)
+            cboot = nets.cost_value_network.apply(normalizer, params.cost_value, last)
+            cvs, cadv = estimator(data.cost, cvalues, cboot, data.termination, data.truncation, config.discount,
+                                  config.gae_lambda)
+        else:
+            cvs = cvalues = cadv = jnp.zeros_like(values)
+        if config.normalize_advantage:
+            adv = L.normalize(adv)  # the cost advantage: per algorithm, see algorithms.cost_advantage
+        log_ratio = dist.log_prob(logits, data.raw_action) - data.log_prob
+        ratio = jnp.exp(log_ratio)
+        gauss = dist.create_dist(logits)
+        kl = L.gaussian_kl(gauss.loc, gauss.scale, data.loc, data.scale)
+        mean_cost = data.cost.mean()
+        pl = policy_loss(ctx.algo_id, LossInputs(ratio.ravel(), log_ratio.ravel(), adv.ravel(), cadv.ravel(),
+                                                 kl.ravel(), ctx.multiplier, mean_cost, ctx.d_step,
+                                                 ctx.last_violation))
+        vl, cvl = L.value_loss(vs, values), L.value_loss(cvs, cvalues)
+        entropy = jnp.mean(dist.entropy(logits, key))
+        total = pl + vl + cvl - config.entropy_cost * entropy
+        clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
+        return total, {"policy_loss": pl, "value_loss": vl, "cost_value_loss": cvl, "entropy": entropy,
+                       "approx_kl": jnp.mean(kl), "clip_fraction": clip_frac}
+
+    return loss
+
+
+def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, cost_critic: bool = True) -> Trainer:
     """Build the trainer's pure functions for `config` on `env` (call `jax.jit` on them).
 
     `axis_name`: name of a `jax.vmap` axis over runs the functions will be mapped over (vmapped groups).
     The "any env needs a reset" test is then taken over the whole group, so the reset stays a real
     branch instead of being computed every step for every run (values are identical either way).
+    `cost_critic=False`: a program for PPO runs only, without the cost critic's work (see `make_loss`).
     """
     from train.nets import normalizer_init, normalizer_update
 
@@ -157,6 +228,8 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
     if config.max_grad_norm > 0:
         tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), tx)
     v_reset, v_step, v_observe = jax.vmap(env.reset), jax.vmap(env.step), jax.vmap(env.observe)
+    replay = config.reset == "replay"
+    v_restore = jax.vmap(env.restore) if env.restore is not None else (lambda first, state: first)
 
     def init_params(key: jax.Array) -> Params:
         k1, k2, k3 = jax.random.split(key, 3)
@@ -166,13 +239,17 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
     def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array) -> TrainState:
         k_par, k_env, k_loop = jax.random.split(key, 3)
         params = init_params(k_par)
-        shapes = jax.eval_shape(v_reset, jax.random.split(k_env, n))
-        env_state = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
         zeros = jnp.zeros((n,), jnp.float32)
-        rollout = RolloutState(env_state, jnp.ones((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros)
+        if replay:  # each env's layout for the whole run
+            first = _strong(v_reset(jax.random.split(k_env, n)))
+            rollout = RolloutState(first, jnp.zeros((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros, first)
+        else:
+            shapes = jax.eval_shape(v_reset, jax.random.split(k_env, n))
+            env_state = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
+            rollout = RolloutState(env_state, jnp.ones((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros)
         return TrainState(params, tx.init(params), normalizer_init(env.obs_size),
                           jnp.asarray(multiplier0, jnp.float32), jnp.asarray(d_step, jnp.float32),
-                          jnp.asarray(algo_id, jnp.int32), rollout, k_loop)
+                          jnp.asarray(algo_id, jnp.int32), rollout, k_loop, jnp.zeros((), jnp.float32))
 
     def env_step(carry: tuple[RolloutState, EpisodeBuffer], key: jax.Array, policy_params: Any,
                  normalizer: Any) -> tuple[tuple[RolloutState, EpisodeBuffer], Transition]:
@@ -180,6 +257,8 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
         k_act, k_reset = jax.random.split(key)
 
         def reset_pending(state: Any) -> Any:
+            if replay:
+                return _select(ro.pending, v_restore(ro.first, state), state)
             return _select(ro.pending, _strong(v_reset(jax.random.split(k_reset, n))), state)
 
         any_pending = ro.pending.any()
@@ -204,47 +283,22 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
                             buf.count + done.astype(jnp.int32))
         zero = jnp.zeros_like(ep_r)
         new_ro = RolloutState(env_state, done, jnp.where(done, 0, t), jnp.where(done, zero, ep_r),
-                              jnp.where(done, zero, ep_c))
+                              jnp.where(done, zero, ep_c), ro.first)
         tr = Transition(obs, raw, log_prob, gauss.loc, gauss.scale, reward, cost, term.astype(jnp.float32),
                         (time_up & ~term).astype(jnp.float32), next_obs)
         return (new_ro, buf), tr
-
-    def policy_loss(algo_id: jax.Array, x: LossInputs) -> jax.Array:
-        return jax.lax.switch(algo_id, [lambda a=a: a.policy_loss(config, x) for a in ALGORITHMS])
 
     def multiplier_update(algo_id: jax.Array, mult: jax.Array, mean_cost: jax.Array,
                           d_step: jax.Array) -> jax.Array:
         return jax.lax.switch(algo_id, [lambda a=a: a.multiplier_update(config, mult, mean_cost, d_step)
                                         for a in ALGORITHMS])
 
+    minibatch_loss = make_loss(config, nets, cost_critic)
+
     def loss_fn(params: Params, normalizer: Any, data: Transition, state: TrainState,
                 key: jax.Array) -> tuple[jax.Array, dict[str, jax.Array]]:
-        data = jax.tree_util.tree_map(lambda x: jnp.swapaxes(x, 0, 1), data)  # [U, B, ...]
-        logits = nets.policy_network.apply(normalizer, params.policy, data.obs)
-        values = nets.value_network.apply(normalizer, params.value, data.obs)
-        cvalues = nets.cost_value_network.apply(normalizer, params.cost_value, data.obs)
-        last = data.next_obs[-1]
-        boot = nets.value_network.apply(normalizer, params.value, last)
-        cboot = nets.cost_value_network.apply(normalizer, params.cost_value, last)
-        vs, adv = L.gae(data.reward * config.reward_scaling, values, boot, data.termination,
-                        data.truncation, config.discount, config.gae_lambda)
-        cvs, cadv = L.gae(data.cost, cvalues, cboot, data.termination, data.truncation, config.discount,
-                          config.gae_lambda)
-        if config.normalize_advantage:
-            adv, cadv = L.normalize(adv), L.normalize(cadv)
-        log_ratio = dist.log_prob(logits, data.raw_action) - data.log_prob
-        ratio = jnp.exp(log_ratio)
-        gauss = dist.create_dist(logits)
-        kl = L.gaussian_kl(gauss.loc, gauss.scale, data.loc, data.scale)
-        mean_cost = data.cost.mean()
-        pl = policy_loss(state.algo_id, LossInputs(ratio.ravel(), adv.ravel(), cadv.ravel(), kl.ravel(),
-                                                   state.multiplier, mean_cost, state.d_step))
-        vl, cvl = L.value_loss(vs, values), L.value_loss(cvs, cvalues)
-        entropy = jnp.mean(dist.entropy(logits, key))
-        total = pl + vl + cvl - config.entropy_cost * entropy
-        clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32))
-        return total, {"policy_loss": pl, "value_loss": vl, "cost_value_loss": cvl, "entropy": entropy,
-                       "approx_kl": jnp.mean(kl), "clip_fraction": clip_frac}
+        ctx = LossContext(state.algo_id, state.multiplier, state.d_step, state.last_violation)
+        return minibatch_loss(params, normalizer, data, ctx, key)
 
     grad_fn = jax.grad(loss_fn, has_aux=True)
 
@@ -290,7 +344,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
         mets["mean_step_reward"] = data.reward.mean()
         mult = multiplier_update(state.algo_id, state.multiplier, mean_cost, state.d_step)
         new = state._replace(params=params, opt_state=opt_state, normalizer=normalizer, multiplier=mult,
-                             rollout=rollout, key=key)
+                             rollout=rollout, key=key, last_violation=mean_cost - state.d_step)
         return new, buf, mets
 
     max_updates = math.ceil(T / config.steps_per_update) + 1
@@ -338,7 +392,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None) -
         params = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), params)
         return checkpoint_payload(params, normalizer_init(env.obs_size), jnp.zeros((), jnp.float32))
 
-    return Trainer(config, env, nets, init, iterate, evaluate, template, slots)
+    return Trainer(config, env, nets, init, iterate, evaluate, template, slots, minibatch_loss)
 
 
 def checkpoint_payload(params: Params, normalizer: Any, multiplier: jax.Array) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Environment adapters: a minimal functional protocol shared by CRAX tasks and the toy task.
 
 `EnvFns.reset(key) -> state` and `EnvFns.step(state, action) -> state` act on ONE env (the trainer
-vmaps them); `EnvFns.observe(state) -> (obs [obs_size], reward, cost, terminated)` reads a state.
-Time limits and resets are handled by the trainer, never by the env (no brax AutoResetWrapper: every
-reset draws a fresh layout from a fresh key).
+vmaps them); `EnvFns.observe(state) -> (obs [obs_size], reward, cost, terminated)` reads a state;
+`EnvFns.restore(first, state) -> state` is what a finished episode restarts from under `reset =
+"replay"` (None: the first state itself). Time limits and resets are handled by the trainer, never by
+the env (no brax wrappers): `reset = "replay"` does what brax's AutoResetWrapper does, `"fresh"` draws
+a new layout from a fresh key.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class EnvFns(NamedTuple):
     obs_size: int
     action_size: int
     name: str
+    restore: Callable[[Any, Any], Any] | None = None
 
 
 def import_crax() -> Any:
@@ -34,6 +37,12 @@ def import_crax() -> Any:
         import crax.envs
 
     return crax.envs
+
+
+def autoreset_restore(first: Any, state: Any) -> Any:
+    """What brax's (crax's) AutoResetWrapper restarts a finished env from: the first state's physics state
+    (`pipeline_state`) and observation; everything else (`info`, `metrics`) carries on as in crax."""
+    return state.replace(pipeline_state=first.pipeline_state, obs=first.obs)
 
 
 def make_crax_env(task: str, episode_length: int) -> EnvFns:
@@ -51,4 +60,4 @@ def make_crax_env(task: str, episode_length: int) -> EnvFns:
         return state.obs, state.reward, jnp.asarray(cost, jnp.float32), state.done
 
     return EnvFns(reset=env.reset, step=env.step, observe=observe, obs_size=int(env.observation_size),
-                  action_size=int(env.action_size), name=name)
+                  action_size=int(env.action_size), name=name, restore=autoreset_restore)

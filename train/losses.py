@@ -35,6 +35,23 @@ def gae(rewards: jax.Array, values: jax.Array, bootstrap_value: jax.Array, termi
     return jax.lax.stop_gradient(adv + values), jax.lax.stop_gradient(adv)
 
 
+def brax_gae(rewards: jax.Array, values: jax.Array, bootstrap_value: jax.Array, termination: jax.Array,
+             truncation: jax.Array, discount: float, lam: float) -> tuple[jax.Array, jax.Array]:
+    """brax's (and crax's) `compute_gae`: the same value targets v (lambda-returns) as `gae`, advantages
+    A_t = (r_t + gamma (1 - term_t) v_{t+1} - V(s_t)) (1 - trunc_t), with v_T = V(s_T) (the bootstrap).
+
+    Same arguments and returns as `gae` (value targets, advantages; gradients stopped).
+    """
+    vs, _ = gae(rewards, values, bootstrap_value, termination, truncation, discount, lam)
+    vs_next = jnp.concatenate([vs[1:], bootstrap_value[None]], axis=0)
+    adv = (rewards + discount * (1.0 - termination) * vs_next - values) * (1.0 - truncation)
+    return vs, jax.lax.stop_gradient(adv)
+
+
+ADVANTAGE_ESTIMATORS = {"brax": brax_gae, "gae": gae}
+"""`TrainConfig.advantage` -> estimator."""
+
+
 def normalize(x: jax.Array) -> jax.Array:
     """(x - mean) / (std + 1e-8) over all elements."""
     return (x - x.mean()) / (x.std() + 1e-8)
@@ -66,6 +83,29 @@ def p3o_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, kappa:
     cost_surr = jnp.mean(jnp.maximum(ratio * adv_c, jnp.clip(ratio, 1 - eps, 1 + eps) * adv_c))
     penalty = jax.nn.relu(cost_surr + (1.0 - discount) * (mean_cost - d_step))
     return clipped_surrogate(ratio, adv_r, eps) + kappa * penalty
+
+
+def p3o_crax_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, kappa: jax.Array,
+                         violation: jax.Array, eps: float, discount: float) -> jax.Array:
+    """P3O as crax trains it: clipped reward surrogate + kappa (relu(L_c + (1 - gamma) v) + 0.1 relu(v)).
+
+    v = `violation`: the previous update's batch mean per-step cost minus d/T (a constant here, so the
+    0.1 relu(v) term moves the loss value, not its gradient); L_c as in `p3o_policy_loss`.
+    """
+    cost_surr = jnp.mean(jnp.maximum(ratio * adv_c, jnp.clip(ratio, 1 - eps, 1 + eps) * adv_c))
+    penalty = jax.nn.relu(cost_surr + (1.0 - discount) * violation) + 0.1 * jax.nn.relu(violation)
+    return clipped_surrogate(ratio, adv_r, eps) + kappa * penalty
+
+
+def focops_crax_policy_loss(ratio: jax.Array, log_ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array,
+                            nu: jax.Array, temperature: float, kl_threshold: float) -> jax.Array:
+    """FOCOPS as crax trains it: -mean(rho (A_r - nu A_c) / (1 + nu)) / temperature times a batch factor,
+    1 if the minibatch's approximate KL k = mean((rho - 1) - log rho) <= kl_threshold, else
+    kl_threshold / (k + 1e-8) (differentiated, as in crax); no KL term."""
+    adv = (adv_r - nu * adv_c) / (1.0 + nu)
+    kl = jnp.mean((ratio - 1.0) - log_ratio)
+    factor = jnp.where(kl <= kl_threshold, 1.0, kl_threshold / (kl + 1e-8))
+    return -jnp.mean(ratio * adv) / temperature * factor
 
 
 def focops_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, kl: jax.Array,

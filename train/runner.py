@@ -98,21 +98,22 @@ class Program:
 
     One run uses the plain trainer; several runs one vmapped program, whose "any env needs a reset" test
     spans the group (`make_train`'s `axis_name`), each run with its own RNG stream, multiplier and normaliser.
+    `cost_critic=False` for a group of PPO runs only: no cost critic is evaluated or trained (as crax's PPO).
     """
 
-    def __init__(self, config: TrainConfig, env: Any, batched: bool) -> None:
+    def __init__(self, config: TrainConfig, env: Any, batched: bool, cost_critic: bool = True) -> None:
         import jax
 
         from train.core import make_train
 
         self.config, self.batched = config, batched
         if batched:
-            t = make_train(config, env, axis_name="runs")
+            t = make_train(config, env, axis_name="runs", cost_critic=cost_critic)
             self._init = jax.jit(jax.vmap(t.init))
             self._iterate = jax.jit(jax.vmap(t.iterate, axis_name="runs"))
             self._evaluate = jax.jit(jax.vmap(t.evaluate))
         else:
-            t = make_train(config, env)
+            t = make_train(config, env, cost_critic=cost_critic)
             self._init, self._iterate, self._evaluate = jax.jit(t.init), jax.jit(t.iterate), jax.jit(t.evaluate)
 
     def init(self, keys: Sequence[RunKey]) -> Any:
@@ -175,14 +176,15 @@ class Runner:
         self.env = env_factory(task, config.episode_length)
         self.guard = _SigintGuard()
         self.capacity = n_episode_slots(config)
-        self._programs: dict[bool, Program] = {}
+        self._programs: dict[tuple[bool, bool], Program] = {}
 
-    def program(self, n_runs: int) -> Program:
-        """The compiled functions for a group of `n_runs` (built on first use, then shared)."""
-        batched = n_runs > 1
-        if batched not in self._programs:
-            self._programs[batched] = Program(self.config, self.env, batched)
-        return self._programs[batched]
+    def program(self, n_runs: int, cost_critic: bool = True) -> Program:
+        """The compiled functions for a group of `n_runs` (built on first use, then shared); `cost_critic`:
+        False for a group of PPO runs only (one program serves the three constrained algorithms, one PPO)."""
+        key = (n_runs > 1, cost_critic)
+        if key not in self._programs:
+            self._programs[key] = Program(self.config, self.env, key[0], cost_critic)
+        return self._programs[key]
 
     def run(self, algo: str, bound: float, seed: int, progress: Any | None = None) -> RunResult:
         """Train (or resume) one run: the group of one of `run_group`."""
@@ -265,7 +267,7 @@ class Runner:
         from train.core import checkpoint_payload
 
         cfg = self.config
-        program = self.program(len(keys))
+        program = self.program(len(keys), any(algorithm(k.algo).uses_multiplier for k in keys))
         t0 = time.perf_counter()
         state, start = self._start(program, keys, results)
         evals = set(eval_iterates(cfg))

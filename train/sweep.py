@@ -24,7 +24,7 @@ import numpy as np
 from cube.errors import CubeError
 from cube.schema import RunKey
 from train.algorithms import ALGOS
-from train.config import SMOKE, TASKS, TrainConfig, config_to_dict, with_overrides
+from train.config import SMOKE, TASKS, TrainConfig, config_to_dict, variant_label, with_overrides
 
 TOY_ENV_VAR = "SAFERL_ENABLE_TOY"
 """Set to 1 to accept `--task toy` (tests only)."""
@@ -228,7 +228,9 @@ def _wall_s(row: dict[str, Any]) -> float:
 
 
 def status_rows(path: str | Path) -> list[dict[str, Any]]:
-    """One dict per run: labels, status, iterates done / J, env steps, wall s, host, job id, retries."""
+    """One dict per run: labels, status, iterates done / J, env steps, wall s, host, job id, retries, and the
+    formulation it was trained with (`variant`: "crax" for crax-bench's defaults, else the options that
+    differ, see `train.config.variant_label`; "" for a run without a manifest config)."""
     from cube import read_manifests
 
     rows = []
@@ -240,7 +242,7 @@ def status_rows(path: str | Path) -> list[dict[str, Any]]:
                      "status": row["status"], "iterates": row.get("iterates_done"), "n_iterates": n_it,
                      "env_steps": row.get("env_steps"), "wall_s": _wall_s(row), "host": row.get("host"),
                      "slurm_job_id": row.get("slurm_job_id"), "retries": row.get("retries", 0),
-                     "notes": row.get("notes", "")})
+                     "variant": variant_label(cfg) if cfg else "", "notes": row.get("notes", "")})
     return rows
 
 
@@ -257,7 +259,7 @@ def render_status(path: str | Path, show: Sequence[str] = ("partial", "pending",
     console.print(f"{path}: {len(rows)} runs: {counts['complete']} complete, {counts['partial']} partial, "
                   f"{counts['pending']} pending", highlight=False)
     table = Table("algo", "task", "bound", "seed", "status", "iterates", "env steps", "wall", "host", "job",
-                  "retries", "notes")
+                  "retries", "variant", "notes")
     for r in rows:
         if r["status"] not in show:
             continue
@@ -265,7 +267,8 @@ def render_status(path: str | Path, show: Sequence[str] = ("partial", "pending",
         steps = "" if r["env_steps"] is None else f"{r['env_steps']:,.0f}"
         wall = "" if not np.isfinite(r["wall_s"]) else _duration(r["wall_s"])
         table.add_row(r["algo"], r["task"], f"{r['bound']:g}", str(r["seed"]), r["status"], its, steps, wall,
-                      r["host"] or "", str(r["slurm_job_id"] or ""), str(r["retries"] or 0), str(r["notes"])[:40])
+                      r["host"] or "", str(r["slurm_job_id"] or ""), str(r["retries"] or 0), r["variant"],
+                      str(r["notes"])[:40])
     if table.row_count:
         console.print(table)
 
