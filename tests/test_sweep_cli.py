@@ -117,3 +117,40 @@ def test_status_lists_runs_without_jax(tmp_path: Path) -> None:
     for cell in ("complete", "3/3", "480", "1:02:03", "4242", " 1 ", "legacy"):
         assert cell in row, (cell, row)
     assert "1/3" in next(ln for ln in res.stdout.splitlines() if "node8" in ln)
+
+
+def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A partial run whose claim holder is gone is 'stopped' and its wall time ends at its last write;
+    one claimed by a live process is 'running'."""
+    import json
+    import multiprocessing as mp
+    import os
+    import socket
+
+    from cube import CubeWriter
+    from cube.cli import main
+    from cube.store import side_folder
+    from train.claims import claim_path
+    from train.sweep import status_rows
+
+    out = tmp_path / "c.zarr"
+    create_store(out, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=3, n_episodes=2)
+    dead = mp.get_context("spawn").Process(target=int)
+    dead.start()
+    dead.join()
+    for seed, pid in ((0, dead.pid), (1, os.getpid())):
+        key = RunKey("ppo", "goal", 15.0, seed)
+        set_run_manifest(out, key, status="partial", manifest={"start_time": "2026-01-01T00:00:00+00:00"})
+        CubeWriter(out).write_episodes(key, "train", 0, [1.0], [1.0])
+        path = claim_path(out, key)
+        side_folder(out / "_claims")  # as try_claim makes it: a zarr group, so opening the store never warns
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid}))
+    last = (out / "write_seq" / "c" / "0" / "0" / "0" / "0").stat().st_mtime
+    os.utime(out / "write_seq" / "c" / "0" / "0" / "0" / "0", (last, 1767229200.0))  # 2026-01-01T01:00:00Z
+    rows = {r["seed"]: r for r in status_rows(out)}
+    assert rows[0]["liveness"] == "stopped" and rows[0]["wall_s"] == 3600.0
+    assert rows[1]["liveness"] == "running" and rows[1]["wall_s"] > 3600 * 24
+    assert main(["status", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "1 partial run(s) stopped (no live process)" in text and "partial (stopped)" in text
