@@ -246,7 +246,7 @@ def test_tui_summary_says_not_available(tmp_path: Path) -> None:
 
     out = _omnisafe_cube(tmp_path)
 
-    async def go() -> str:
+    async def go() -> tuple[str, str]:
         app = build_app(out, boot=20, export_dir=tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(4):
@@ -254,8 +254,41 @@ def test_tui_summary_says_not_available(tmp_path: Path) -> None:
                 await pilot.pause()
             from textual.widgets import DataTable
 
-            table = app.screen.query_one("#summary-table", DataTable)
-            return " ".join(str(c) for row in range(table.row_count) for c in table.get_row_at(row))
+            def text(table: DataTable) -> str:
+                return " ".join(str(c) for row in range(table.row_count) for c in table.get_row_at(row))
 
-    shown = asyncio.run(go())
-    assert "n/a" in shown
+            summary = text(app.screen.query_one("#summary-table", DataTable))
+            await pilot.press("2")
+            for _ in range(4):
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+            conditions = " ".join(text(t) for t in app.screen.query(DataTable) if t.display)
+            return summary, conditions
+
+    summary, conditions = asyncio.run(go())
+    assert "n/a" in summary and "n/a" in conditions
+
+
+@pytest.mark.parametrize("damage", ["truncated parquet", "malformed json", "truncated csv"])
+def test_damaged_sources_are_one_line(tmp_path: Path, capsys, damage: str) -> None:
+    if damage == "truncated parquet":
+        src = tmp_path / "ep.parquet"
+        _episode_rows().to_parquet(src)
+        src.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+        argv = ["import", "episodes", str(src)]
+    elif damage == "truncated csv":
+        src = tmp_path / "ep.csv"
+        src.write_text("algo,task,bound,seed,iterate,mode,reward,cost\nlag,goal,10,0,0,train,1.0,")
+        argv = ["import", "episodes", str(src)]
+    else:
+        src = tmp_path / "results"
+        src.mkdir()
+        _saferl_eval_files(src, 0, expl=[1.0], greedy=[2.0], history=False)
+        summary = next(src.glob("*_summary.csv"))
+        summary.write_text(summary.read_text().replace("[1.0]", "[1.0,"))
+        argv = ["import", "saferl-eval", str(src)]
+    out = tmp_path / "o.zarr"
+    assert main([*argv, "--out", str(out)]) == 2
+    line = _err(capsys)
+    assert str(src.name) in line or "JSON" in line or "cost" in line
+    assert not out.exists()

@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from cube.export import NOT_AVAILABLE
 from cube.metrics import METRIC, METRICS
 from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel, UISelection
@@ -84,7 +85,8 @@ class ConditionsView(ResultView):
                     p = sub.sel(algo=a, task=t, bound=b)
                     row = {"algo": str(a), "task": str(t), "bound": float(b),
                            "n_seeds": int(p["n_seeds"]), "tier": float(p["tier"]),
-                           "incomplete": self.incomplete.get((str(a), str(t), float(b)), 0)}
+                           "incomplete": self.incomplete.get((str(a), str(t), float(b)), 0),
+                           "means_only": bool(p["means_only"]) if "means_only" in p else False}
                     for m in METRICS:
                         row[m] = float(p[f"{m}_mean"])
                         row[f"{m}_std"] = float(p[f"{m}_std"])
@@ -123,10 +125,11 @@ class ConditionsView(ResultView):
         for r in all_rows:
             cells = [Text(r["algo"], style=f"bold {rich_color(colors[r['algo']])}"), Text(r["task"]),
                      Text(f"{r['bound']:g}")]
-            cells += [Text(f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", justify="right") for m in METRICS]
+            cells += [Text(NOT_AVAILABLE if r["means_only"] and METRIC[m].needs_episodes else
+                           f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", justify="right") for m in METRICS]
             if not narrow:
                 cells.append(Text(str(r["n_seeds"]), justify="right"))
-            cells.append(Text(fmt_tier(r["tier"]), justify="right"))
+            cells.append(Text(NOT_AVAILABLE if r["means_only"] else fmt_tier(r["tier"]), justify="right"))
             if any_incomplete:
                 k = r["incomplete"]
                 cells.append(Text(f"◐{k}" if k else "", style="bold dark_orange"))
