@@ -26,6 +26,7 @@ from textual.containers import Grid, Vertical
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
+from textual_plotext import PlotextPlot
 
 from cube import export
 from cube.metrics import SETTING, TIER_LABELS
@@ -480,6 +481,15 @@ class PlotView(ResultView):
 
     def compose_plots(self) -> ComposeResult:  # pragma: no cover - overridden
         yield from ()
+
+    @staticmethod
+    def plot_grid(grid_id: str, panels: Sequence[tuple[str, str]], classes: str = "") -> ComposeResult:
+        """A grid of plot panels [(widget id, short name)] for `compose_plots`."""
+        with Grid(id=grid_id, classes="plot-grid"):
+            for wid, name in panels:
+                plot = PlotextPlot(id=wid, classes=f"{classes} plot-panel".strip())
+                plot.panel_name = name  # type: ignore[attr-defined]
+                yield plot
 
     def panels(self) -> list[Widget]:
         """The plot widgets that have something to show now, in order."""

@@ -11,7 +11,6 @@ import xarray as xr
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from cube.metrics import SETTING, SETTINGS
@@ -59,11 +58,7 @@ class CdfView(PlotView):
         return self.xrange[1]
 
     def compose_plots(self) -> ComposeResult:
-        with Grid(id="cdf-plots", classes="plot-grid"):
-            for s in SETTINGS:
-                plot = PlotextPlot(id=f"cdf-{s}", classes="cdf-plot plot-panel")
-                plot.panel_name = SETTING[s].short  # type: ignore[attr-defined]
-                yield plot
+        yield from self.plot_grid("cdf-plots", [(f"cdf-{s}", SETTING[s].short) for s in SETTINGS], "cdf-plot")
 
     def params(self) -> tuple:
         return (self.all_panels,)

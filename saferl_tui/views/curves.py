@@ -11,7 +11,6 @@ import numpy as np
 import xarray as xr
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from cube.metrics import METRIC, SETTING
@@ -56,11 +55,7 @@ class CurvesView(ConditionCycler):
         self.by_steps = False
 
     def compose_plots(self) -> ComposeResult:
-        with Grid(id="curves-grid", classes="plot-grid"):
-            for wid, name in PANELS:
-                plot = PlotextPlot(id=wid, classes="plot-panel")
-                plot.panel_name = name  # type: ignore[attr-defined]
-                yield plot
+        yield from self.plot_grid("curves-grid", PANELS)
 
     def mode(self) -> str:
         """Which episodes: train, or the expl / greedy evaluations (from the setting, t)."""

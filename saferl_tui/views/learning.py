@@ -11,7 +11,6 @@ import xarray as xr
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from cube.metrics import METRIC, METRICS
@@ -41,11 +40,8 @@ class LearningView(PlotView):
     ]
 
     def compose_plots(self) -> ComposeResult:
-        with Grid(id="learning-plots", classes="plot-grid"):
-            for m in METRICS:
-                plot = PlotextPlot(id=f"learning-{m}", classes="learning-plot plot-panel")
-                plot.panel_name = METRIC[m].label  # type: ignore[attr-defined]
-                yield plot
+        yield from self.plot_grid("learning-plots", [(f"learning-{m}", METRIC[m].label) for m in METRICS],
+                                  "learning-plot")
 
     def params(self) -> tuple:
         return ()
