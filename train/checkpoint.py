@@ -79,8 +79,9 @@ def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state:
     """Save the whole training state after `iterate` (optimiser, env states, RNG key) for resuming.
 
     One file `resume_<iterate>.msgpack` holding the state's leaves in tree order (any pytree works, also
-    env states flax cannot serialise), written atomically; older resume points are removed after it,
-    so the newest file is always complete.
+    env states flax cannot serialise), written atomically. The previous resume point is kept and older
+    ones removed after it: the runs of a vmapped group save one after the other, so a process killed
+    between two saves still leaves every member a resume point at one common iterate.
     """
     import jax
     import numpy as np
@@ -90,13 +91,15 @@ def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state:
     leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.device_get(state))]
     payload = {"leaves": {str(i): x for i, x in enumerate(leaves)}, "env_steps": np.asarray(env_steps, np.float64)}
     _atomic_write(d / f"resume_{int(iterate)}.msgpack", serialization.msgpack_serialize(payload))
-    for j in resume_iterates(store, key):
-        if j != iterate:
+    its = resume_iterates(store, key)
+    keep = {int(iterate), max((j for j in its if j < iterate), default=-1)}
+    for j in its:
+        if j not in keep:  # older ones, and any left after this iterate by an attempt that started over
             (d / f"resume_{j}.msgpack").unlink(missing_ok=True)
 
 
 def resume_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
-    """Iterates with a resume point, ascending (normally at most one)."""
+    """Iterates with a resume point, ascending (normally at most two: the newest and the one before)."""
     d = run_dir(store, key)
     if not d.exists():
         return []
@@ -104,16 +107,18 @@ def resume_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any) -> tuple[int, Any, float] | None:
-    """(iterate, state, env_steps) of the newest resume point, or None if the run has none."""
+def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any,
+                iterate: int | None = None) -> tuple[int, Any, float] | None:
+    """(iterate, state, env_steps) of the resume point after `iterate` (default: the newest), or None if
+    the run has none there or it was written by another config."""
     import jax
     import numpy as np
     from flax import serialization
 
     its = resume_iterates(store, key)
-    if not its:
+    j = its[-1] if its and iterate is None else iterate
+    if j is None or j not in its:
         return None
-    j = its[-1]
     raw = (run_dir(store, key) / f"resume_{j}.msgpack").read_bytes()
     payload = serialization.msgpack_restore(raw)
     leaves, treedef = jax.tree_util.tree_flatten(template)

@@ -39,7 +39,11 @@ def register(subparsers: Any) -> None:
         p.add_argument(flag, alias, dest=flag[2:], action="append", nargs="+", metavar="X", help=what)
     p.add_argument("--part", metavar="K/N", help="train only the K-th of N contiguous slices of the grid's runs")
     p.add_argument("--parallel-runs", type=int, metavar="N",
-                   help="runs of one algorithm and task vmapped into one program (default: as many as fit)")
+                   help="runs of one algorithm and task vmapped into one program (default: as many as fit); "
+                   "runs started before resume in the group they were started in")
+    p.add_argument("--regroup", action="store_true",
+                   help="resume started runs in new groups of --parallel-runs instead of the groups they were "
+                   "started in (their numbers then differ from an uninterrupted sweep's by float noise)")
     p.add_argument("--config", help="TOML file overriding TrainConfig fields ([ppo_lag], [p3o], [focops]; "
                    "a [cluster] table sets the executor)")
     p.add_argument("--iterates", type=int, help="number of iterates J (sets total_env_steps)")
@@ -238,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
     from train.config import config_to_dict
     from train.executors import executor_from_args, read_cluster_table, record_outcome
     from train.record import prepare_store
-    from train.sweep import SweepGroupRun, SweepRun, check_store_config, make_units, split_outcome
+    from train.sweep import SweepRun, check_store_config, make_units, split_outcome
 
     plan = build_plan(args)
     executor = executor_from_args(args, read_cluster_table(args.config))
@@ -257,19 +261,26 @@ def run(args: argparse.Namespace) -> int:
           f"{n_partial} partial (resume), {len(todo) - n_partial} pending; executor {executor.name}", flush=True)
     if not todo:
         return 0
-    units = make_units(todo, args.out, size)
-    if size > 1:
-        print(f"{len(units)} programs of up to {size} vmapped runs each", flush=True)
-    cls = SweepGroupRun if size > 1 else SweepRun
+    units = make_units(todo, args.out, size, regroup=args.regroup, report=lambda line: print(line, flush=True))
+    groups = [u for u in units if isinstance(u, tuple)]
+    if groups:
+        print(f"{len(units)} programs, {len(groups)} of them vmapped groups of up to "
+              f"{max(map(len, groups))} runs", flush=True)
+    written = set(todo)
+    riders = {k for u in groups for k in u} - written
+    if riders:
+        print(f"{len(riders)} complete or unselected run(s) ride along unwritten, so that the runs resumed with "
+              "them get the numbers of the group they were started in", flush=True)
     local = executor.name == "local"
     t0 = time.perf_counter()
     outcomes: list[Any] = []
     with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
         # the live display shows the run training in this process (local executor only)
-        run_one = cls(str(args.out), config_to_dict(plan.config), claims=local, progress=progress if local else None)
+        run_one = SweepRun(str(args.out), config_to_dict(plan.config), claims=local,
+                           progress=progress if local else None, write=frozenset(todo) if riders else None)
 
         def on_done(outcome: Any) -> None:
-            for one in split_outcome(outcome):
+            for one in split_outcome(outcome, written):
                 if (one.result or {}).get("status") == "claimed":
                     progress.run_done(one)
                     continue  # another process trains it and records its own outcome

@@ -14,7 +14,7 @@ import contextlib
 import platform
 import signal
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -190,28 +190,35 @@ class Runner:
         """Train (or resume) one run: the group of one of `run_group`."""
         return self.run_group([RunKey(algo, self.task, float(bound), int(seed))], progress)[0]
 
-    def run_group(self, keys: Sequence[RunKey], progress: Any | None = None) -> list[RunResult]:
-        """Train (or resume) runs of this task together and write each to its own region; one result per key.
+    def run_group(self, keys: Sequence[RunKey], progress: Any | None = None,
+                  write: Collection[RunKey] | None = None) -> list[RunResult]:
+        """Train (or resume) runs of this task together, as one program over `keys` in this order, and write
+        each to its own region; one result per written key (`write`, default all `keys`, in `keys` order).
 
-        Runs already complete in the store are skipped (status "skipped"). The others resume from their
-        newest resume point (saved at every evaluation iterate) when they all have one at the same
-        iterate, otherwise they start from scratch; the iterates after that point are written again, which
-        replaces all their episode slots. KeyboardInterrupt marks the runs partial (the store stays valid)
-        and propagates. `progress`: the live display's `start_run`/`advance`/`finish_run` hooks.
+        Runs already complete in the store are skipped (status "skipped"). Members that are complete or not
+        in `write` ride along: trained in the program, nothing of theirs written, so that the others get the
+        numbers of the group they were first trained in (a vmapped program's floats depend on its members;
+        see `train.sweep.make_units`). The members resume from their newest common resume point (saved at
+        every evaluation iterate), otherwise the group starts from scratch; the iterates after that point
+        are written again, which replaces all their episode slots. Each written run's manifest records the
+        group (`group`, `group_size`). KeyboardInterrupt marks the runs partial (the store stays valid) and
+        propagates. `progress`: the live display's `start_run`/`advance`/`finish_run` hooks.
         """
         from cube import CubeWriter
 
         writer = CubeWriter(self.out)
-        keys = [RunKey(k.algo, self.task, float(k.bound), int(k.seed)) for k in keys]
+        keys = [self._key(k) for k in keys]
+        chosen = set(keys) if write is None else {self._key(k) for k in write}
+        wanted = [k for k in keys if k in chosen]
         done = {k: RunResult(k, "skipped", self.config.n_iterates, float("nan"), 0.0, 0.0,
                              notes=["already complete in the store"])
-                for k in keys if writer.run_status(k) == "complete"}
-        todo = [k for k in keys if k not in done]
+                for k in wanted if writer.run_status(k) == "complete"}
+        todo = [k for k in wanted if k not in done]
         if not todo:
-            return [done[k] for k in keys]
+            return [done[k] for k in wanted]
         started = _now()
-        results = [RunResult(k, "partial", 0, 0.0, 0.0, 0.0) for k in todo]
-        group = {"group_size": len(todo), "group": [str(k) for k in todo]} if len(todo) > 1 else {}
+        results = {k: RunResult(k, "partial", 0, 0.0, 0.0, 0.0) for k in keys}
+        group = {"group_size": len(keys), "group": [k.as_dict() for k in keys]}
         with self.guard.hold():
             for k in todo:
                 writer.set_run_manifest(k, status="partial", manifest=self._manifest(k, started, notes="running",
@@ -219,23 +226,27 @@ class Runner:
                 checkpoint.write_run_meta(self.out, k, {**k.as_dict(), "config": config_to_dict(self.config),
                                                         "env": self.env.name})
         try:
-            self._train(writer, todo, results, progress)
-            for res in results:
-                res.status = "complete"
+            self._train(writer, keys, set(todo), results, progress)
+            for k in todo:
+                results[k].status = "complete"
         except KeyboardInterrupt:
-            for res in results:
-                res.notes.append(f"interrupted by the user after {res.iterates_done} iterates")
+            for k in todo:
+                results[k].notes.append(f"interrupted by the user after {results[k].iterates_done} iterates")
             raise
         finally:
             with self.guard.hold():
-                for k, res in zip(todo, results, strict=True):
+                for k in todo:
+                    res = results[k]
                     writer.set_run_manifest(k, status=res.status, manifest=self._manifest(
                         k, started, end_time=_now(), iterates_done=res.iterates_done, env_steps=res.env_steps,
                         compile_s=round(res.compile_s, 3), train_s=round(res.train_s, 3),
                         resumed_from=res.resumed_from, eval_iterates=checkpoint.available_iterates(self.out, k),
                         notes="; ".join(res.notes), **group))
-        done.update(zip(todo, results, strict=True))
-        return [done[k] for k in keys]
+        done.update((k, results[k]) for k in todo)
+        return [done[k] for k in wanted]
+
+    def _key(self, key: RunKey) -> RunKey:
+        return RunKey(key.algo, self.task, float(key.bound), int(key.seed))
 
     def _manifest(self, key: RunKey, started: str, **extra: Any) -> dict[str, Any]:
         return {"config": config_to_dict(self.config), "algo": key.algo, "task": key.task,
@@ -243,25 +254,30 @@ class Runner:
                 "versions": _versions(), **current_placement(), "start_time": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
-    def _start(self, program: Program, keys: Sequence[RunKey], results: list[RunResult]) -> tuple[Any, int]:
-        """Initial group state, or the runs' resume points if all have one at the same iterate;
+    def _start(self, program: Program, keys: Sequence[RunKey], results: dict[RunKey, RunResult]) -> tuple[Any, int]:
+        """Initial group state, or the runs' states at their newest common resume point;
         returns (state, first iterate)."""
         import jax
         import jax.numpy as jnp
 
         state = program.init(keys)
         template = jax.tree_util.tree_map(jnp.zeros_like, program.member(state, 0))
-        found = [checkpoint.load_resume(self.out, k, template) for k in keys]
-        its = {f[0] if f else None for f in found}
-        if len(its) != 1 or None in its:
+        common = set.intersection(*(set(checkpoint.resume_iterates(self.out, k)) for k in keys))
+        for j in sorted(common, reverse=True):
+            found = [checkpoint.load_resume(self.out, k, template, j) for k in keys]
+            if all(found):
+                break
+        else:
             return state, 0  # no common resume point: the whole group starts from scratch
-        j = its.pop()
-        for f, res in zip(found, results, strict=True):
+        for k, f in zip(keys, found, strict=True):
+            res = results[k]
             res.env_steps, res.iterates_done, res.resumed_from = f[2], j + 1, j
             res.notes.append(f"resumed after iterate {j}")
         return program.stack([f[1] for f in found]), j + 1
 
-    def _train(self, writer: Any, keys: list[RunKey], results: list[RunResult], progress: Any | None) -> None:
+    def _train(self, writer: Any, keys: list[RunKey], written: set[RunKey], results: dict[RunKey, RunResult],
+               progress: Any | None) -> None:
+        """Train the group `keys`; only the runs in `written` are written to the store."""
         import jax
 
         from train.core import checkpoint_payload
@@ -271,28 +287,33 @@ class Runner:
         t0 = time.perf_counter()
         state, start = self._start(program, keys, results)
         evals = set(eval_iterates(cfg))
-        label = keys[0] if len(keys) == 1 else GroupLabel(keys)
+        shown = [k for k in keys if k in written]
+        label = shown[0] if len(shown) == 1 else GroupLabel(shown)
         task_id = progress.start_run(label, cfg) if progress else None
         for j in range(start, cfg.n_iterates):
             t_it = time.perf_counter()
             state, out, mult = program.iterate(state)
             dt = time.perf_counter() - t_it
-            for i, (key, res) in enumerate(zip(keys, results, strict=True)):
-                one = jax.tree_util.tree_map(lambda x, i=i: np.asarray(x[i]), out)
-                self._record_iterate(writer, key, res, j, one, float(mult[i]), dt, first=j == start, t_it=t_it)
+            for i, key in enumerate(keys):
+                if key in written:
+                    one = jax.tree_util.tree_map(lambda x, i=i: np.asarray(x[i]), out)
+                    self._record_iterate(writer, key, results[key], j, one, float(mult[i]), dt, first=j == start,
+                                         t_it=t_it)
             if j in evals:
                 ev = program.evaluate(state, [k.seed for k in keys], j)
                 with self.guard.hold():
-                    for i, (key, res) in enumerate(zip(keys, results, strict=True)):
+                    for i, key in enumerate(keys):
+                        if key not in written:
+                            continue
                         writer.write_episodes(key, "expl", j, ev.expl_reward[i], ev.expl_cost[i])
                         writer.write_episodes(key, "greedy", j, ev.greedy_reward[i], ev.greedy_cost[i])
                         one = program.member(state, i)
                         checkpoint.save(self.out, key, j, checkpoint_payload(one.params, one.normalizer,
                                                                              one.multiplier))
-                        checkpoint.save_resume(self.out, key, j, one, res.env_steps)
+                        checkpoint.save_resume(self.out, key, j, one, results[key].env_steps)
             if progress:
-                view = results[0] if len(keys) == 1 else label.update(results)
-                progress.advance(task_id, sum(res.iterate_steps[-1] for res in results), view, label,
+                view = results[shown[0]] if len(shown) == 1 else label.update([results[k] for k in shown])
+                progress.advance(task_id, sum(results[k].iterate_steps[-1] for k in shown), view, label,
                                  time.perf_counter() - t0)
         if progress:
             progress.finish_run(task_id)

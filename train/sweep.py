@@ -2,8 +2,9 @@
 
 A sweep is algos x tasks x bounds x seeds (`PRESETS` names two). `saferl train` creates the whole grid in the store (or accepts
 an existing store holding it), then trains the selected runs that are not complete yet through an
-executor (`train.executors`). `SweepRun(key)` trains or resumes one run (`SweepGroupRun(keys)` a vmapped
-group) in whatever process it lands in, caching one compiled `Runner` per (store, task, config) there.
+executor (`train.executors`). `SweepRun(unit)` trains or resumes one run (a RunKey) or a vmapped group
+(a tuple of them) in whatever process it lands in, caching one compiled `Runner` per (store, task, config)
+there. A run that was started before resumes in the group it was started in (`make_units`).
 
 Test-only: with `SAFERL_ENABLE_TOY=1` the task `toy` (the pure-JAX task of `train/toy.py`) is accepted,
 so tests can run real sweeps without compiling MJX.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,10 +145,13 @@ def setup_jax() -> None:
 
 @dataclass(frozen=True)
 class SweepRun:
-    """Picklable `run_one(key) -> dict` for executors: trains or resumes one run of the store `out`.
+    """Picklable `run_one(unit)` for executors: trains or resumes one run of the store `out` (a RunKey unit;
+    returns a JSON-able summary of this attempt) or a vmapped group (a tuple of RunKeys; returns
+    {str(key): summary} for each run it writes).
 
     `config` is the plain dict of the TrainConfig (`config_to_dict`). Complete runs are skipped; partial
-    ones resume from their newest resume point. Returns a JSON-able summary of this attempt.
+    ones resume from their newest resume point. `write`: the runs to write (None: every run of a unit);
+    the other members of a group unit ride along unwritten (see `make_units`).
     With `claims`, a run claimed by another live `saferl train` process is left to it (local sweeps);
     dask and SLURM executors hand each run to one worker themselves and retry lost ones elsewhere,
     where a dead claimant on another host could not be told from a live one, so they run without.
@@ -158,14 +162,26 @@ class SweepRun:
     config: dict[str, Any]
     claims: bool = True
     progress: Any = field(default=None, compare=False, repr=False)
+    write: frozenset[RunKey] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "progress": None}
 
-    def _claim(self, key: RunKey) -> bool:
-        from train.claims import try_claim
+    def _claim_all(self, keys: Sequence[RunKey]) -> RunKey | None:
+        """Claim every run of `keys` (in order), or none: returns the run claimed by another process (after
+        releasing those taken here), or None when all are ours. A group is trained whole or not at all."""
+        from train.claims import release, try_claim
 
-        return try_claim(self.out, key) if self.claims else True
+        if not self.claims:
+            return None
+        taken: list[RunKey] = []
+        for k in keys:
+            if not try_claim(self.out, k):
+                for t in taken:
+                    release(self.out, t)
+                return k
+            taken.append(k)
+        return None
 
     def runner(self, task: str) -> Any:
         """The cached compiled Runner of `task` in this process."""
@@ -178,37 +194,38 @@ class SweepRun:
             _RUNNERS[ck] = Runner(self.out, config, task, make_env)
         return _RUNNERS[ck]
 
-    def __call__(self, key: RunKey) -> dict[str, Any]:
-        return self.train((key,))[str(key)]
+    def __call__(self, unit: RunKey | tuple[RunKey, ...]) -> dict[str, Any]:
+        if isinstance(unit, RunKey):
+            return self.train((unit,))[str(unit)]
+        return self.train(unit, grouped=True)
 
     def train(self, keys: tuple[RunKey, ...], grouped: bool = False) -> dict[str, Any]:
-        """Train the runs of `keys` (one task) that this process can claim, as one group; {str(key): summary}.
-
-        `grouped` adds the group's size to each summary.
-        """
+        """Train `keys` (one task) as one group if this process can claim every run it writes;
+        {str(key): summary} for those runs. `grouped` adds the group's size to each summary."""
         from train.claims import release
         from train.placement import current_placement
 
-        mine = [k for k in keys if self._claim(k)]
-        summaries = {str(k): claimed_elsewhere(self.out, k) for k in keys if k not in mine}
-        if not mine:
-            return summaries
+        mine = [k for k in keys if self.write is None or k in self.write]
+        blocker = self._claim_all(mine)
+        if blocker is not None:
+            return {str(k): claimed_elsewhere(self.out, blocker) for k in mine}
         try:
             where = current_placement()
-            results = self.runner(keys[0].task).run_group(mine, self.progress)
+            results = self.runner(keys[0].task).run_group(keys, self.progress, write=mine)
         finally:
-            for k in mine:
-                release(self.out, k)
-        group = {"group_size": len(mine)} if grouped else {}
-        summaries.update({str(res.key): {"status": res.status, "iterates_done": res.iterates_done,
-                                         "env_steps": res.env_steps, "compile_s": res.compile_s,
-                                         "train_s": res.train_s, "resumed_from": res.resumed_from,
-                                         **group, **where} for res in results})
-        return summaries
+            if self.claims:
+                for k in mine:
+                    release(self.out, k)
+        group = {"group_size": len(keys)} if grouped else {}
+        return {str(res.key): {"status": res.status, "iterates_done": res.iterates_done,
+                               "env_steps": res.env_steps, "compile_s": res.compile_s,
+                               "train_s": res.train_s, "resumed_from": res.resumed_from,
+                               **group, **where} for res in results}
 
 
 def claimed_elsewhere(out: str, key: RunKey) -> dict[str, Any]:
-    """The summary of a run left to the process that holds its claim."""
+    """The summary of a run left to the process that holds the claim of `key` (the run, or the member of
+    its group another process claimed)."""
     from train.claims import read_claim
 
     holder = read_claim(out, key) or {}
@@ -384,37 +401,82 @@ def _size(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
-def make_units(keys: Sequence[RunKey], out: str | Path, size: int) -> list[Any]:
-    """Units of work: keys of one task and algorithm with the same resume iterate, in chunks of `size`
-    (tuples of RunKeys; size 1 gives plain RunKeys)."""
+def make_units(keys: Sequence[RunKey], out: str | Path, size: int, regroup: bool = False,
+               report: Callable[[str], None] = print) -> list[Any]:
+    """Units of work for `keys`: RunKeys (one run) and tuples of RunKeys (one vmapped group, in program order).
+
+    A run started before (a partial run: an interrupted or failed attempt) goes back into the group it was
+    started in, as its manifest records it (`group`; none recorded: it ran alone), whatever `size` is now:
+    a vmapped program's floats depend on its members and their number, and training is chaotic, so only
+    the same group reproduces the numbers an uninterrupted sweep would have given. Members of that group
+    outside `keys` (complete or not selected) ride along unwritten. With `regroup`, or when the members'
+    records disagree (one was trained in another group since; a line is reported), started runs are
+    grouped like new ones. New runs: keys of one task and algorithm with the same resume iterate, in
+    chunks of `size` (size 1 gives plain RunKeys).
+    """
+    from cube import read_manifests
     from train import checkpoint
 
-    if size <= 1:
-        return list(keys)
-    groups: dict[tuple[str, str, int], list[RunKey]] = {}
-    for k in keys:
-        its = checkpoint.resume_iterates(out, k)
-        groups.setdefault((k.task, k.algo, its[-1] if its else -1), []).append(k)
+    rows = {manifest_key(r): r for r in read_manifests(out)}
     units: list[Any] = []
-    for members in groups.values():
+    fresh: list[RunKey] = []
+    placed: set[RunKey] = set()
+    for k in keys:
+        if k in placed:
+            continue
+        group = None if regroup else started_group(rows.get(k))
+        if group is not None and not all(m in rows and started_group(rows[m]) in (group, ()) for m in group):
+            report(f"{k}: cannot rebuild the group it was started in (a member was trained in another group "
+                   "since); it is trained in a new group, so its numbers may differ from an uninterrupted "
+                   "run's by float noise")
+            group = None
+        if group is None:
+            fresh.append(k)
+            continue
+        units.append(group if len(group) > 1 else group[0])
+        placed.update(group)
+    if size <= 1:
+        return units + fresh
+    by_start: dict[tuple[str, str, int], list[RunKey]] = {}
+    for k in fresh:
+        its = checkpoint.resume_iterates(out, k)
+        by_start.setdefault((k.task, k.algo, its[-1] if its else -1), []).append(k)
+    for members in by_start.values():
         units.extend(tuple(members[i:i + size]) for i in range(0, len(members), size))
     return units
 
 
-@dataclass(frozen=True)
-class SweepGroupRun(SweepRun):
-    """Picklable `run_one(keys) -> dict` training a tuple of runs (one task and algorithm) as one vmapped
-    program; returns {str(key): summary} for each run."""
-
-    def __call__(self, keys: tuple[RunKey, ...]) -> dict[str, Any]:  # type: ignore[override]
-        return self.train(keys, grouped=True)
+def manifest_key(row: dict[str, Any]) -> RunKey:
+    """The RunKey of a `read_manifests` row (or of a group member as a manifest records it)."""
+    return RunKey(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
 
 
-def split_outcome(outcome: Any) -> list[Any]:
-    """Per-run RunOutcomes from the outcome of a unit (a RunKey, or a tuple of them run as a group)."""
+def started_group(row: dict[str, Any] | None) -> tuple[RunKey, ...] | None:
+    """The group a run was started in, in program order, from its manifest row: its recorded `group`, or
+    the run alone for a partial run without one; `()` for a complete run without one (it may ride along
+    in any group); None for a run never started (or no row)."""
+    if row is None or row.get("status") not in ("partial", "complete"):
+        return None
+    members = row.get("group")
+    if not members:
+        return (manifest_key(row),) if row["status"] == "partial" else ()
+    return tuple(manifest_key(m) if isinstance(m, dict) else parse_run_label(m) for m in members)
+
+
+def parse_run_label(text: str) -> RunKey:
+    """The RunKey of `str(key)` ("algo/task/d=25/seed=3"), as manifests written before 2026-11-26 record
+    group members."""
+    algo, task, bound, seed = str(text).rsplit("/", 3)
+    return RunKey(algo, task, float(bound.removeprefix("d=")), int(seed.removeprefix("seed=")))
+
+
+def split_outcome(outcome: Any, written: Collection[RunKey] | None = None) -> list[Any]:
+    """Per-run RunOutcomes from the outcome of a unit (a RunKey, or a tuple of them run as a group), for
+    the runs in `written` (None: all; members that rode along have no outcome of their own)."""
     import dataclasses
 
     if isinstance(outcome.key, RunKey):
         return [outcome]
     results = outcome.result or {}
-    return [dataclasses.replace(outcome, key=k, result=results.get(str(k))) for k in outcome.key]
+    return [dataclasses.replace(outcome, key=k, result=results.get(str(k))) for k in outcome.key
+            if written is None or k in written]
