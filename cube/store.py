@@ -52,7 +52,9 @@ CHUNK_COMPRESSORS = (ZstdCodec(level=0, checksum=False), Crc32cCodec())
 
 # Per run, a sequence number (a seqlock): odd while a writer is between its reward and cost chunk writes,
 # bumped again when both are written. A reader that sees it change or odd around its read of a run reads
-# that run again, so nobody ever sees the rewards of an iterate without its costs.
+# that run again, so nobody ever sees the rewards of an iterate without its costs. Writers also hold the
+# run's lock file (`run_lock_path`) exclusively while they write, so a reader that keeps meeting writes
+# (a writer that never pauses) can hold writers off for one read instead of retrying forever.
 WRITE_SEQ = "write_seq"
 
 
@@ -427,6 +429,7 @@ class CubeWriter:
         self.group = _open_group(self.path)
         self.coords = _read_coords(self.group)
         self._arrays: dict[str, zarr.Array] = {}
+        self._lock_folder: Path | None = None
 
     def _array(self, name: str) -> zarr.Array:
         """The store's array ``name``, opened once per writer (each open reads its metadata)."""
@@ -480,13 +483,19 @@ class CubeWriter:
         if WRITE_SEQ not in self.group:  # stores written before the seqlock: nothing to bump
             yield
             return
+        import fcntl
+
         seq = self._array(WRITE_SEQ)
-        start = int(seq[index])
-        seq[index] = start + 1 + start % 2  # odd: a write is in progress
-        try:
-            yield
-        finally:
-            seq[index] = start + 2 + start % 2
+        if self._lock_folder is None:
+            self._lock_folder = side_folder(self.path / "_locks")
+        with open(run_lock_path(self.path, index), "a+") as lock:  # one open file per write: sweeps of
+            fcntl.flock(lock, fcntl.LOCK_EX)                        # thousands of runs stay under ulimit -n
+            start = int(seq[index])
+            seq[index] = start + 1 + start % 2  # odd: a write is in progress
+            try:
+                yield
+            finally:
+                seq[index] = start + 2 + start % 2
 
 
     def write_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
@@ -659,24 +668,69 @@ def runs_written_since(before: np.ndarray, after: np.ndarray | None) -> list[tup
     return [tuple(int(i) for i in ix) for ix in np.argwhere((before != after) | (before % 2 == 1))]
 
 
+def run_lock_path(path: PathLike, index: tuple[int, ...]) -> Path:
+    """The lock file of the run at `index` (its position along the run dims): writers of its episodes
+    hold it exclusively, a reader that keeps meeting their writes shares it for one read."""
+    return Path(path) / "_locks" / f"run-{'.'.join(str(int(i)) for i in index)}.lock"
+
+
 class StillRunReader:
     """Reads one run's reward and cost (iterate, episode, mode) straight from its chunks while its write
     sequence stands still and even: both variables of the same write, never one without the other."""
 
+    OPTIMISTIC_TRIES = 3
+    """Reads tried without a lock before holding writers off (a writer pauses between iterates)."""
+
     def __init__(self, path: PathLike) -> None:
-        self.arrays = {name: zarr.open_array(Path(path) / name, mode="r") for name in ("reward", "cost", WRITE_SEQ)}
+        self.path = Path(path)
+        self.arrays = {name: zarr.open_array(self.path / name, mode="r") for name in ("reward", "cost", WRITE_SEQ)}
 
     def read(self, index: tuple[int, ...], tries: int = 200) -> tuple[np.ndarray, np.ndarray]:
-        """A writer is inside a write for milliseconds, so a few short waits suffice; CubeError if the
-        run was being written at every one of `tries` attempts."""
-        seq_array = self.arrays[WRITE_SEQ]
+        """Read while no write is in progress: a few short waits first; then, against a writer that never
+        pauses, with the run's lock shared (writers wait for the read, milliseconds). CubeError if the run
+        was being written at every one of `tries` attempts (a writer holding its lock that long is stuck)."""
         for attempt in range(tries):
-            seq = int(seq_array[index])
-            reward, cost = self.arrays["reward"][index], self.arrays["cost"][index]
-            if seq % 2 == 0 and int(seq_array[index]) == seq:
-                return reward, cost
+            got = self._read_still(index)
+            if got is None and attempt >= self.OPTIMISTIC_TRIES:
+                got = self._read_locked(index)
+            if got is not None:
+                return got
             time.sleep(0.001 * min(attempt + 1, 20))
         raise CubeError("a run was being written during every read of it; stop its writer or try again")
+
+    def _read_still(self, index: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None:
+        seq_array = self.arrays[WRITE_SEQ]
+        seq = int(seq_array[index])
+        reward, cost = self.arrays["reward"][index], self.arrays["cost"][index]
+        if seq % 2 == 0 and int(seq_array[index]) == seq:
+            return reward, cost
+        return None
+
+    def _read_locked(self, index: tuple[int, ...], spin_s: float = 0.05) -> tuple[np.ndarray, np.ndarray] | None:
+        """One read holding the run's lock shared, taken within `spin_s` seconds (None otherwise: no lock
+        file, as with writers from before the lock, or a writer kept it). The lock is polled, not waited
+        for: a blocking wait could not be bounded, and a writer that never pauses still lets go of it for
+        tens of microseconds between two writes, which polling catches."""
+        import fcntl
+
+        try:
+            handle = open(run_lock_path(self.path, index), "rb")  # noqa: SIM115 - closed below
+        except OSError:
+            return None
+        with handle:
+            deadline = time.perf_counter() + spin_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.perf_counter() > deadline:
+                        return None
+                    time.sleep(0)
+            try:
+                return self._read_still(index)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def unreadable_chunk(source: str | Path | None) -> str | None:
