@@ -11,6 +11,12 @@ replaced by a no-op (it is outside the timed epochs anyway).
     .venv/bin/python bench/train_throughput.py                 # small CPU config
     .venv/bin/python bench/train_throughput.py --num-envs 2048 --episode-length 2000 \\
         --batch-size 1024 --num-minibatches 32 --iterates 4      # the paper's sizes (GPU)
+
+`--profile` adds where one update of ours spends its time, each phase compiled and timed on its own:
+the env's physics alone (its `step` under random actions), the rollout (physics plus policy inference),
+the whole compiled update (rollout, advantages, normaliser, SGD, multiplier), and the host's share
+(transfer and cube writes). crax runs the same `env.step`, so physics-alone steps/s over crax's steps/s
+is the most any trainer of that env could gain over crax on this device.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ def _args() -> argparse.Namespace:
     p.add_argument("--crax-log", choices=("on", "off", "both"), default="both")
     p.add_argument("--skip-crax", action="store_true")
     p.add_argument("--skip-ours", action="store_true")
+    p.add_argument("--profile", action="store_true", help="time the phases of one of our updates")
     return p.parse_args()
 
 
@@ -102,6 +109,88 @@ def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[st
             "total_s": total}
 
 
+def _best_time(fn: Any, *args: Any, repeats: int = 3) -> float:
+    """Seconds of the fastest of `repeats` calls of the compiled `fn` (compiled by a first call)."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def profile_ours(cfg: Any, bound: float, task: str, algo: str) -> dict[str, float]:
+    """Seconds per update of each phase of our trainer (one run, compile excluded): physics alone,
+    rollout (physics + policy), the whole compiled update; and env steps per update."""
+    import jax
+    import jax.numpy as jnp
+
+    from train.algorithms import algorithm, d_step
+    from train.core import make_train
+    from train.envs import make_crax_env
+
+    env = make_crax_env(task, cfg.episode_length)
+    spec = algorithm(algo)
+    trainer = make_train(cfg, env, cost_critic=spec.uses_multiplier)
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jnp.int32(spec.id),
+                                  jnp.float32(spec.initial_multiplier(cfg)), jnp.float32(d_step(cfg, bound)))
+    v_step, n, steps = jax.vmap(env.step), cfg.num_envs, cfg.steps_per_update
+    dist = trainer.networks.parametric_action_distribution
+    policy = trainer.networks.policy_network
+
+    @jax.jit
+    def physics(env_state: Any, key: jax.Array) -> Any:
+        def body(s: Any, k: jax.Array) -> tuple[Any, None]:
+            return v_step(s, jax.random.uniform(k, (n, env.action_size), minval=-1.0, maxval=1.0)), None
+
+        return jax.lax.scan(body, env_state, jax.random.split(key, steps))[0]
+
+    @jax.jit
+    def rollout(env_state: Any, key: jax.Array, params: Any, normalizer: Any) -> Any:
+        def body(s: Any, k: jax.Array) -> tuple[Any, jax.Array]:
+            logits = policy.apply(normalizer, params, s.obs)
+            raw = dist.create_dist(logits).sample(k)
+            return v_step(s, dist.postprocess(raw)), raw
+
+        return jax.lax.scan(body, env_state, jax.random.split(key, steps))
+
+    key = jax.random.PRNGKey(1)
+    env_state = state.rollout.env_state
+    iterate = jax.jit(trainer.iterate)
+    state, out = iterate(state)  # compile, and one iterate's number of updates
+    t_iterate = _best_time(iterate, state, repeats=2)
+    n_updates = int(out.n_updates)
+    return {"physics_s": _best_time(physics, env_state, key),
+            "rollout_s": _best_time(rollout, env_state, key, state.params.policy, state.normalizer),
+            "update_s": t_iterate / n_updates, "steps_per_update": float(n * steps)}
+
+
+def print_profile(prof: dict[str, float], rows: dict[str, dict[str, float]]) -> None:
+    """The phases per update (ms and share), and what they bound."""
+    per = prof["steps_per_update"]
+    phases = {"physics (env.step)": prof["physics_s"],
+              "policy inference and sampling": prof["rollout_s"] - prof["physics_s"],
+              "advantages, normaliser, SGD, multiplier": prof["update_s"] - prof["rollout_s"]}
+    wall = per / rows["saferl"]["sps"] if "saferl" in rows else None
+    if wall is not None:
+        phases["host: transfer and cube writes (runner wall - compiled)"] = wall - prof["update_s"]
+    total = wall if wall is not None else prof["update_s"]
+    print(f"one update of ours = {per:,.0f} env steps; time per update by phase (compile excluded):")
+    for name, t in phases.items():
+        if t < 0:  # a difference of two timings, each the best of a few: noise can make a small one negative
+            print(f"  {name:<58} {'~0':>9} ms  (within timing noise: {1e3 * t:.1f} ms)")
+            continue
+        print(f"  {name:<58} {1e3 * t:>9.1f} ms  {100 * t / total:>5.1f}%")
+    physics_sps = per / prof["physics_s"]
+    print(f"  physics alone: {physics_sps:,.0f} env steps/s; the compiled update: {per / prof['update_s']:,.0f}")
+    for name in (n for n in rows if n != "saferl"):
+        print(f"ceiling over {name}: physics alone / {name} = {physics_sps / rows[name]['sps']:.2f}x "
+              "(no trainer of this env can beat crax by more on this device)")
+
+
 def main() -> int:
     a = _args()
     from train.config import TrainConfig
@@ -132,6 +221,8 @@ def main() -> int:
         if "saferl" in rows:
             print(f"ratio saferl / {name}: {rows['saferl']['sps'] / rows[name]['sps']:.2f}x "
                   "(saferl writes every episode to a cube)")
+    if a.profile:
+        print_profile(profile_ours(cfg, a.bound, a.task, a.algo), rows)
     return 0
 
 
