@@ -19,6 +19,7 @@ pytest.importorskip("jax")
 pytest.importorskip("flax")
 
 from cube import CubeWriter, RunKey, open_cube, read_manifests  # noqa: E402
+from tests.toyconfig import toy_config_toml  # noqa: E402
 from train import checkpoint  # noqa: E402
 from train.config import load_toml  # noqa: E402
 from train.record import prepare_store  # noqa: E402
@@ -26,19 +27,7 @@ from train.runner import Runner  # noqa: E402
 from train.sweep import make_env, make_units, parse_run_label, started_group  # noqa: E402
 
 N_ITERATES, N_ENVS = 12, 8
-CONFIG = f"""total_env_steps = {N_ITERATES * N_ENVS * 20}
-episode_length = 20
-num_envs = {N_ENVS}
-unroll_length = 4
-batch_size = 8
-num_minibatches = 2
-num_epochs = 1
-policy_hidden = [8]
-value_hidden = [8]
-cost_value_hidden = [8]
-eval_episodes = 5
-eval_every = 2
-"""
+CONFIG = toy_config_toml(N_ITERATES, N_ENVS)
 S0, S1 = (RunKey("ppo_lag", "toy", 4.0, s) for s in (0, 1))
 VARS = ("reward", "cost", "env_steps", "multiplier", "n_updates", "policy_loss", "value_loss", "approx_kl")
 

@@ -22,22 +22,11 @@ pytest.importorskip("jax")
 pytest.importorskip("flax")
 
 from cube import open_cube, read_manifests  # noqa: E402
+from tests.toyconfig import toy_config_toml  # noqa: E402
 
 N_ITERATES = 24
 N_ENVS = 8
-CONFIG = f"""total_env_steps = {N_ITERATES * N_ENVS * 20}
-episode_length = 20
-num_envs = {N_ENVS}
-unroll_length = 4
-batch_size = 8
-num_minibatches = 2
-num_epochs = 1
-policy_hidden = [8]
-value_hidden = [8]
-cost_value_hidden = [8]
-eval_episodes = 5
-eval_every = 2
-
+CONFIG = toy_config_toml(N_ITERATES, N_ENVS) + """
 [cluster]
 executor = "local"
 """
