@@ -264,13 +264,13 @@ def run(args: argparse.Namespace) -> int:
     units = make_units(todo, args.out, size, regroup=args.regroup, report=lambda line: print(line, flush=True))
     groups = [u for u in units if isinstance(u, tuple)]
     if groups:
-        print(f"{len(units)} programs, {len(groups)} of them vmapped groups of up to "
-              f"{max(map(len, groups))} runs", flush=True)
+        print(f"{len(units)} program(s); {len(groups)} vmapped group(s) of up to {max(map(len, groups))} runs",
+              flush=True)
     written = set(todo)
     riders = {k for u in groups for k in u} - written
     if riders:
-        print(f"{len(riders)} complete or unselected run(s) ride along unwritten, so that the runs resumed with "
-              "them get the numbers of the group they were started in", flush=True)
+        print(f"{len(riders)} complete or unselected run(s) ride along unwritten: a resumed run keeps its group",
+              flush=True)
     local = executor.name == "local"
     t0 = time.perf_counter()
     outcomes: list[Any] = []
