@@ -560,7 +560,11 @@ def _write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.n
     try:
         # One chunk per algorithm: few, large chunks read back several times faster than zarr's default.
         enc = {v: {"chunks": (1, *out[v].shape[1:])} for v in out.data_vars if out[v].ndim >= len(CELL_DIMS)}
-        out.to_zarr(path, group=tmp_group, mode="w", consolidated=False, encoding=enc)
+        # Written as a store of its own, then moved in as the group: written as a group of the cube, zarr
+        # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
+        # warn about on stderr, where the TUI draws).
+        side_folder(target.parent)
+        out.to_zarr(tmp, mode="w", consolidated=False, encoding=enc)
         if target.exists():
             os.replace(target, trash)
         os.replace(tmp, target)

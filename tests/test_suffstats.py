@@ -65,6 +65,35 @@ def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatc
     assert len(patched) == 3 and len(full) == 2  # ... and the next load is a plain hit
 
 
+def test_writing_the_cache_leaves_readers_listing_the_cube_silent(demo_copy: Path):
+    """Readers open the cube (listing its root) while a report writes the cache: written as a group of the
+    cube, zarr put a transient file in the cube's root each time (about one warning per write here, on
+    stderr, where the TUI draws); the cache is written as a store of its own and moved in instead."""
+    import warnings
+
+    import zarr
+
+    stop = threading.Event()
+
+    def list_the_root() -> None:
+        while not stop.is_set():
+            list(zarr.open_group(str(demo_copy), mode="r").members())
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lister = threading.Thread(target=list_the_root)
+        lister.start()
+        try:
+            for _ in range(20):
+                shutil.rmtree(demo_copy / sfs.CACHE_GROUP, ignore_errors=True)
+                sfs.load_suffstats(demo_copy)
+        finally:
+            stop.set()
+            lister.join()
+    assert [str(w.message) for w in seen] == []
+    _same(sfs.load_suffstats(demo_copy), sfs.load_suffstats(demo_copy, cache=False))
+
+
 def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
     sfs.load_suffstats(demo_copy)
     rng = np.random.default_rng(0)
