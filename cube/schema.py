@@ -56,6 +56,11 @@ class RunKey:
     def as_dict(self) -> dict[str, Any]:
         return {"algo": self.algo, "task": self.task, "bound": float(self.bound), "seed": int(self.seed)}
 
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> RunKey:
+        """The key of a dict holding the four labels (`as_dict`, a `read_manifests` row; other keys ignored)."""
+        return cls(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
+
     def __str__(self) -> str:
         return f"{self.algo}/{self.task}/d={self.bound:g}/seed={self.seed}"
 

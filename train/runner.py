@@ -391,7 +391,7 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
                 and (bounds is None or any(np.isclose(row["bound"], b) for b in bounds))
                 and (seeds is None or row["seed"] in seeds))
 
-    keys = [RunKey(r["algo"], r["task"], float(r["bound"]), int(r["seed"])) for r in rows if wanted(r)]
+    keys = [RunKey.from_dict(r) for r in rows if wanted(r)]
     keys = [k for k in keys if iterate in checkpoint.available_iterates(store, k)]
     if not keys:
         raise CubeError(f"no checkpoint at iterate {iterate} in {store} for the selected runs; "

@@ -118,7 +118,7 @@ def check_store_config(out: str | Path, config: TrainConfig) -> dict[str, str]:
     want = json.loads(json.dumps(config_to_dict(config)))
     status: dict[str, str] = {}
     for row in read_manifests(out):
-        key = RunKey(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
+        key = RunKey.from_dict(row)
         status[str(key)] = row["status"]
         have = row.get("config")
         if row["status"] in ("partial", "complete") and have is not None and have != want:
@@ -286,7 +286,7 @@ def status_rows(path: str | Path) -> list[dict[str, Any]]:
     rows = []
     for row in read_manifests(path):
         cfg = row.get("config") or {}
-        key = RunKey(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
+        key = RunKey.from_dict(row)
         live, last = "", None
         if row["status"] == "partial":
             live = run_liveness(path, key)
@@ -417,7 +417,7 @@ def make_units(keys: Sequence[RunKey], out: str | Path, size: int, regroup: bool
     from cube import read_manifests
     from train import checkpoint
 
-    rows = {manifest_key(r): r for r in read_manifests(out)}
+    rows = {RunKey.from_dict(r): r for r in read_manifests(out)}
     units: list[Any] = []
     fresh: list[RunKey] = []
     placed: set[RunKey] = set()
@@ -446,11 +446,6 @@ def make_units(keys: Sequence[RunKey], out: str | Path, size: int, regroup: bool
     return units
 
 
-def manifest_key(row: dict[str, Any]) -> RunKey:
-    """The RunKey of a `read_manifests` row (or of a group member as a manifest records it)."""
-    return RunKey(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
-
-
 def started_group(row: dict[str, Any] | None) -> tuple[RunKey, ...] | None:
     """The group a run was started in, in program order, from its manifest row: its recorded `group`, or
     the run alone for a partial run without one; `()` for a complete run without one (it may ride along
@@ -459,8 +454,8 @@ def started_group(row: dict[str, Any] | None) -> tuple[RunKey, ...] | None:
         return None
     members = row.get("group")
     if not members:
-        return (manifest_key(row),) if row["status"] == "partial" else ()
-    return tuple(manifest_key(m) if isinstance(m, dict) else parse_run_label(m) for m in members)
+        return (RunKey.from_dict(row),) if row["status"] == "partial" else ()
+    return tuple(RunKey.from_dict(m) if isinstance(m, dict) else parse_run_label(m) for m in members)
 
 
 def parse_run_label(text: str) -> RunKey:
