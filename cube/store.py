@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -322,21 +323,42 @@ def _check_same_grid(
 # opening the group and locating runs
 
 
-def side_folder(path: PathLike) -> Path:
-    """Create (if needed) a folder inside a store for saferl's own files (derived statistics, run
-    claims), marked as an empty zarr group: zarr lists a store's members when xarray opens it, and
-    warns about folders that are neither groups nor arrays. Safe against concurrent callers."""
+def side_folder(path: PathLike, attributes: dict[str, Any] | None = None) -> Path:
+    """Create (if needed) a folder inside a store for saferl's own files (derived statistics, locks, run
+    claims, checkpoints), marked as an empty zarr group: zarr lists a store's members when xarray opens it,
+    and warns about entries that are neither groups nor arrays. So the folder appears with its marker in
+    one rename, built beside the store (a reader listing the store never sees it unmarked); where that
+    folder is not writable, it is made in place. `attributes`: the marker's. Safe against concurrent
+    callers."""
     folder = Path(path)
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = folder / "zarr.json"
-    if not meta.exists():
-        tmp = folder / f".zarr.json.{uuid.uuid4().hex[:8]}"
+    if (folder / "zarr.json").exists():
+        return folder
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.new-", dir=folder.parent.parent))
+    except OSError:
+        staging = None
+    if staging is not None:
         try:
-            tmp.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
-            os.replace(tmp, meta)
+            _write_group_marker(staging, attributes)
+            os.rename(staging, folder)  # fails when another caller (or an unmarked folder) is there first
+        except OSError:
+            pass
         finally:
-            tmp.unlink(missing_ok=True)  # a full disk must not leave an empty temporary file behind
+            shutil.rmtree(staging, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / "zarr.json").exists():
+        _write_group_marker(folder, attributes)
     return folder
+
+
+def _write_group_marker(folder: Path, attributes: dict[str, Any] | None) -> None:
+    """Write `folder/zarr.json` (an empty zarr group) via a temporary file: never half a file."""
+    tmp = folder / f".zarr.json.{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}))
+        os.replace(tmp, folder / "zarr.json")
+    finally:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave an empty temporary file behind
 
 
 def pid_alive(pid: int) -> bool:

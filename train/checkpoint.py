@@ -14,12 +14,12 @@ from typing import Any
 
 from cube.errors import CubeError
 from cube.schema import RunKey
+from cube.store import side_folder
 
 CHECKPOINT_DIR = "_checkpoints"
 
 
-_MARKER = {"zarr_format": 3, "node_type": "group",
-           "attributes": {"description": "saferl checkpoints (msgpack files, not Zarr arrays)"}}
+MARKER_ATTRIBUTES = {"description": "saferl checkpoints (msgpack files, not Zarr arrays)"}
 
 
 def run_dir(store: str | os.PathLike[str], key: RunKey) -> Path:
@@ -29,11 +29,9 @@ def run_dir(store: str | os.PathLike[str], key: RunKey) -> Path:
 
 def _make_run_dir(store: str | os.PathLike[str], key: RunKey) -> Path:
     """Create the run folder; mark `_checkpoints` as an (empty) Zarr group so opening the store stays silent."""
+    side_folder(Path(store) / CHECKPOINT_DIR, MARKER_ATTRIBUTES)
     d = run_dir(store, key)
     d.mkdir(parents=True, exist_ok=True)
-    marker = Path(store) / CHECKPOINT_DIR / "zarr.json"
-    if not marker.exists():
-        _atomic_write(marker, json.dumps(_MARKER).encode())
     return d
 
 
