@@ -21,6 +21,7 @@ $(VENV)/.train-installed: pyproject.toml $(VENV)/.dev-installed
 	touch $@
 
 $(DEMO): | $(VENV)/.dev-installed
+	mkdir -p $(dir $(DEMO))
 	$(BIN)/saferl demo $(DEMO)
 
 demo: $(VENV)/.dev-installed $(DEMO)
