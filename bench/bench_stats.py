@@ -23,10 +23,10 @@ import scipy.stats
 import xarray as xr
 
 from cube import stats
-from cube.demo import make_demo_cube
+from cube.io.demo import make_demo_cube
 from cube.schema import RunKey
-from cube.store import CubeWriter, open_cube
-from cube.suffstats import CACHE_GROUP
+from cube.stats.suffstats import CACHE_GROUP
+from cube.store.layout import CubeWriter, open_cube
 
 
 def naive_metrics(ds: xr.Dataset) -> dict[str, np.ndarray]:

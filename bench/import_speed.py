@@ -66,7 +66,7 @@ def main() -> None:
     cube = OUT / "imported.zarr"
     shutil.rmtree(cube, ignore_errors=True)
     read_s, read_peak = child(f"import pandas as pd; pd.read_parquet({str(table)!r})")
-    imp_s, imp_peak = child("import sys; from cube.cli import main; "
+    imp_s, imp_peak = child("import sys; from cube.cli.entry import main; "
                             f"sys.exit(main(['import', 'episodes', {str(table)!r}, '--out', {str(cube)!r}]))")
     print(f"plain pandas.read_parquet             {read_s:7.1f} s   peak {read_peak:.2f} GiB (max of children so far)")
     print(f"saferl import episodes ({args.rows:,} rows)  {imp_s:7.1f} s   peak {imp_peak:.2f} GiB (max of children)")

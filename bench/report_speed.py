@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from cube import stats
-from cube.store import open_cube
-from cube.suffstats import CACHE_GROUP, wait_for_cache_writes
+from cube.stats.suffstats import CACHE_GROUP, wait_for_cache_writes
+from cube.store.layout import open_cube
 
 DEFAULT = Path(__file__).parent / "out" / "eighth.zarr"
 

@@ -4,7 +4,7 @@
 
 The paper's grid: 4 algorithms x 4 tasks x 3 bounds x 30 seeds = 1,440 runs, 122 iterates of 2,048
 training episodes each, plus final exploration and greedy evaluations of 100 episodes: about 360
-million episodes (synthetic, from `cube.demo.synthetic_run`, labelled synthetic). Each step runs in
+million episodes (synthetic, from `cube.io.demo.synthetic_run`, labelled synthetic). Each step runs in
 a child process of its own, which prints its wall time and its peak memory (ru_maxrss), side by side:
 
 1. writing the store (generation excluded) and its size on disk;
@@ -32,7 +32,7 @@ SCALE = {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 2048, "n_eval_epi
 WRITE = """
 import time, numpy as np
 from cube import CubeWriter, RunKey, create_store
-from cube.demo import DEMO_ALGOS, DEMO_BOUNDS, DEMO_TASKS, synthetic_run
+from cube.io.demo import DEMO_ALGOS, DEMO_BOUNDS, DEMO_TASKS, synthetic_run
 out, s = {out!r}, {scale!r}
 create_store(out, algos=DEMO_ALGOS, tasks=DEMO_TASKS, bounds=DEMO_BOUNDS, seeds=range(s["n_seeds"]),
              n_iterates=s["n_iterates"], n_episodes=s["n_train_episodes"],
@@ -66,7 +66,7 @@ print(f"RESULT seconds={{time.perf_counter() - t0:.2f}}")
 
 REPORT = """
 import time
-from cube.cli import main
+from cube.cli.entry import main
 t0 = time.perf_counter()
 code = main(["report", {out!r}, "--kind", "all", "--format", "json", "--boot", "{boot}", "--out", {tables!r}])
 assert code == 0, code

@@ -2,7 +2,7 @@
 
     python bench/tui_speed.py [--demo demo/results.zarr] [--eighth bench/out/tui_eighth.zarr] [--boot 2000]
 
-Cubes (built with ``cube.demo.make_demo_cube`` when missing; their sufficient statistics are cached in
+Cubes (built with ``cube.io.demo.make_demo_cube`` when missing; their sufficient statistics are cached in
 the store first, so "start" means opening a cube that ``saferl report`` or the TUI has seen before):
 
 * demo:   4 algos x 4 tasks x 3 bounds x 10 seeds x 60 iterates x 256 episodes (``make demo``)
@@ -28,10 +28,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from cube import stats
-from cube.demo import make_demo_cube
+from cube.io.demo import make_demo_cube
 from cube.selection import Selection
 from saferl_tui.app import build_app
-from saferl_tui.screens import MainScreen
+from saferl_tui.screens.main import MainScreen
 
 SUMMARY_TARGET_S = 2.0
 CHANGE_TARGET_S = 0.3

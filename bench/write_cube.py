@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from cube import CubeWriter, RunKey, create_store
-from cube.demo import DEMO_ALGOS as ALGOS
-from cube.demo import DEMO_BOUNDS, synthetic_run
-from cube.demo import DEMO_TASKS as TASKS
+from cube.io.demo import DEMO_ALGOS as ALGOS
+from cube.io.demo import DEMO_BOUNDS, synthetic_run
+from cube.io.demo import DEMO_TASKS as TASKS
 
 SCALE = {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 256, "n_eval_episodes": 100}
 

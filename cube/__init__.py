@@ -5,9 +5,8 @@ This package never imports jax or textual (enforced by a test).
 
 from cube import stats  # registers the ``ds.saferl`` accessor
 from cube.errors import CubeError
-from cube.recorder import Recorder
 from cube.schema import DIMS, MODES, RUN_DIMS, SCHEMA_VERSION, RunKey
-from cube.store import (
+from cube.store.layout import (
     CubeWriter,
     create_store,
     export_netcdf,
@@ -20,7 +19,8 @@ from cube.store import (
     write_iterate_vars,
     write_run,
 )
-from cube.validate import validate
+from cube.store.recorder import Recorder
+from cube.store.validate import validate
 
 __all__ = [
     "DIMS",

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from saferl_tui.commands import SaferlCommands
 from saferl_tui.messages import Exported
 from saferl_tui.model import CubeModel
-from saferl_tui.screens import DemoBuilder, MainScreen
+from saferl_tui.screens.main import DemoBuilder, MainScreen
 
 
 class SaferlApp(App[None]):
@@ -60,7 +60,7 @@ def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: i
     ``boot``/``rng_seed``: bootstrap replicates and seed for CIs (paper: 2000). ``export_dir``: where
     ``e`` and ``s`` write (default: the working directory). ``demo_builder(path, progress)``: called in
     a worker to create the cube first when ``path`` does not exist (the bundled demo). ``scheduler``:
-    the address of the dask scheduler the caller runs the app under (see ``cube.cluster``), shown while
+    the address of the dask scheduler the caller runs the app under (see ``cube.compute``), shown while
     the cube loads; None for local threads.
     """
     model = CubeModel(path, boot=boot, rng_seed=rng_seed)

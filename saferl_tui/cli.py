@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from cube.cluster import resolve_address, scheduler_context
+from cube.compute import resolve_address, scheduler_context
 from cube.errors import CubeError
 from saferl_tui.app import build_app
 
@@ -30,7 +30,7 @@ def build_demo(path: str, progress: Callable[[int, int], None]) -> None:
     Written under a temporary name and renamed when complete, so an interrupted build never leaves a
     half-written cube at ``path``.
     """
-    from cube.demo import make_demo_cube
+    from cube.io.demo import make_demo_cube
 
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl-tui`` console script: one error boundary, one line per failure."""
-    from cube.cli import print_error
+    from cube.cli.entry import print_error
 
     args = parser().parse_args(argv)
     if args.path is None:

@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from cube.metrics import SETTING, SETTINGS
+from cube.stats.metrics import SETTING, SETTINGS
 from saferl_tui.views import VIEW_CLASSES
 
 if TYPE_CHECKING:
-    from saferl_tui.screens import MainScreen
+    from saferl_tui.screens.main import MainScreen
 
 
 class SaferlCommands(Provider):
     """Offers every view, export, setting, baseline and select-all/none as a palette command."""
 
     def _main(self) -> MainScreen | None:
-        from saferl_tui.screens import MainScreen
+        from saferl_tui.screens.main import MainScreen
 
         for screen in reversed(self.app.screen_stack):
             if isinstance(screen, MainScreen):

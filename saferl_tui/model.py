@@ -18,11 +18,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from cube import curves, stats, summary
+from cube import stats
 from cube.errors import CubeError
-from cube.metrics import SETTING, SETTINGS
 from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.selection import Selection
+from cube.stats import curves
+from cube.stats.metrics import SETTING, SETTINGS
+from cube.store import summary
 
 _NETCDF_LOCK = threading.RLock()
 

@@ -19,8 +19,8 @@ from textual.suggester import Suggester
 from textual.widgets import Input, Label, ProgressBar, RadioButton, RadioSet, Select, SelectionList, Static
 
 from cube.errors import CubeError
-from cube.metrics import SETTING, SETTINGS
 from cube.selection import parse_iterates
+from cube.stats.metrics import SETTING, SETTINGS
 from saferl_tui.messages import SelectionChanged
 from saferl_tui.model import CubeInfo, UISelection
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cube import RunKey, create_store
-from cube.demo import make_demo_cube
+from cube.io.demo import make_demo_cube
 
 TINY_GRID = {
     "algos": ["ppo", "ppo_lag"],

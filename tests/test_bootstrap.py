@@ -15,9 +15,9 @@ try:  # tests/ on sys.path (rootdir conftest) or the repo root (tests as a packa
 except ImportError:
     from tests.statsdata import cube_ds, random_cube, ref_run
 
-from cube import bootstrap, stats
+from cube import stats
 from cube.selection import Selection
-from cube.stats import stratified_bootstrap_means
+from cube.stats import bootstrap, stratified_bootstrap_means
 
 
 def test_engine_equals_per_replicate_loop_with_the_same_draws():

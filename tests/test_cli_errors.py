@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cube.cli import error_line, main
+from cube.cli.entry import error_line, main
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -54,10 +54,10 @@ def register_exploding(sub) -> None:
 
 
 def test_unexpected_errors_are_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import cube.cli
+    import cube.cli.entry
 
-    plugin = EntryPoint("explode", f"{__name__}:register_exploding", cube.cli.COMMAND_GROUP)
-    monkeypatch.setattr(cube.cli, "command_plugins", lambda: [plugin])
+    plugin = EntryPoint("explode", f"{__name__}:register_exploding", cube.cli.entry.COMMAND_GROUP)
+    monkeypatch.setattr(cube.cli.entry, "command_plugins", lambda: [plugin])
     assert main(["explode"]) == 2
     line = _one_error_line(capsys)
     assert "RuntimeError: first line" in line and "second line" not in line
@@ -84,23 +84,23 @@ def test_demo_force_refuses_a_plain_file(capsys: pytest.CaptureFixture[str], tmp
 def test_demo_force_failure_keeps_the_old_store(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk while writing the new store leaves the old one byte-identical and nothing half-written."""
-    import cube.demo
+    import cube.io.demo
 
     target = tmp_path / "demo.zarr"
     assert main(["demo", str(target), *DEMO_ARGS]) == 0
     before = _tree(target)
-    real = cube.demo.make_demo_cube
+    real = cube.io.demo.make_demo_cube
 
     def disk_fills_up(path, **kwargs):
         real(path, **kwargs)
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(cube.demo, "make_demo_cube", disk_fills_up)
+    monkeypatch.setattr(cube.io.demo, "make_demo_cube", disk_fills_up)
     assert main(["demo", str(target), "--force", "--seed", "1", *DEMO_ARGS]) == 2
     assert "No space left on device; free some space" in _one_error_line(capsys)
     assert _tree(target) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.zarr"]  # no staging folder left
-    monkeypatch.setattr(cube.demo, "make_demo_cube", real)
+    monkeypatch.setattr(cube.io.demo, "make_demo_cube", real)
     assert main(["demo", str(target), "--force", "--seed", "1", *DEMO_ARGS]) == 0
     assert _tree(target) != before  # replaced on success
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.zarr"]

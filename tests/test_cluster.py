@@ -1,4 +1,4 @@
-"""Reductions on a dask.distributed cluster give the local scheduler's numbers (cube.cluster)."""
+"""Reductions on a dask.distributed cluster give the local scheduler's numbers (cube.compute)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import xarray as xr
 
 from cube import CubeError, open_cube, stats
-from cube.cluster import ENV_VAR, active_client, compute, resolve_address, scheduler_context
-from cube.demo import make_demo_cube
+from cube.compute import ENV_VAR, active_client, compute, resolve_address, scheduler_context
+from cube.io.demo import make_demo_cube
 
 distributed = pytest.importorskip("distributed", reason="needs dask.distributed (pip install distributed)")
 
@@ -108,7 +108,7 @@ def test_unreachable_scheduler_is_one_line_error(monkeypatch: pytest.MonkeyPatch
 
 
 def test_cube_does_not_import_distributed() -> None:
-    code = ("import sys, cube, cube.cluster, cube.stats, cube.cli\n"
+    code = ("import sys, cube, cube.compute, cube.stats, cube.cli.entry\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == ""
@@ -116,7 +116,7 @@ def test_cube_does_not_import_distributed() -> None:
 
 def test_saferl_report_on_cluster_equals_local(cluster, cube_path: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from cube.cli import main
+    from cube.cli.entry import main
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     common = ["report", str(cube_path), "--kind", "all", "--format", "json", "--no-cache", "--boot", "200"]

@@ -8,8 +8,8 @@ import numpy as np
 import xarray as xr
 
 from cube import open_cube, validate
-from cube.cli import main
-from cube.demo import make_demo_cube
+from cube.cli.entry import main
+from cube.io.demo import make_demo_cube
 
 
 def test_small_demo_is_valid_and_synthetic(small_demo_cube: Path) -> None:

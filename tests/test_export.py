@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from cube import CubeError, export, stats
+from cube import CubeError, stats
+from cube.render import text as export
 
 
 def agg_fixture() -> xr.Dataset:

@@ -23,7 +23,7 @@ print(','.join(bad))
     ("module", "forbidden"),
     [
         ("cube", ("jax", "jaxlib", "textual", "crax", "flax", "optax")),
-        ("cube.cli", ("jax", "jaxlib", "textual", "crax", "flax", "optax")),
+        ("cube.cli.entry", ("jax", "jaxlib", "textual", "crax", "flax", "optax")),
         ("saferl_tui", ("jax", "jaxlib", "crax", "flax", "optax")),
         ("train", ("jax", "jaxlib", "crax", "textual")),
     ],
@@ -36,7 +36,7 @@ def test_module_does_not_import(module: str, forbidden: tuple[str, ...]) -> None
 
 def test_cli_parser_builds_without_jax() -> None:
     code = (
-        "import sys\nfrom cube.cli import build_parser\nbuild_parser()\n"
+        "import sys\nfrom cube.cli.entry import build_parser\nbuild_parser()\n"
         "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'textual', 'crax'))))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cube import open_cube, read_manifests, stats, validate
-from cube.cli import main
+from cube.cli.entry import main
 
 
 def _report_json(path: Path, tmp_path: Path, *extra: str) -> dict:

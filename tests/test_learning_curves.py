@@ -1,4 +1,4 @@
-"""Aggregate learning curves (cube.learning_curves): numbers against a plain-numpy reference on random
+"""Aggregate learning curves (cube.stats.learning_curves): numbers against a plain-numpy reference on random
 cubes, the band against cube.stats, reproducibility, env-step bins, exports."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from scipy.stats import trim_mean
 
 from cube import stats
 from cube.errors import CubeError
-from cube.learning_curves import (
+from cube.selection import Selection
+from cube.stats.learning_curves import (
     aggregate_learning_curve,
     nan_iqm,
     per_run_curves,
@@ -21,7 +22,6 @@ from cube.learning_curves import (
     to_csv,
     to_json,
 )
-from cube.selection import Selection
 
 try:
     from statsdata import random_cube, ref_fixed_policy

@@ -1,4 +1,4 @@
-"""`saferl plot` and cube.figures: the figures' content checked through matplotlib's objects (panels,
+"""`saferl plot` and cube.render.figures: the figures' content checked through matplotlib's objects (panels,
 curves, bands, labels, reference lines, numbers equal to cube.stats), the CLI, the missing-matplotlib
 message."""
 
@@ -16,12 +16,13 @@ pytest.importorskip("matplotlib")
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
-from cube import curves, stats  # noqa: E402
-from cube import figures as F  # noqa: E402
-from cube.cli import main  # noqa: E402
-from cube.learning_curves import aggregate_learning_curve  # noqa: E402
-from cube.metrics import METRIC, SETTING, tier_label  # noqa: E402
+from cube import stats  # noqa: E402
+from cube.cli.entry import main  # noqa: E402
+from cube.render import figures as F  # noqa: E402
 from cube.selection import Selection  # noqa: E402
+from cube.stats import curves
+from cube.stats.learning_curves import aggregate_learning_curve  # noqa: E402
+from cube.stats.metrics import METRIC, SETTING, tier_label  # noqa: E402
 
 BOOT = 200
 ALGOS = ("ppo", "ppo_lag", "p3o", "focops")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cube import stats
-from cube.cli import main
+from cube.cli.entry import main
 
 
 @pytest.fixture
@@ -67,10 +67,10 @@ def test_csv_report_matches_the_api(cube, capsys):
 
 
 def test_scheduler_flag_reaches_the_pass_over_the_episodes(cube, capsys, monkeypatch):
-    """--scheduler (and $DASK_SCHEDULER_ADDRESS through it) is handed to cube.cluster.scheduler_context."""
+    """--scheduler (and $DASK_SCHEDULER_ADDRESS through it) is handed to cube.compute.scheduler_context."""
     import contextlib
 
-    from cube import cluster
+    from cube import compute as cluster
 
     seen = []
 

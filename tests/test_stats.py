@@ -16,7 +16,7 @@ except ImportError:
 
 from cube import CubeError, stats
 from cube.selection import Selection
-from cube.suffstats import block_stats, default_kappa
+from cube.stats.suffstats import block_stats, default_kappa
 
 METRICS = stats.METRICS
 
@@ -499,7 +499,7 @@ def test_property_ci_contains_the_point_estimate(seed):
 
 
 def plain_suffstats(ds, kappa) -> dict[str, np.ndarray]:
-    """The definitions of cube.suffstats written out cell by cell over the raw episodes (float64):
+    """The definitions of cube.stats.suffstats written out cell by cell over the raw episodes (float64):
     NaN slots are not episodes, a violation is c > d (strict), le[g] = #{(c - d)/d <= kappa[g]}."""
     r_all = ds["reward"].values.astype(np.float64)
     c_all = ds["cost"].values.astype(np.float64)
@@ -540,7 +540,7 @@ def test_property_dask_pass_equals_plain_numpy(seed, chunk_seed, chunk_it):
 # ------------------------------------------------------------------- one registry, one definition
 def test_facade_reexports_the_one_definition_of_each_name():
     """`cube.stats` is a facade: every public name is the object of the module that defines it."""
-    from cube import accessor, bootstrap, curves, metrics, tables
+    from cube.stats import accessor, bootstrap, curves, metrics, tables
 
     for name in stats.__all__:
         assert hasattr(stats, name), name
@@ -554,7 +554,7 @@ def test_facade_reexports_the_one_definition_of_each_name():
 
 
 def test_directions_come_from_the_registry():
-    from cube import metrics
+    from cube.stats import metrics
 
     assert stats.HIGHER_IS_BETTER == {m.name for m in metrics.METRIC_LIST if m.higher_is_better} == {"R"}
     assert metrics.directions() == "higher R̄, lower C̄/D_norm/V/D_norm+"

@@ -303,7 +303,7 @@ def test_write_sequences_read_from_files_equal_zarr(tiny_store: Path, tiny_key: 
     """The fast reader of the writers' seqlock agrees with zarr, and a damaged sequence chunk is noticed."""
     import zarr
 
-    from cube.store import read_write_seqs
+    from cube.store.layout import read_write_seqs
 
     writer = CubeWriter(tiny_store)
     for it in range(3):

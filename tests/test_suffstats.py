@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from cube import CubeError, RunKey, export_netcdf, extend_store, stats, write_episodes
-from cube import suffstats as sfs
 from cube.selection import Selection, parse_selection
+from cube.stats import suffstats as sfs
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def demo_copy(small_demo_cube: Path, tmp_path: Path) -> Path:
 
 
 def _small_copy(tmp_path: Path) -> Path:
-    from cube.demo import make_demo_cube
+    from cube.io.demo import make_demo_cube
 
     return make_demo_cube(tmp_path / "src.zarr", algos=("ppo", "p3o"), tasks=("goal",), bounds=(15.0,),
                           n_seeds=2, n_iterates=2, n_train_episodes=4, n_eval_episodes=3)

@@ -90,14 +90,14 @@ def test_smoke_config_is_consistent() -> None:
 
 
 def _saferl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    from cube.cli import main
+    from cube.cli.entry import main
 
     rc = main(list(args))
     return rc, capsys.readouterr().err
 
 
 def test_bad_input_is_caught_before_jax_is_imported(tmp_path: Path) -> None:
-    code = ("import sys; from cube.cli import main; "
+    code = ("import sys; from cube.cli.entry import main; "
             "rc = main(['train', '--algo', 'trpo', '--task', 'circle', '--bound', '1', '--seed', '0', "
             f"'--out', {str(tmp_path / 'c.zarr')!r}]); "
             "assert 'jax' not in sys.modules, 'jax imported'; sys.exit(rc)")

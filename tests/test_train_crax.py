@@ -93,7 +93,7 @@ def test_manifest_complete(trained: tuple[Path, Path]) -> None:
 
 def test_saferl_evaluate_restores_episodes_from_checkpoint(trained: tuple[Path, Path],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from cube.cli import main
+    from cube.cli.entry import main
 
     out, cache = trained
     monkeypatch.setenv("SAFERL_JAX_CACHE", str(cache))

@@ -18,12 +18,13 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
-from cube import curves, stats
-from cube.cli import main as saferl_main
-from cube.metrics import SETTING
+from cube import stats
+from cube.cli.entry import main as saferl_main
 from cube.selection import Selection, parse_iterates
+from cube.stats import curves
+from cube.stats.metrics import SETTING
 from saferl_tui.app import SaferlApp, build_app
-from saferl_tui.screens import MainScreen
+from saferl_tui.screens.main import MainScreen
 from saferl_tui.views import CdfView, ConditionsView, CurvesView, HistogramsView
 from saferl_tui.widgets import LoadingPanel
 
@@ -357,7 +358,7 @@ def test_export_summary_matches_screen(cube_path: Path, tmp_path: Path) -> None:
     by = {(r["algo"], r["setting"], r["metric"]): r for r in rows}
 
     def tier(algo: str, setting: str) -> str:
-        """The tier as written by cube.export (a tier column, or a row with metric 'tier')."""
+        """The tier as written by cube.render.text (a tier column, or a row with metric 'tier')."""
         if (algo, setting, "tier") in by:
             return str(int(float(by[(algo, setting, "tier")]["value"])))
         return by[(algo, setting, "R")]["tier"]
@@ -742,7 +743,7 @@ def test_narrow_terminal_shows_one_plot_at_a_time(cube_path: Path) -> None:
 
 
 def test_demo_builder_runs_when_path_is_missing(tmp_path: Path) -> None:
-    from cube.demo import make_demo_cube
+    from cube.io.demo import make_demo_cube
 
     def builder(path: str, progress: Callable[[int, int], None]) -> None:
         make_demo_cube(path, tasks=("goal",), bounds=(25.0,), n_seeds=2, n_iterates=3, n_train_episodes=8,
@@ -825,12 +826,12 @@ def test_build_demo_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         Path(path).mkdir()
         raise RuntimeError("interrupted")
 
-    monkeypatch.setattr("cube.demo.make_demo_cube", failing)
+    monkeypatch.setattr("cube.io.demo.make_demo_cube", failing)
     target = tmp_path / "cache" / "demo.zarr"
     with pytest.raises(RuntimeError):
         cli.build_demo(str(target), lambda d, t: None)
     assert not target.exists() and (tmp_path / "cache" / "demo.zarr.partial").exists()
-    monkeypatch.setattr("cube.demo.make_demo_cube", lambda path, **kw: Path(path).mkdir())
+    monkeypatch.setattr("cube.io.demo.make_demo_cube", lambda path, **kw: Path(path).mkdir())
     cli.build_demo(str(target), lambda d, t: None)
     assert target.is_dir() and not (tmp_path / "cache" / "demo.zarr.partial").exists()
 

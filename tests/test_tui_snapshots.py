@@ -27,7 +27,7 @@ INCOMPLETE = {("ppo_lag", "goal", 15.0, 1): "partial", ("p3o", "circle", 25.0, 2
 
 def write_snapshot_cube(path: Path, seed: int = 3, n_seeds: int = 3, n_iter: int = 6, n_train: int = 16,
                         n_eval: int = 10) -> None:
-    """A small deterministic cube written through the store API, independent of ``cube.demo`` (whose
+    """A small deterministic cube written through the store API, independent of ``cube.io.demo`` (whose
     tuning may change) so that the snapshots change only when the TUI or the statistics do."""
     algos, tasks, bounds = tuple(COST_RATIO), ("goal", "circle"), (15.0, 25.0)
     create_store(path, algos=algos, tasks=tasks, bounds=bounds, seeds=range(n_seeds), n_iterates=n_iter,

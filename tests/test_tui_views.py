@@ -1,4 +1,4 @@
-"""cube.curves, cube.summary.run_rows, cube.export.table_*: the pure-data helpers behind the TUI views, checked against plain loops and numpy."""
+"""cube.stats.curves, cube.store.summary.run_rows, cube.render.text.table_*: the pure-data helpers behind the TUI views, checked against plain loops and numpy."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from cube import curves, export, open_cube, stats, summary
+from cube import open_cube, stats
+from cube.render import text as export
 from cube.selection import Selection
+from cube.stats import curves
+from cube.store import summary
 
 
 def naive_moving_average(x: np.ndarray, window: int) -> np.ndarray:

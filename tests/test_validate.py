@@ -13,7 +13,7 @@ import xarray as xr
 import zarr
 
 from cube import CubeError, open_cube, validate
-from cube.cli import main
+from cube.cli.entry import main
 from cube.schema import DIMS
 
 

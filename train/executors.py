@@ -172,7 +172,7 @@ class DaskExecutor(Executor):
 
     def _client(self) -> Any:
         if self.client is None:
-            from cube.cluster import connect
+            from cube.compute import connect
 
             if not self.address:
                 raise CubeError("--executor dask needs a scheduler address, e.g. --executor dask tcp://host:8786")
@@ -445,7 +445,7 @@ def make_executor(kind: str = "local", address: str | None = None, spec: SlurmSp
     if kind == "local":
         return LocalExecutor(retries)
     if kind == "dask":
-        from cube.cluster import resolve_address
+        from cube.compute import resolve_address
 
         address = resolve_address(address)
         if address is None:

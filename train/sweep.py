@@ -256,7 +256,7 @@ def run_liveness(path: str | Path, key: RunKey) -> str:
     "stopped" (no claim, or its process is gone: the run was killed; rerun the sweep to resume it)."""
     import socket
 
-    from cube.store import pid_alive
+    from cube.store.layout import pid_alive
     from train.claims import read_claim
 
     holder = read_claim(path, key)

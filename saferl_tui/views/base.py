@@ -6,7 +6,7 @@ it (attributes down); a view that needs new data because one of its own paramete
 :class:`~saferl_tui.messages.ViewParamsChanged` (messages up). ``fetch`` is the blocking computation the
 screen runs in a thread worker; it only touches the model, never widgets.
 
-Labels, directions and tiers come from :mod:`cube.metrics`; nothing here defines its own.
+Labels, directions and tiers come from :mod:`cube.stats.metrics`; nothing here defines its own.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 from textual_plotext import PlotextPlot
 
-from cube import export
-from cube.metrics import SETTING, TIER_LABELS
+from cube.render import text as export
+from cube.stats.metrics import SETTING, TIER_LABELS
 from saferl_tui.messages import ViewParamsChanged
 from saferl_tui.model import CubeModel, UISelection
 
@@ -94,7 +94,7 @@ def fmt_tier(t: float) -> str:
 
 
 def tier_name(t: float) -> str:
-    """The name of a tier ("Moderate"; "" when undefined), from ``cube.metrics``."""
+    """The name of a tier ("Moderate"; "" when undefined), from ``cube.stats.metrics``."""
     t = float(t)
     return "" if not math.isfinite(t) or t < 0 else TIER_LABELS[int(t)]
 
@@ -224,7 +224,7 @@ def add_columns(table: DataTable, columns: list[tuple[str | Text, str]], rows: l
 
 # ======================================================================== exports
 def rendered_files(what: str, kind: str, obj: xr.Dataset, sel: UISelection) -> Files:
-    """``cube.export.render`` of a statistics table (kind aggregate, conditions, cdf or gap) as CSV and
+    """``cube.render.text.render`` of a statistics table (kind aggregate, conditions, cdf or gap) as CSV and
     LaTeX, "best" chosen as on screen: never a not-safe algorithm (the TUI's baseline is only what the
     deltas compare against, so it is not left out of "best" here)."""
     return [(f"{what}.{ext}", export.render(obj, kind=kind, fmt=fmt, not_best=sel.not_safe))
@@ -232,7 +232,7 @@ def rendered_files(what: str, kind: str, obj: xr.Dataset, sel: UISelection) -> F
 
 
 def table_files(what: str, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str) -> Files:
-    """A plain table (header and rows) as CSV and LaTeX (``cube.export.table_csv`` / ``table_latex``)."""
+    """A plain table (header and rows) as CSV and LaTeX (``cube.render.text.table_csv`` / ``table_latex``)."""
     return [(f"{what}.csv", export.table_csv(header, rows)),
             (f"{what}.tex", export.table_latex(header, rows, caption))]
 

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
-from cube.metrics import SETTING, SETTINGS
+from cube.stats.metrics import SETTING, SETTINGS
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
     BANDS_MIN_ROWS,

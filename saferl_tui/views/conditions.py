@@ -12,8 +12,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from cube.export import NOT_AVAILABLE
-from cube.metrics import METRIC, METRICS
+from cube.render.text import NOT_AVAILABLE
+from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
-from cube.metrics import METRIC, METRICS
+from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
     BANDS_MIN_ROWS,

@@ -14,8 +14,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from cube.errors import CubeError
-from cube.export import NOT_AVAILABLE
-from cube.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
+from cube.render.text import NOT_AVAILABLE
+from cube.stats.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import (
     Files,

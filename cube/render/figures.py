@@ -1,6 +1,6 @@
 """The paper's figures from any cube, as matplotlib Figures (object-oriented API, no pyplot state).
 
-Kinds (`KINDS`), each a function of `cube.stats` / `cube.curves` / `cube.learning_curves` output:
+Kinds (`KINDS`), each a function of `cube.stats` / `cube.stats.curves` / `cube.stats.learning_curves` output:
 
 * ``cdf`` (:func:`cdf_figure`): Figure 2 / A.1, one panel per setting (train, final expl, final greedy),
   one curve per algorithm with its stratified-bootstrap band, kappa = 0 dashed; x cut at ``xmax``
@@ -17,7 +17,7 @@ Kinds (`KINDS`), each a function of `cube.stats` / `cube.curves` / `cube.learnin
 * ``aggregate-curve`` (:func:`aggregate_curve_figure`): IQM over conditions per iterate with its band.
 
 Every figure: colours fixed per algorithm (:func:`algo_colors`: the cube's sorted algorithm names on a
-colour-blind-safe palette; the baseline grey), labels from the metric registry (`cube.metrics`), the word
+colour-blind-safe palette; the baseline grey), labels from the metric registry (`cube.stats.metrics`), the word
 SYNTHETIC across figures of synthetic cubes, and ``style="paper"`` (serif, 8 pt, 3.25 in / 6.75 in wide,
 PDF fonts embedded as TrueType, Type 42) or ``"screen"``. Lines and bands carry a gid
 (``line:<algo>:<panel>``, ``band:<algo>:<panel>``) so tests and tools can find them.
@@ -46,8 +46,8 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.metrics import METRIC, SETTING, tier_label
 from cube.outputs import atomic_output
+from cube.stats.metrics import METRIC, SETTING, tier_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -812,7 +812,7 @@ class FigureMaker:
     def cube(self) -> xr.Dataset:
         """The cube restricted to the selected runs (lazy; blocks of up to 30 seeds per dask task)."""
         def open_() -> xr.Dataset:
-            from cube.store import open_cube
+            from cube.store.layout import open_cube
 
             if isinstance(self.source, xr.Dataset):
                 ds = self.source
@@ -855,7 +855,7 @@ class FigureMaker:
         return self._cached("env_steps", lambda: self.cube["env_steps"].load() if "env_steps" in self.cube else None)
 
     def learning_curve(self) -> xr.Dataset:
-        from cube.learning_curves import aggregate_learning_curve, steps_differ
+        from cube.stats.learning_curves import aggregate_learning_curve, steps_differ
 
         def compute() -> xr.Dataset:
             by = self.options.by
@@ -871,13 +871,14 @@ class FigureMaker:
         return self._cached("curve", compute)
 
     def training(self) -> xr.Dataset:
-        from cube import curves, stats
+        from cube import stats
+        from cube.stats import curves
 
         return self._cached("training", lambda: curves.training_curves(
             stats.iterate_metrics(self.ss, "train"), self.options.window, ("R", "C")))
 
     def multipliers(self) -> xr.Dataset | None:
-        from cube import curves
+        from cube.stats import curves
 
         return self._cached("mult", lambda: curves.multiplier_curves(self.cube, self.options.window))
 
@@ -888,7 +889,7 @@ class FigureMaker:
         return self._cached("final", self._read_final_costs)
 
     def _read_final_costs(self) -> xr.DataArray | None:
-        from cube.curves import final_episode_costs
+        from cube.stats.curves import final_episode_costs
 
         return final_episode_costs(self.cube["cost"], self.ss["n"], progress=self._tick("final evaluation episodes"))
 

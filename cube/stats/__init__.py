@@ -2,30 +2,30 @@
 
 Everything here is defined in one of four modules and re-exported unchanged:
 
-* `cube.metrics`   the registry (names, labels, directions, formulas), settings, tiers, IQM;
-* `cube.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
-* `cube.tables`    select, run/iterate metrics, condition and aggregate tables, CDFs, probability of
+* `cube.stats.metrics`   the registry (names, labels, directions, formulas), settings, tiers, IQM;
+* `cube.stats.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
+* `cube.stats.tables`    select, run/iterate metrics, condition and aggregate tables, CDFs, probability of
                    improvement, greedy-expl gap;
-* `cube.learning_curves` aggregate learning curves (IQM over conditions per iterate, bootstrap band);
-* `cube.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
+* `cube.stats.learning_curves` aggregate learning curves (IQM over conditions per iterate, bootstrap band);
+* `cube.stats.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
 
 Definitions and the choices the paper leaves open: docs/statistics.md.
 """
 
 from __future__ import annotations
 
-from cube.accessor import SaferlAccessor
-from cube.bootstrap import (
+from cube.selection import Selection
+from cube.stats.accessor import SaferlAccessor
+from cube.stats.bootstrap import (
     StatsWarning,
     bootstrap_rng,
     stratified_bootstrap_means,
     stratified_bootstrap_weights,
 )
-from cube.learning_curves import aggregate_learning_curve
-from cube.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, tier
-from cube.selection import Selection
-from cube.suffstats import load_suffstats
-from cube.tables import (
+from cube.stats.learning_curves import aggregate_learning_curve
+from cube.stats.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, tier
+from cube.stats.suffstats import load_suffstats
+from cube.stats.tables import (
     Progress,
     aggregate_table,
     available_settings,

@@ -129,7 +129,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Make the figure(s) and write them; returns the exit code."""
-    from cube.suffstats import wait_for_cache_writes
+    from cube.stats.suffstats import wait_for_cache_writes
 
     try:
         return _run(args)
@@ -139,16 +139,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cube import stats
-    from cube.cli import err_console, progress_bar
+    from cube.cli.entry import err_console, progress_bar
 
     _check(args)
     out, fmt = _target(args)
     if fmt not in DATA_SUFFIXES.values():
-        from cube.figures import require_matplotlib
+        from cube.render.figures import require_matplotlib
 
         require_matplotlib()
-    from cube import figures
-    from cube.learning_curves import to_csv, to_json
+    from cube.render import figures
+    from cube.stats.learning_curves import to_csv, to_json
 
     selection = selection_from_args(args)
     settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])

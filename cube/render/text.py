@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.metrics import METRIC, METRICS, SETTING, TIER_LABELS, best_label, directions, tier_label
+from cube.stats.metrics import METRIC, METRICS, SETTING, TIER_LABELS, best_label, directions, tier_label
 
 KINDS = ("aggregate", "conditions", "cdf", "poi", "gap")
 FORMATS = ("table", "csv", "json", "markdown", "latex")
@@ -122,7 +122,7 @@ NOT_AVAILABLE = "n/a"
 
 def _unavailable(ds: xr.Dataset, metric: str | None = None, **at: Any) -> bool:
     """Whether a cell is "not available" because its runs hold only per-epoch means (`means_only`, see
-    `cube.tables`): the metrics that need every episode (metric None = the tier)."""
+    `cube.stats.tables`): the metrics that need every episode (metric None = the tier)."""
     if "means_only" not in ds or (metric is not None and not METRIC[metric].needs_episodes):
         return False
     return bool(ds["means_only"].sel(at).item())

@@ -11,7 +11,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
-from cube.store import StillRunReader, open_cube, read_write_seqs, runs_written_since, unreadable_chunk
+from cube.store.layout import StillRunReader, open_cube, read_write_seqs, runs_written_since, unreadable_chunk
 
 _BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
     "negative cost": lambda reward, cost: cost < 0,
@@ -35,7 +35,7 @@ def _per_run_checks(ds: xr.Dataset) -> tuple[dict[str, np.ndarray], np.ndarray]:
 
 def _consistent_checks(ds: xr.Dataset, tries: int = 200) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """`_per_run_checks` as of a moment when no writer was inside a write: a run written while it was
-    read (its write sequence changed or is odd, see `cube.store.read_write_seqs`) is read again alone,
+    read (its write sequence changed or is odd, see `cube.store.layout.read_write_seqs`) is read again alone,
     straight from its two chunks, so a reader never sees one variable of an iterate without the other."""
     source = ds.encoding.get("saferl_source")
     before = read_write_seqs(source) if source else None

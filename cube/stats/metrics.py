@@ -4,7 +4,7 @@ Every consumer (the statistics in `cube.stats`, the exports, the TUI, figures) r
 directions and formulas from here; nothing else codes "R is higher-is-better" or a metric's label.
 
 Metrics (Spoor et al., sec. 3), per cell (run, iterate, mode) over the N episodes present, from the
-sufficient statistics of `cube.suffstats` (n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
+sufficient statistics of `cube.stats.suffstats` (n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
 
     R = sum_r / n_r        C = sum_c / n        Dnorm = (C - d) / d        V = n_viol / n
     Dplus = sum_over / (n_viol d) if n_viol > 0 else 0        (NaN where the cell has no episodes)

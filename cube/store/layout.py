@@ -892,7 +892,7 @@ def open_cube(
 
     Returns a Dataset whose string coordinates are plain numpy strings. Only the seven dimensions and
     ``reward``/``cost`` are required. Raises ``CubeError`` (one line) for a missing, corrupt or
-    malformed store; value checks that need a pass over the data live in ``cube.validate``.
+    malformed store; value checks that need a pass over the data live in ``cube.store.validate``.
     """
     if isinstance(source, xr.Dataset):
         ds = source

@@ -27,7 +27,7 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import MODES, RunKey
-from cube.store import CubeWriter, create_store, staged_store
+from cube.store.layout import CubeWriter, create_store, staged_store
 
 FORMATS: tuple[str, ...] = ("episodes", "saferl-eval", "omnisafe", "safepo")
 EPISODE_COLUMNS: tuple[str, ...] = ("algo", "task", "bound", "seed", "iterate", "mode", "reward", "cost")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from cube.schema import RunKey
-from cube.store import CubeWriter, PathLike, create_store
+from cube.store.layout import CubeWriter, PathLike, create_store
 
 # The synthetic data imitate the paper's grid: its four algorithms, four Safe Point tasks and three bounds.
 DEMO_ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabP
 from textual.worker import get_current_worker
 
 from cube.errors import CubeError
-from cube.metrics import SETTINGS
+from cube.stats.metrics import SETTINGS
 from saferl_tui.messages import (
     ConditionChosen,
     CubeLoaded,
@@ -466,7 +466,7 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="figure")
     def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None) -> None:
-        from cube.figures import PlotOptions, figure_for_view, figure_kind
+        from cube.render.figures import PlotOptions, figure_for_view, figure_kind
 
         cube_path = Path(self.model.path)
         folder = cube_path.parent / f"{cube_path.name.removesuffix('.zarr').removesuffix('.nc')}-figures"

@@ -1,13 +1,13 @@
 """The statistics tables of the paper (Spoor et al., sec. 3 and A.1) from sufficient statistics.
 
-Per run (algo a, task m, bound d, seed k) and policy iterate j, the metrics of `cube.metrics` (formulas
-from the sufficient statistics of `cube.suffstats`). Settings: `train` averages X^j over the training
+Per run (algo a, task m, bound d, seed k) and policy iterate j, the metrics of `cube.stats.metrics` (formulas
+from the sufficient statistics of `cube.stats.suffstats`). Settings: `train` averages X^j over the training
 iterates that hold episodes (eq. 5; the paper's 1/J over j = 0..J is read as the mean over iterates);
 `final_expl` and `final_greedy` take X at the final evaluation (the last iterate holding episodes of
 mode `expl` / `greedy`). A run with no episodes for a setting is left out of that setting.
 
 Per condition (m, d): seed mean and sample std (ddof=1). Aggregate over conditions: the IQM with a
-stratified-bootstrap CI (`cube.bootstrap`), tiers from the IQMs. CDF(kappa) (eq. 9) = pooled ratio of
+stratified-bootstrap CI (`cube.stats.bootstrap`), tiers from the IQMs. CDF(kappa) (eq. 9) = pooled ratio of
 the episodes with (c - d)/d <= kappa. Beyond the paper: the probability of improvement between two
 algorithms and the paired greedy-minus-exploration gap. Every table is an xarray Dataset.
 """
@@ -20,7 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import xarray as xr
 
-from cube.bootstrap import (
+from cube.errors import CubeError
+from cube.schema import AGGREGATE_ONLY
+from cube.selection import Selection
+from cube.stats.bootstrap import (
     StatsWarning,
     bootstrap_rng,
     check_boot,
@@ -28,8 +31,7 @@ from cube.bootstrap import (
     iqm_interval,
     strata,
 )
-from cube.errors import CubeError
-from cube.metrics import (
+from cube.stats.metrics import (
     METRIC,
     METRICS,
     SETTING,
@@ -41,9 +43,7 @@ from cube.metrics import (
     metric_values,
     tier,
 )
-from cube.schema import AGGREGATE_ONLY
-from cube.selection import Selection
-from cube.suffstats import RUN_DIMS, SUM_VARS
+from cube.stats.suffstats import RUN_DIMS, SUM_VARS
 
 __all__ = [
     "select", "run_metrics", "iterate_metrics", "condition_table", "aggregate_table", "cdf_curves",
@@ -485,7 +485,7 @@ def probability_of_improvement(ss: xr.Dataset, x: str, y: str, setting: str | Se
     """P(X improves on Y): per condition the Mann-Whitney U over seeds / (n_x n_y), averaged over conditions.
 
     Per condition (task, bound) with seeds of both algorithms, U counts the pairs (x_i, y_j) of per-run
-    values where x_i improves on y_j (in each metric's direction of `cube.metrics`: higher R, lower C,
+    values where x_i improves on y_j (in each metric's direction of `cube.stats.metrics`: higher R, lower C,
     Dnorm, V, Dplus), ties counting 1/2. The estimate is the mean over those conditions of U / (n_x n_y);
     0.5 = no difference. CI: stratified bootstrap, seeds of X and of Y resampled independently within
     every condition, percentile interval (NaN with a warning when a condition has fewer than 2 seeds of

@@ -5,9 +5,9 @@ presentation layers and these functions can be tested on their own:
 
 * :func:`moving_average` / :func:`training_curves`: per-iterate seed mean and sample std of the
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
-  statistics are ``cube.tables.seed_mean_std``, as in the condition table).
+  statistics are ``cube.stats.tables.seed_mean_std``, as in the condition table).
 * :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu).
-* :func:`final_costs` / :func:`cost_histograms` (with ``cube.metrics.final_iterate``): the final evaluation
+* :func:`final_costs` / :func:`cost_histograms` (with ``cube.stats.metrics.final_iterate``): the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from cube.metrics import final_iterate
 from cube.schema import RUN_DIMS
-from cube.tables import seed_mean_std
+from cube.stats.metrics import final_iterate
+from cube.stats.tables import seed_mean_std
 
 __all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs", "final_episode_costs",
            "cost_histograms"]

@@ -2,7 +2,7 @@
 
 Subcommands come from the entry-point group ``saferl.commands`` (pyproject.toml): each entry names a
 ``register(subparsers)`` function that adds its parsers and sets ``func`` to a ``run(args) -> int``.
-This package registers ``validate``, ``demo`` and ``export`` (here) and ``report`` (``cube.report_cli``);
+This package registers ``validate``, ``demo`` and ``export`` (here) and ``report`` (``cube.cli.report``);
 any installed package (the trainer, a third party) adds its own the same way, and this module never
 names them. User errors raise ``CubeError`` and end as one ``error:`` line with exit 2.
 """
@@ -43,8 +43,8 @@ def progress_bar(console: Console | None = None) -> Progress:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from cube.summary import describe
-    from cube.validate import validate
+    from cube.store.summary import describe
+    from cube.store.validate import validate
 
     episode_counts: dict[str, int] = {}
     problems = validate(args.path, episode_counts)
@@ -59,8 +59,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from cube.demo import make_demo_cube
-    from cube.store import staged_store
+    from cube.io.demo import make_demo_cube
+    from cube.store.layout import staged_store
 
     # Written beside the target and swapped in only once complete (see `staged_store`).
     with staged_store(args.path, force=args.force) as staging, progress_bar() as bar:
@@ -83,7 +83,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from cube.store import export_netcdf
+    from cube.store.layout import export_netcdf
 
     out = export_netcdf(args.path, args.out)
     print(f"wrote {out}")
@@ -170,7 +170,7 @@ def _explained(exc: BaseException, path: str | None) -> BaseException:
     """A decode error of a store (a checksum mismatch, a damaged chunk) as a CubeError naming the chunk."""
     if isinstance(exc, CubeError | OSError) or path is None:
         return exc
-    from cube.store import unreadable_chunk
+    from cube.store.layout import unreadable_chunk
 
     try:
         where = unreadable_chunk(path)

@@ -34,10 +34,10 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from cube.cluster import compute
+from cube.compute import compute
 from cube.errors import CubeError
 from cube.schema import AGGREGATE_ONLY, RUN_DIMS
-from cube.store import (
+from cube.store.layout import (
     StillRunReader,
     open_cube,
     pid_alive,
@@ -346,7 +346,7 @@ def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, l
 
 class WrittenSince:
     """Picklable test for `_map_block`: was the run at a position written since `before` (the writers'
-    seqlock read before the pass; see `cube.store.read_write_seqs`)?"""
+    seqlock read before the pass; see `cube.store.layout.read_write_seqs`)?"""
 
     def __init__(self, path: Path, before: np.ndarray) -> None:
         self.path, self.before = str(path), before

@@ -1,4 +1,4 @@
-"""The `ds.saferl` Dataset accessor: the tables of `cube.tables` on a cube Dataset or on its suffstats.
+"""The `ds.saferl` Dataset accessor: the tables of `cube.stats.tables` on a cube Dataset or on its suffstats.
 
 Registered when this module is imported (`import cube` does it, through `cube.stats`).
 """
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import xarray as xr
 
-from cube.learning_curves import aggregate_learning_curve
 from cube.selection import Selection
-from cube.suffstats import load_suffstats
-from cube.tables import (
+from cube.stats.learning_curves import aggregate_learning_curve
+from cube.stats.suffstats import load_suffstats
+from cube.stats.tables import (
     aggregate_table,
     cdf_curves,
     condition_table,
@@ -30,7 +30,7 @@ class SaferlAccessor:
 
     ds.saferl.suffstats, .select(Selection), .run_metrics(setting), .iterate_metrics(mode),
     .conditions(settings), .aggregate(settings, boot=..), .cdf(settings, boot=..), .poi(x, y, setting),
-    .gap(boot=..): each returns the xarray object of the `cube.tables` function of the same meaning.
+    .gap(boot=..): each returns the xarray object of the `cube.stats.tables` function of the same meaning.
     """
 
     def __init__(self, ds: xr.Dataset) -> None:
@@ -71,5 +71,5 @@ class SaferlAccessor:
         return greedy_expl_gap(self.suffstats, **kwargs)
 
     def learning_curve(self, **kwargs) -> xr.Dataset:
-        """`cube.learning_curves.aggregate_learning_curve` of this cube (kwargs: metrics, boot, by, ...)."""
+        """`cube.stats.learning_curves.aggregate_learning_curve` of this cube (kwargs: metrics, boot, by, ...)."""
         return aggregate_learning_curve(self.suffstats, **kwargs)

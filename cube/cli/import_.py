@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from cube.errors import CubeError
-from cube.importers import FORMATS, apply_labels, read_runs, write_runs
+from cube.io.importers import FORMATS, apply_labels, read_runs, write_runs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cube.cli import progress_bar
+    from cube.cli.entry import progress_bar
 
     if args.bound is not None and not args.bound > 0:
         raise CubeError(f"--bound must be a number > 0, got {args.bound:g}")

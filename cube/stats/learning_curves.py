@@ -4,7 +4,7 @@ curve): per training iterate, or per bin of environment steps when runs differ i
 For every algorithm and column c (an iterate j, or an env-step bin):
 
 1. per run, the metric X of the training episodes of that column, from the per-iterate sufficient
-   statistics through the registry formulas (`cube.metrics.metric_values`): R̄, C̄, D_norm, V, D_norm+
+   statistics through the registry formulas (`cube.stats.metrics.metric_values`): R̄, C̄, D_norm, V, D_norm+
    of the fixed policy pi_j (for a bin: the mean of X^j over the run's iterates in the bin, like eq. 5);
 2. per condition (task, bound), the mean over the seeds that have episodes in that column;
 3. the IQM over the conditions that have such seeds (`scipy.stats.trim_mean(x, 0.25)`);
@@ -34,10 +34,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import xarray as xr
 
-from cube.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
 from cube.errors import CubeError
-from cube.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, metric_values
 from cube.schema import AGGREGATE_ONLY, RUN_DIMS
+from cube.stats.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
+from cube.stats.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, metric_values
 
 __all__ = ["aggregate_learning_curve", "nan_iqm", "per_run_curves", "steps_differ", "to_csv", "to_json"]
 

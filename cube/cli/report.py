@@ -22,11 +22,12 @@ from pathlib import Path
 import xarray as xr
 from rich.progress import Progress
 
-from cube import export, stats
+from cube import stats
 from cube.errors import CubeError
 from cube.outputs import write_text
+from cube.render import text as export
 from cube.selection import add_selection_arguments, selection_from_args
-from cube.suffstats import wait_for_cache_writes
+from cube.stats.suffstats import wait_for_cache_writes
 
 SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
                  ".txt": "table"}
@@ -187,8 +188,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cube.cli import err_console, progress_bar
-    from cube.cluster import scheduler_context
+    from cube.cli.entry import err_console, progress_bar
+    from cube.compute import scheduler_context
 
     kinds = _kinds(args)
     fmt = _format(args, kinds)

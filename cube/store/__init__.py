@@ -1,0 +1,1 @@
+"""The store wing: layout, writing, reading, locks, the recorder, validation and summaries."""
