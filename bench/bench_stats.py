@@ -25,8 +25,9 @@ import xarray as xr
 from cube import stats
 from cube.io.demo import make_demo_cube
 from cube.schema import RunKey
-from cube.stats.suffstats import CACHE_GROUP
-from cube.store.layout import CubeWriter, open_cube
+from cube.stats.cache import CACHE_GROUP
+from cube.store.read import open_cube
+from cube.store.writer import CubeWriter
 
 
 def naive_metrics(ds: xr.Dataset) -> dict[str, np.ndarray]:

@@ -39,7 +39,8 @@ def make_table(path: Path, rows: int) -> None:
         "algo": pd.Categorical(labels[run, 0].astype(str)), "task": pd.Categorical(labels[run, 1].astype(str)),
         "bound": labels[run, 2].astype(np.float64), "seed": labels[run, 3].astype(np.int64),
         "iterate": (idx // per_cell) % iterates, "mode": pd.Categorical(np.full(idx.size, "train")),
-        "reward": rng.normal(10, 3, idx.size).astype(np.float32), "cost": rng.gamma(2.0, 12.0, idx.size).astype(np.float32)})
+        "reward": rng.normal(10, 3, idx.size).astype(np.float32),
+        "cost": rng.gamma(2.0, 12.0, idx.size).astype(np.float32)})
     df.to_parquet(path)
 
 
@@ -66,7 +67,7 @@ def main() -> None:
     cube = OUT / "imported.zarr"
     shutil.rmtree(cube, ignore_errors=True)
     read_s, read_peak = child(f"import pandas as pd; pd.read_parquet({str(table)!r})")
-    imp_s, imp_peak = child("import sys; from cube.cli.entry import main; "
+    imp_s, imp_peak = child("import sys; from cube.cli import main; "
                             f"sys.exit(main(['import', 'episodes', {str(table)!r}, '--out', {str(cube)!r}]))")
     print(f"plain pandas.read_parquet             {read_s:7.1f} s   peak {read_peak:.2f} GiB (max of children so far)")
     print(f"saferl import episodes ({args.rows:,} rows)  {imp_s:7.1f} s   peak {imp_peak:.2f} GiB (max of children)")

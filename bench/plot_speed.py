@@ -38,7 +38,7 @@ def main() -> None:
         subprocess.run([sys.executable, str(Path(__file__).parent / "write_cube.py"), str(path), "--keep"], check=True)
 
     from cube import stats
-    from cube.stats.suffstats import wait_for_cache_writes
+    from cube.stats.cache import wait_for_cache_writes
 
     t = time.perf_counter()
     stats.load_suffstats(path)  # warm the cache (written in this process if missing or stale)

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from cube import stats
-from cube.stats.suffstats import CACHE_GROUP, wait_for_cache_writes
-from cube.store.layout import open_cube
+from cube.stats.cache import CACHE_GROUP, wait_for_cache_writes
+from cube.store.read import open_cube
 
 DEFAULT = Path(__file__).parent / "out" / "eighth.zarr"
 

@@ -66,7 +66,7 @@ print(f"RESULT seconds={{time.perf_counter() - t0:.2f}}")
 
 REPORT = """
 import time
-from cube.cli.entry import main
+from cube.cli import main
 t0 = time.perf_counter()
 code = main(["report", {out!r}, "--kind", "all", "--format", "json", "--boot", "{boot}", "--out", {tables!r}])
 assert code == 0, code
@@ -111,7 +111,8 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         write_s, write_peak, _ = child(WRITE.format(out=str(out), scale=SCALE))
-        print(f"1. store writes (generation excluded)   {write_s:8.1f} s  ({episodes / write_s / 1e6:.1f} M episodes/s; "
+        print(f"1. store writes (generation excluded)   {write_s:8.1f} s  "
+              f"({episodes / write_s / 1e6:.1f} M episodes/s; "
               f"{time.perf_counter() - t0:.0f} s with generation)  peak {write_peak:.2f} GiB")
     print(f"   store size on disk                    {size_gib(out):8.2f} GiB")
     read_s, read_peak, _ = child(READ.format(out=str(out)))

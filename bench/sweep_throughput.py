@@ -100,7 +100,8 @@ def main() -> None:
 
     cfg = _config(a)
     sizes = [int(x) for x in a.runs.split(",")]
-    print(f"task {a.task}, {a.algo}, device {jax.devices()[0].device_kind}: {cfg.num_envs} envs x T={cfg.episode_length}, "
+    print(f"task {a.task}, {a.algo}, device {jax.devices()[0].device_kind}: "
+          f"{cfg.num_envs} envs x T={cfg.episode_length}, "
           f"batch {cfg.batch_size} x {cfg.num_minibatches} minibatches x {cfg.num_epochs} epochs, "
           f"{cfg.n_iterates} iterates per run (first includes compile; rate from the others)")
     print(f"{'runs':>5} {'compile+1st it [s]':>19} {'agg steps/s':>12} {'per run':>10} {'vs 1 run':>9} "

@@ -27,9 +27,34 @@ from cube.errors import CubeError
 ENV_VAR = "DASK_SCHEDULER_ADDRESS"
 CONNECT_TIMEOUT_S = 5.0
 Progress = Callable[[int, int], None]
+"""`progress(done, total)`: the one shape of a progress callback of one long step (units: tasks, runs,
+replicates; total may grow)."""
+StepProgress = Callable[[str, int, int], None]
+"""`progress(step, done, total)`: a job of several named steps (a figure set, a sweep)."""
+FractionProgress = Callable[[float, str], None]
+"""`progress(fraction, text)`: how a screen shows progress (0..1 and what is being done)."""
 
-__all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "resolve_address", "connect", "scheduler_context", "active_client",
-           "compute"]
+__all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "Progress", "StepProgress", "FractionProgress", "resolve_address",
+           "connect", "scheduler_context", "active_client", "compute", "step_progress", "fraction_progress"]
+
+
+def step_progress(progress: StepProgress | None, step: str) -> Progress | None:
+    """The `Progress` of one named step of a `StepProgress` (None stays None)."""
+    if progress is None:
+        return None
+    return lambda done, total: progress(step, done, total)
+
+
+def fraction_progress(progress: FractionProgress | None, text: str) -> Progress | None:
+    """A `Progress` that reports `done / total` (clipped to 0..1) and `text` to a `FractionProgress`."""
+    if progress is None:
+        return None
+
+    def call(done: int, total: int) -> None:
+        frac = float(done) / float(total) if total else 0.0
+        progress(min(max(frac, 0.0), 1.0), text)
+
+    return call
 
 
 def resolve_address(address: str | None) -> str | None:

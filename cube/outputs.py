@@ -64,3 +64,10 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     with atomic_output(path) as tmp:
         tmp.write_bytes(data)
     return Path(path)
+
+
+def figures_folder(cube: str | os.PathLike[str]) -> Path:
+    """Where figures of a cube go by default: `<cube>-figures/` next to it (`results.zarr` ->
+    `results-figures/`). Not created here."""
+    src = Path(cube)
+    return src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"

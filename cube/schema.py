@@ -29,7 +29,9 @@ RUN_STATUS = {"pending": 0, "partial": 1, "complete": 2}
 # Optional (run dims + mode) flag: 1 where a run's "episodes" of that mode are per-epoch means of a
 # window of episodes (imported from tools that keep no per-episode record). R, C and D_norm follow from
 # means; V, D_norm+, tiers and CDFs need every episode and are reported as not available there.
-AGGREGATE_ONLY = "aggregate_only"
+MEANS_ONLY = "means_only"
+LEGACY_MEANS_ONLY = "aggregate_only"
+"""The name of the means-only flag in stores written before 2026-11-26; renamed to MEANS_ONLY on open."""
 RUN_STATUS_NAMES = {code: name for name, code in RUN_STATUS.items()}
 
 # The kind of label each dimension holds: "str", "float" or "int".
@@ -62,7 +64,15 @@ class RunKey:
         return cls(row["algo"], row["task"], float(row["bound"]), int(row["seed"]))
 
     def __str__(self) -> str:
+        """The one run label of every message and table: 'ppo_lag/goal/d=25/seed=3'."""
         return f"{self.algo}/{self.task}/d={self.bound:g}/seed={self.seed}"
+
+    @classmethod
+    def at(cls, labels: Any, index: Any) -> RunKey:
+        """The key of the run at `index` (its positions along RUN_DIMS) of a grid whose labels per run
+        dim are `labels` (a mapping dim -> labels, e.g. a Dataset or a dict of arrays)."""
+        algo, task, bound, seed = (np.asarray(labels[d])[int(i)] for d, i in zip(RUN_DIMS, index, strict=True))
+        return cls(str(algo), str(task), float(bound), int(seed))
 
 
 def dim_kind_ok(kind: str, dtype: np.dtype) -> bool:
@@ -77,6 +87,66 @@ def dim_kind_ok(kind: str, dtype: np.dtype) -> bool:
 def manifest_json(manifest: dict[str, Any]) -> str:
     """Serialise a run manifest to compact, sorted JSON (non-JSON values become strings)."""
     return json.dumps(manifest, sort_keys=True, default=str, separators=(",", ":"))
+
+
+BOUND_RTOL = 1e-9
+"""Two safety bounds are the same label when they agree to this relative tolerance (float noise of a
+bound read back from text or JSON; distinct bounds of a sweep differ by far more)."""
+
+
+def same_bound(labels: Any, value: float) -> np.ndarray:
+    """Elementwise: which of the bound `labels` are the bound `value` (to BOUND_RTOL)."""
+    return np.isclose(np.asarray(labels, dtype=np.float64), float(value), rtol=BOUND_RTOL, atol=0.0)
+
+
+# ------------------------------------------------------------------------- the one episode rule
+@dataclass(frozen=True)
+class EpisodeRule:
+    """One way an episode breaks the cube's contract: an episode exists where its cost is not NaN; its
+    cost is finite and >= 0; its reward is finite, or NaN where unknown (never a reward without a cost).
+
+    `mask(reward, cost)` is elementwise (numpy, dask or xarray arrays); `plural` names the broken
+    episodes after a count ("3 negative cost(s)")."""
+
+    name: str
+    plural: str
+    mask: Any
+
+    def count_text(self, n: int) -> str:
+        return f"{n} {self.plural}"
+
+
+EPISODE_RULES: tuple[EpisodeRule, ...] = (
+    EpisodeRule("cost NaN where reward present", "NaN cost(s) of episodes with a reward",
+                lambda reward, cost: np.isnan(cost) & ~np.isnan(reward)),
+    EpisodeRule("negative cost", "negative cost(s)", lambda reward, cost: cost < 0),
+    EpisodeRule("infinite cost", "infinite cost(s)", lambda reward, cost: np.isinf(cost)),
+    EpisodeRule("infinite reward", "infinite reward(s)", lambda reward, cost: np.isinf(reward)),
+)
+"""The valid-episode rule, in the order problems are reported; used by every writer, importer, the
+statistics pass and validate."""
+EPISODE_RULE_HINT = "costs must be finite and >= 0 for every episode, rewards finite (or NaN where unknown)"
+
+
+def first_broken_episode(reward: Any, cost: Any) -> tuple[EpisodeRule, Any] | None:
+    """The first rule that some episodes of numpy arrays `reward`, `cost` break, and its mask; None if
+    all are valid."""
+    for rule in EPISODE_RULES:
+        mask = np.asarray(rule.mask(reward, cost))
+        if mask.any():
+            return rule, mask
+    return None
+
+
+def final_iterate(counts: np.ndarray) -> np.ndarray:
+    """Index of the last iterate with at least one episode (the final settings' iterate).
+
+    ``counts`` has the iterate axis last (episode counts per iterate); returns an int array of the
+    leading shape, -1 where a run has no episode at all.
+    """
+    has = np.asarray(counts) > 0
+    last = has.shape[-1] - 1 - np.argmax(has[..., ::-1], axis=-1)
+    return np.where(has.any(axis=-1), last, -1)
 
 
 # ------------------------------------------------------- the contract as checks and canonical form
@@ -102,6 +172,8 @@ def normalise(ds: xr.Dataset) -> xr.Dataset:
         if dim in ds.coords:
             fixed[dim] = np.asarray(ds[dim].values, dtype=np.int64)
     ds = ds.assign_coords(fixed)
+    if LEGACY_MEANS_ONLY in ds.data_vars and MEANS_ONLY not in ds.data_vars:
+        ds = ds.rename({LEGACY_MEANS_ONLY: MEANS_ONLY})
     if "synthetic" in ds.attrs:
         ds.attrs["synthetic"] = as_bool(ds.attrs["synthetic"])
     for name in ("reward", "cost"):

@@ -3,7 +3,8 @@
 `Selection` is a frozen value object shared by the report CLI and the TUI; `parse_selection` builds one
 from command-line strings. The parsers here (`parse_names`, `parse_ints`, `parse_floats`,
 `parse_iterates`) are the only ones: every CLI and the TUI read lists, ranges and iterate windows with
-them, under one policy (comma lists; inclusive ranges LO-HI or LO:HI; a value given twice is an error). Applying a selection to sufficient statistics is `cube.stats.select`.
+them, under one policy (comma lists; inclusive ranges LO-HI or LO:HI; a value given twice is an error).
+Applying a selection to sufficient statistics is `cube.stats.select`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
 from cube.errors import CubeError
+from cube.schema import same_bound
 
 Iterates = None | int | tuple[int, int]
 
@@ -128,7 +128,7 @@ def parse_floats(words: Words, what: str = "bounds") -> tuple[float, ...]:
             value = float(item)
         except ValueError:
             raise CubeError(f"cannot read {what} {item!r}: {what} must be numbers like 15,25") from None
-        if any(np.isclose(value, v) for v in values):
+        if any(same_bound(value, v) for v in values):
             raise CubeError(f"{what[:-1]} {value:g} given twice in {text!r}; list every {what[:-1]} once")
         values.append(value)
     if not values:
@@ -187,3 +187,49 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
 def selection_from_args(args: argparse.Namespace) -> Selection:
     """The Selection named by the flags of `add_selection_arguments`."""
     return parse_selection(args.algos, args.tasks, args.bounds, args.seeds, args.iterates)
+
+
+def parse_pair(text: str, flag: str) -> tuple[str, str]:
+    """'ppo_lag,ppo' -> ('ppo_lag', 'ppo'): two different algorithms (`flag` names the option in errors)."""
+    parts = [t.strip() for t in text.split(",")]
+    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
+        raise CubeError(f"cannot read {flag} {text!r}: give two different algorithms, e.g. {flag} ppo_lag,ppo")
+    return parts[0], parts[1]
+
+
+def parse_settings(text: str | None) -> tuple[str, ...] | None:
+    """'train,final_greedy' -> ('train', 'final_greedy'); None = every setting with episodes. The names
+    are checked against the registry by `cube.stats.settings_arg`."""
+    return None if text is None else parse_names(text, "settings")
+
+
+MAX_BOOT = 1_000_000
+"""More bootstrap replicates than this are a typo, not a tighter interval (and hours of work)."""
+
+
+def add_statistics_arguments(parser: argparse.ArgumentParser, baseline_help: str) -> None:
+    """The flags of the interval estimates and the baseline, shared by every command that reports them."""
+    parser.add_argument("--settings",
+                        help="comma-separated settings from train, final_expl, final_greedy "
+                             "(default: all with episodes)")
+    parser.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000, as in the paper)")
+    parser.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+    parser.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--baseline", help=baseline_help)
+
+
+def check_statistics_arguments(boot: int, ci: float, rng_seed: int, seed_flag: str = "--rng-seed") -> None:
+    """One CubeError line for bootstrap settings out of range, before any work."""
+    if not 1 <= boot <= MAX_BOOT or not 0 < ci < 1:
+        raise CubeError(f"--boot must be >= 1 (at most {MAX_BOOT:,}) and --ci strictly between 0 and 1 "
+                        f"(e.g. --boot 2000 --ci 0.95), got --boot {boot} --ci {ci}")
+    if not 0 <= rng_seed < 2**32:
+        raise CubeError(f"{seed_flag} must be an integer in 0..{2**32 - 1}, got {rng_seed}")
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be >= 1 ('--seeds 10')."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value

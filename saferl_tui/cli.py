@@ -6,12 +6,12 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from cube.compute import resolve_address, scheduler_context
-from cube.errors import CubeError
+from cube.compute import Progress, resolve_address, scheduler_context
+from cube.selection import check_statistics_arguments
 from saferl_tui.app import build_app
 
 
@@ -24,7 +24,7 @@ def demo_path() -> Path:
     return cache
 
 
-def build_demo(path: str, progress: Callable[[int, int], None]) -> None:
+def build_demo(path: str, progress: Progress) -> None:
     """Create the default synthetic demo cube at ``path`` (parents created).
 
     Written under a temporary name and renamed when complete, so an interrupted build never leaves a
@@ -63,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl-tui`` console script: one error boundary, one line per failure."""
-    from cube.cli.entry import print_error
+    from cube.cli.console import print_error
 
     args = parser().parse_args(argv)
     if args.path is None:
@@ -71,10 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         path, builder = Path(args.path), None
     try:
-        if args.boot < 1:
-            raise CubeError(f"--boot must be a positive integer, got {args.boot}")
-        if not 0 <= args.seed < 2**32:
-            raise CubeError(f"--seed must be an integer in 0..{2**32 - 1}, got {args.seed}")
+        check_statistics_arguments(args.boot, 0.95, args.seed, seed_flag="--seed")
         with ExitStack() as stack:
             stack.enter_context(scheduler_context(args.scheduler))
             app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed,

@@ -19,12 +19,14 @@ import numpy as np
 import xarray as xr
 
 from cube import stats
+from cube.compute import FractionProgress, fraction_progress
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.selection import Selection
 from cube.stats import curves
 from cube.stats.metrics import SETTING, SETTINGS
 from cube.store import summary
+from cube.store.read import damaged_store_error
 
 _NETCDF_LOCK = threading.RLock()
 
@@ -118,11 +120,35 @@ class CubeInfo:
         return UISelection(self.algos, self.tasks, self.bounds, self.seeds, not_safe=self.no_multiplier)
 
 
-ProgressFn = Callable[[float, str], None]
 
 
 class LoadCancelled(Exception):
     """Raised by a progress callback to abort loading (the app is closing)."""
+
+
+def load_model(model: CubeModel, is_cancelled: Callable[[], bool], report: FractionProgress,
+               prepare: Callable[[FractionProgress], None] | None = None) -> tuple[CubeInfo | None, str | None]:
+    """Load `model` from a worker thread (the one load path of the app): `prepare(progress)` first (e.g.
+    build the demo cube), then the cube and its statistics, reporting to `report(fraction, text)` and
+    stopping once `is_cancelled()`. Returns (info, None), (None, one error line), or (None, None) when
+    cancelled; never raises for unreadable input."""
+
+    def progress(fraction: float, text: str) -> None:
+        if is_cancelled():  # app closing or another cube opened: abort the pass
+            raise LoadCancelled
+        report(fraction, text)
+
+    try:
+        if prepare is not None:
+            prepare(progress)
+        info = model.load(progress)
+    except LoadCancelled:
+        return None, None
+    except CubeError as exc:
+        return None, str(exc)
+    except Exception as exc:  # the app must not crash on any unreadable input
+        return None, f"cannot open {model.path}: {type(exc).__name__}: {exc}"
+    return (None, None) if is_cancelled() else (info, None)
 
 
 class CubeModel:
@@ -141,7 +167,7 @@ class CubeModel:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ loading
-    def load(self, progress: ProgressFn | None = None) -> CubeInfo:
+    def load(self, progress: FractionProgress | None = None) -> CubeInfo:
         """Open and validate the cube, then load (or compute and cache) its sufficient statistics.
 
         Raises CubeError (one line) for a missing path, a non-cube or a corrupt store.
@@ -155,7 +181,7 @@ class CubeModel:
         except CubeError:
             raise
         except Exception as exc:  # corrupt stores raise anything from zarr/xarray internals
-            raise CubeError(f"cannot open {self.path} as a results cube ({type(exc).__name__}: {exc})") from None
+            raise damaged_store_error(exc, self.path, f"open {self.path} as a results cube") from None
         self.ds = ds
         cancelled: list[bool] = []
 
@@ -168,15 +194,14 @@ class CubeModel:
                 raise
 
         try:
-            self.ss = self._read(lambda: stats.load_suffstats(self.path, progress=_progress_adapter(watched),
+            self.ss = self._read(lambda: stats.load_suffstats(self.path,
+                                                              progress=fraction_progress(watched, "reading episodes"),
                                                               background_write=True))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
         except Exception as exc:
             if cancelled or any(isinstance(e, LoadCancelled) for e in _chain(exc)):
                 raise LoadCancelled from None
-            if isinstance(exc, CubeError):
-                raise
-            raise CubeError(f"cannot read the episodes of {self.path} ({type(exc).__name__}: {exc})") from None
+            raise damaged_store_error(exc, self.path, f"read the episodes of {self.path}") from None
         self.info = CubeInfo(
             path=self.path,
             algos=tuple(str(a) for a in ds["algo"].values),
@@ -444,21 +469,4 @@ def _concat_settings(parts: list[xr.Dataset]) -> xr.Dataset:
 def _sel_key(sel: UISelection) -> tuple:
     """Cache key of the parts of a selection that change statistics (not setting or baseline)."""
     return (sel.algos, sel.tasks, sel.bounds, sel.seeds, sel.iterates)
-
-
-def _progress_adapter(progress: ProgressFn | None) -> Any:
-    """Adapt a ``progress(fraction, text)`` callback to what ``stats.load_suffstats`` calls."""
-    if progress is None:
-        return None
-
-    def call(*args: Any, **kwargs: Any) -> None:
-        done = kwargs.get("done", args[0] if args else 0)
-        total = kwargs.get("total", args[1] if len(args) > 1 else None)
-        try:
-            frac = float(done) / float(total) if total else float(done)
-        except (TypeError, ValueError):
-            frac = 0.0
-        progress(min(max(frac, 0.0), 1.0), "reading episodes")
-
-    return call
 

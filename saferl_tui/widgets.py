@@ -1,5 +1,6 @@
 """Widgets around the views: the info bar (header), the key bar (footer), the loading panel, the selection
-panel, and the path completion of the open box."""
+panel, and the path completion of the open box.
+"""
 
 from __future__ import annotations
 

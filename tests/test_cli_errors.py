@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cube.cli.entry import error_line, main
+from cube.cli import main
+from cube.cli.console import error_line
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -111,7 +112,7 @@ def test_negative_rng_seed_is_one_clear_line(capsys: pytest.CaptureFixture[str],
     assert "--rng-seed must be an integer in 0.." in _one_error_line(capsys)
 
 
-@pytest.mark.parametrize(("argv", "message"), [(["--boot", "0"], "--boot must be a positive integer"),
+@pytest.mark.parametrize(("argv", "message"), [(["--boot", "0"], "--boot must be >= 1"),
                                                (["--seed", "-1"], "--seed must be an integer in 0..")])
 def test_tui_entry_is_one_line_too(capsys: pytest.CaptureFixture[str], argv: list[str], message: str,
                                    small_demo_cube: Path) -> None:

@@ -116,7 +116,7 @@ def test_cube_does_not_import_distributed() -> None:
 
 def test_saferl_report_on_cluster_equals_local(cluster, cube_path: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     monkeypatch.delenv(ENV_VAR, raising=False)
     common = ["report", str(cube_path), "--kind", "all", "--format", "json", "--no-cache", "--boot", "200"]

@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from cube import open_cube, validate
-from cube.cli.entry import main
+from cube.cli import main
 from cube.io.demo import make_demo_cube
 
 

@@ -46,7 +46,8 @@ def test_aggregate_csv_is_long_and_tidy_with_exact_columns_and_full_precision():
     row = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("lag", "train", "R"))
     assert float(row["value"]) == 1 / 3 and float(row["ci_low"]) == 0.5
     tier = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("lag", "final_greedy", "tier"))
-    assert tier == {"algo": "lag", "setting": "final_greedy", "metric": "tier", "value": "4", "ci_low": "", "ci_high": ""}
+    assert tier == {"algo": "lag", "setting": "final_greedy", "metric": "tier", "value": "4",
+                    "ci_low": "", "ci_high": ""}
     nan_row = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("p3o", "final_greedy", "V"))
     assert nan_row["value"] == ""
     no_tier = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("p3o", "train", "tier"))

@@ -57,7 +57,7 @@ def test_a_writer_that_never_pauses_cannot_starve_a_reader(busy_store: Path) -> 
     """Against a writer with no pause between writes, optimistic reads rarely find the run still (about
     half of 300 reads failed 10 tries each without the run lock); holding the writers off for one read
     always gets both variables of one write."""
-    from cube.store.layout import StillRunReader
+    from cube.store.locks import StillRunReader
 
     reader = StillRunReader(busy_store)
     for attempt in range(200):
@@ -86,7 +86,7 @@ def _hostile_targets(tmp_path: Path) -> dict[str, Path]:
 @pytest.mark.parametrize("kind", ["symbolic link", "FIFO", "folder"])
 def test_outputs_refuse_targets_that_are_not_regular_files(tmp_path: Path, kind: str, small_demo_cube: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     target = _hostile_targets(tmp_path)[kind]
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -145,7 +145,7 @@ def test_cache_follows_content_even_with_same_size_and_restored_mtime(tmp_path: 
 @pytest.mark.parametrize("kind", ["symbolic link", "FIFO", "folder"])
 def test_report_out_refuses_targets_that_are_not_regular_files(tmp_path: Path, kind: str, small_demo_cube: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     target = _hostile_targets(tmp_path)[kind]
     before = sorted(p.name for p in tmp_path.iterdir())
@@ -157,7 +157,7 @@ def test_report_out_refuses_targets_that_are_not_regular_files(tmp_path: Path, k
 
 
 def _demo(tmp_path: Path, name: str) -> Path:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     path = tmp_path / name
     assert main(["demo", str(path), "--seeds", "2", "--iterates", "3", "--episodes", "8", "--eval-episodes", "4"]) == 0
@@ -175,7 +175,7 @@ def test_corrupt_chunks_are_named_by_every_command(tmp_path: Path, array: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """A bit flipped in any array's chunk: each command that reads it (validate, report, status) ends with
     one line naming the chunk and its run, a non-zero exit, and the store untouched."""
-    from cube.cli.entry import main
+    from cube.cli import main
 
     path = _demo(tmp_path, "c.zarr")
     capsys.readouterr()
@@ -243,7 +243,7 @@ def test_full_disk_is_one_line_and_loses_nothing(small_disk: Path, small_demo_cu
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """demo --force, export and report --out onto a full disk: one line each, non-zero exit, the old
     store byte-identical and no temporary files left."""
-    from cube.cli.entry import main
+    from cube.cli import main
 
     store = small_disk / "d.zarr"
     assert main(["demo", str(store), "--seeds", "1", "--iterates", "2", "--episodes", "4", "--eval-episodes", "2"]) == 0

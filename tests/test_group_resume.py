@@ -69,7 +69,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _train(setup: dict[str, Any], out: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     monkeypatch.setenv("SAFERL_ENABLE_TOY", "1")
     monkeypatch.setenv("SAFERL_JAX_CACHE", str(setup["base"] / "jax"))

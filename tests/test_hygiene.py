@@ -57,7 +57,10 @@ def _names_module(node: ast.AST, roots: tuple[str, ...]) -> bool:
     return False
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "cube").glob("*.py")), ids=lambda p: p.name)
+CUBE_MODULES = sorted((ROOT / "cube").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CUBE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_cube_never_names_train_or_tui(path: Path) -> None:
     """cube knows nothing of the trainer or the TUI: no import, no string import, no mention."""
     text = path.read_text()
@@ -66,6 +69,49 @@ def test_cube_never_names_train_or_tui(path: Path) -> None:
     assert not imports, f"{path.name}:{imports[0].lineno} imports train/saferl_tui"
     hits = [(i, line) for i, line in enumerate(text.splitlines(), 1) if MODULE_REF.search(line)]
     assert not hits, f"{path.name}:{hits[0][0]} names train/saferl_tui: {hits[0][1].strip()}"
+
+
+WINGS = ("store", "stats", "render", "io", "cli")
+ALLOWED = {
+    "core": set(),
+    "store": {"core"},
+    "stats": {"core", "store"},
+    "render": {"core", "store", "stats"},
+    "io": {"core", "store"},
+    "cli": {"core", "store", "stats", "render", "io"},
+}
+"""The one direction of imports between cube's wings (docs/ARCHITECTURE.md): the top-level modules
+(errors, schema, selection, outputs, compute) are the core; `cube/__init__` re-exports."""
+
+
+def _wing(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in WINGS else "core"
+
+
+@pytest.mark.parametrize("path", [p for p in CUBE_MODULES if p != ROOT / "cube" / "__init__.py"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_cube_wings_import_in_one_direction(path: Path) -> None:
+    """Every import (module level or inside a function) goes down the wing order, never back up."""
+    mine = _wing(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "cube":
+            targets = [node.module] if node.module != "cube" else [f"cube.{a.name}" for a in node.names]
+            for target in targets:
+                wing = "stats" if target == "cube.stats" else _wing(target)
+                assert wing == mine or wing in ALLOWED[mine], \
+                    f"{path.relative_to(ROOT)}:{node.lineno} ({mine}) imports {target} ({wing})"
+
+
+MAX_MODULE_LINES = 600
+
+
+@pytest.mark.parametrize("package", ["cube", "train", "saferl_tui"])
+def test_no_module_is_over_600_lines(package: str) -> None:
+    """A module holds one idea: none grows past MAX_MODULE_LINES lines."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / package).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_module_reference_pattern_catches_string_imports() -> None:

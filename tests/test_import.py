@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from cube import open_cube, read_manifests, stats, validate
-from cube.cli.entry import main
+from cube.cli import main
 
 
 def _report_json(path: Path, tmp_path: Path, *extra: str) -> dict:
@@ -134,7 +134,8 @@ def test_aggregate_only_never_yields_v_dplus_tier_or_cdf(tmp_path: Path) -> None
     for seed in (0, 1, 2):
         run_dir = runs / "PPOLag-{SafetyPointGoal1-v0}" / f"seed-00{seed}-2026-11-26-10-00-00"
         run_dir.mkdir(parents=True)
-        (run_dir / "config.json").write_text(json.dumps({"seed": seed, "algo": "PPOLag", "env_id": "SafetyPointGoal1-v0",
+        (run_dir / "config.json").write_text(json.dumps({"seed": seed, "algo": "PPOLag",
+                                                         "env_id": "SafetyPointGoal1-v0",
                                                          "lagrange_cfgs": {"cost_limit": 25.0}}))
         pd.DataFrame({"Metrics/EpRet": [1.0, 2.0, np.nan], "Metrics/EpCost": [50.0, 20.0 + seed, np.nan],
                       "TotalEnvSteps": [2000, 4000, 6000], "Metrics/LagrangeMultiplier": [0.1, 0.2, 0.3]}

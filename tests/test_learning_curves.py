@@ -13,15 +13,14 @@ from scipy.stats import trim_mean
 
 from cube import stats
 from cube.errors import CubeError
+from cube.render.text import learning_curve_csv, learning_curve_json
 from cube.selection import Selection
 from cube.stats.learning_curves import (
     aggregate_learning_curve,
-    nan_iqm,
     per_run_curves,
     steps_differ,
-    to_csv,
-    to_json,
 )
+from cube.stats.metrics import iqm
 
 try:
     from statsdata import random_cube, ref_fixed_policy
@@ -125,11 +124,11 @@ def test_one_seed_condition_gives_nan_ci(rand):
 def test_nan_iqm_is_trim_mean_of_finite_values():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(13, 7))
-    np.testing.assert_allclose(nan_iqm(x, axis=0), trim_mean(x, 0.25, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(iqm(x, axis=0, ignore_nan=True), trim_mean(x, 0.25, axis=0), rtol=1e-12)
     x[[0, 3, 5], 2] = np.nan
-    np.testing.assert_allclose(nan_iqm(x, axis=0)[2], trim_mean(x[~np.isnan(x[:, 2]), 2], 0.25))
+    np.testing.assert_allclose(iqm(x, axis=0, ignore_nan=True)[2], trim_mean(x[~np.isnan(x[:, 2]), 2], 0.25))
     x[:, 4] = np.nan
-    assert np.isnan(nan_iqm(x, axis=0)[4])
+    assert np.isnan(iqm(x, axis=0, ignore_nan=True)[4])
 
 
 def _with_steps(ss: xr.Dataset, per_iter: np.ndarray) -> xr.DataArray:
@@ -181,13 +180,13 @@ def test_csv_and_json_exports(small_demo_cube):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         curve = aggregate_learning_curve(ss, boot=50)
-    text = to_csv(curve)
+    text = learning_curve_csv(curve)
     lines = text.strip().splitlines()
     assert lines[0] == "algo,metric,iterate,value,ci_low,ci_high,n_conditions"
     assert len(lines) == 1 + curve.sizes["algo"] * curve.sizes["metric"] * curve.sizes["iterate"]
     first = lines[1].split(",")
     assert float(first[3]) == curve["value"].isel(algo=0, metric=0, iterate=0).item()
-    doc = json.loads(to_json(curve))
+    doc = json.loads(learning_curve_json(curve))
     assert doc["kind"] == "aggregate_curve" and doc["synthetic"] is True and doc["boot"] == 50
     assert doc["iterate"] == list(range(5))
     assert len(doc["curves"]) == curve.sizes["algo"] * curve.sizes["metric"]
@@ -195,11 +194,11 @@ def test_csv_and_json_exports(small_demo_cube):
 
 
 def test_means_only_runs_count_for_means_only(rand):
-    """A run flagged aggregate_only (per-epoch means, no episodes) has no V or D_norm+, but R, C, Dnorm."""
+    """A run flagged means_only (per-epoch means, no episodes) has no V or D_norm+, but R, C, Dnorm."""
     _, ss = rand
     flag = xr.zeros_like(ss["n"].isel(iterate=0), dtype=bool).drop_vars("iterate", errors="ignore")
     flag.loc[{"algo": "alg0", "task": "task0", "bound": 10.0, "seed": 0, "mode": "train"}] = True
-    flagged = ss.assign(aggregate_only=flag.transpose("algo", "task", "bound", "seed", "mode"))
+    flagged = ss.assign(means_only=flag.transpose("algo", "task", "bound", "seed", "mode"))
     runs = per_run_curves(flagged)
     one = runs.sel(algo="alg0", task="task0", bound=10.0, seed=0)
     assert np.isnan(one["V"]).all() and np.isnan(one["Dplus"]).all() and np.isfinite(one["R"]).all()
@@ -208,5 +207,5 @@ def test_means_only_runs_count_for_means_only(rand):
     np.testing.assert_allclose(curve["value"].sel(metric=["R", "C", "Dnorm"]).values,
                                plain["value"].sel(metric=["R", "C", "Dnorm"]).values, rtol=1e-12)
     v = runs["V"].sel(algo="alg0").stack(cond=("task", "bound")).transpose("cond", "seed", "iterate").values
-    want = nan_iqm(np.nanmean(v, axis=1), axis=0)
+    want = iqm(np.nanmean(v, axis=1), axis=0, ignore_nan=True)
     np.testing.assert_allclose(curve["value"].sel(algo="alg0", metric="V").values, want, rtol=1e-12)

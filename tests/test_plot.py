@@ -17,22 +17,26 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
 from cube import stats  # noqa: E402
-from cube.cli.entry import main  # noqa: E402
+from cube.cli import main  # noqa: E402
+from cube.errors import CubeError  # noqa: E402
 from cube.render import figures as F  # noqa: E402
+from cube.render import style  # noqa: E402
+from cube.render.maker import FigureMaker, PlotOptions  # noqa: E402
 from cube.selection import Selection  # noqa: E402
-from cube.stats import curves
+from cube.stats import curves  # noqa: E402
 from cube.stats.learning_curves import aggregate_learning_curve  # noqa: E402
 from cube.stats.metrics import METRIC, SETTING, tier_label  # noqa: E402
+from saferl_tui import exports  # noqa: E402
 
 BOOT = 200
 ALGOS = ("ppo", "ppo_lag", "p3o", "focops")
 
 
 @pytest.fixture(scope="module")
-def maker(small_demo_cube: Path) -> F.FigureMaker:
+def maker(small_demo_cube: Path) -> FigureMaker:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return F.FigureMaker(small_demo_cube, options=F.PlotOptions(boot=BOOT, baseline="ppo"))
+        return FigureMaker(small_demo_cube, options=PlotOptions(boot=BOOT, baseline="ppo"))
 
 
 def _by_gid(fig, prefix: str, kind=None) -> list:
@@ -56,7 +60,7 @@ def _texts(fig) -> list[str]:
     return [t.get_text() for t in fig.texts] + [t.get_text() for ax in fig.axes for t in ax.texts]
 
 
-def test_cdf_figure_matches_stats(maker: F.FigureMaker):
+def test_cdf_figure_matches_stats(maker: FigureMaker):
     fig = maker.figure("cdf")
     cdf = stats.cdf_curves(maker.ss, boot=BOOT, rng_seed=0)
     settings = list(cdf["setting"].values)
@@ -82,16 +86,16 @@ def test_cdf_figure_matches_stats(maker: F.FigureMaker):
     assert "kappa" in fig._supxlabel.get_text()
     # the baseline is grey and dashed
     (ppo,) = _by_gid(fig, "line:ppo:train")
-    assert to_hex(ppo.get_color()) == to_hex(F.BASELINE_COLOR) and ppo.get_linestyle() == "--"
+    assert to_hex(ppo.get_color()) == to_hex(style.BASELINE_COLOR) and ppo.get_linestyle() == "--"
 
 
-def test_cdf_full_range_is_figure_a1(maker: F.FigureMaker):
+def test_cdf_full_range_is_figure_a1(maker: FigureMaker):
     fig = maker.figure("cdf", xmax=None)
     assert all(ax.get_xlim()[1] > 2 for ax in fig.axes)
     assert all(ax.get_xscale() == "symlog" for ax in fig.axes)
 
 
-def test_curves_figure(maker: F.FigureMaker):
+def test_curves_figure(maker: FigureMaker):
     fig = maker.figure("curves", task="goal")
     bounds = maker.ss["bound"].values
     assert len(fig.axes) == 3 * len(bounds)  # reward, cost, multiplier per bound
@@ -117,7 +121,7 @@ def test_curves_figure(maker: F.FigureMaker):
     assert "policy iterate" in grid[2, 0].get_xlabel()
 
 
-def test_hist_figure(maker: F.FigureMaker):
+def test_hist_figure(maker: FigureMaker):
     fig = maker.figure("hist", task="circle")
     bounds = maker.ss["bound"].values
     assert len(fig.axes) == len(ALGOS) * len(bounds)
@@ -136,7 +140,7 @@ def test_hist_figure(maker: F.FigureMaker):
     assert any("greedy" in t for t in legend) and any("exploration (N = 10" in t for t in legend)
 
 
-def test_intervals_figure(maker: F.FigureMaker):
+def test_intervals_figure(maker: FigureMaker):
     fig = maker.figure("intervals")
     agg = stats.aggregate_table(maker.ss, boot=BOOT, rng_seed=0)
     assert len(fig.axes) == agg.sizes["setting"] * agg.sizes["metric"]
@@ -153,7 +157,7 @@ def test_intervals_figure(maker: F.FigureMaker):
     assert all(METRIC[m].tex in t for m, t in zip(agg["metric"].values, titles, strict=True))
 
 
-def test_poi_figure(maker: F.FigureMaker):
+def test_poi_figure(maker: FigureMaker):
     fig = maker.figure("poi")
     pairs = F.poi_pairs(maker.ss["algo"].values, "ppo")
     assert len(pairs) == 6 and all(y != "ppo" or x != "ppo" for x, y in pairs)
@@ -167,7 +171,7 @@ def test_poi_figure(maker: F.FigureMaker):
     assert bar.get_x() == pytest.approx(float(poi["ci_low"].sel(setting="train", metric="V")))
 
 
-def test_aggregate_curve_figure(maker: F.FigureMaker):
+def test_aggregate_curve_figure(maker: FigureMaker):
     fig = maker.figure("aggregate-curve")
     visible = [ax for ax in fig.axes if ax.axison]
     assert len(visible) == 5
@@ -180,20 +184,20 @@ def test_aggregate_curve_figure(maker: F.FigureMaker):
     assert any(METRIC["Dplus"].tex in ax.get_ylabel() for ax in visible)
 
 
-def test_colours_fixed_across_figures_and_selections(maker: F.FigureMaker, small_demo_cube: Path):
-    want = F.algo_colors(ALGOS, "ppo")
-    assert want["ppo"] == F.BASELINE_COLOR and len(set(want.values())) == 4
+def test_colours_fixed_across_figures_and_selections(maker: FigureMaker, small_demo_cube: Path):
+    want = style.algo_colors(ALGOS, "ppo")
+    assert want["ppo"] == style.BASELINE_COLOR and len(set(want.values())) == 4
     figs = {k: maker.figure(k) for k in ("cdf", "aggregate-curve")}
     figs["curves"] = maker.figure("curves", task="goal")
     for fig in figs.values():
         for ln in _by_gid(fig, "line:p3o"):
             assert to_hex(ln.get_color()) == want["p3o"]
-    sub = F.FigureMaker(small_demo_cube, Selection(algos=("p3o", "ppo_lag")), F.PlotOptions(boot=20))
+    sub = FigureMaker(small_demo_cube, Selection(algos=("p3o", "ppo_lag")), PlotOptions(boot=20))
     assert sub.colors["p3o"] == want["p3o"] and sub.colors["ppo_lag"] == want["ppo_lag"]
 
 
-def test_synthetic_mark_and_paper_style(maker: F.FigureMaker):
-    for kind in F.KINDS:
+def test_synthetic_mark_and_paper_style(maker: FigureMaker):
+    for kind in style.KINDS:
         fig = maker.figure(kind, task="goal") if kind in ("curves", "hist") else maker.figure(kind)
         assert "SYNTHETIC" in _texts(fig), kind
         assert fig.get_figwidth() == pytest.approx(6.75)
@@ -201,11 +205,11 @@ def test_synthetic_mark_and_paper_style(maker: F.FigureMaker):
     assert fig.axes[0].title.get_fontfamily() == ["serif"]
     real = maker.ss.copy()
     real.attrs["synthetic"] = False
-    plain = F.FigureMaker(maker.source, options=F.PlotOptions(boot=20), ss=real)
+    plain = FigureMaker(maker.source, options=PlotOptions(boot=20), ss=real)
     assert "SYNTHETIC" not in _texts(plain.figure("intervals"))
 
 
-def test_pdf_embeds_truetype_fonts(maker: F.FigureMaker, tmp_path: Path):
+def test_pdf_embeds_truetype_fonts(maker: FigureMaker, tmp_path: Path):
     out = F.save_figure(maker.figure("cdf"), tmp_path / "cdf.pdf")
     data = out.read_bytes()
     assert data.startswith(b"%PDF") and b"/FontFile2" in data and b"/Type3" not in data
@@ -259,8 +263,8 @@ def test_missing_matplotlib_says_how_to_install(small_demo_cube: Path, tmp_path:
     assert rc == 2
     assert "matplotlib is not installed; pip install 'saferl[plot]'" in err
     assert len([ln for ln in err.splitlines() if ln.strip()]) == 1
-    with pytest.raises(F.MatplotlibMissing):
-        F.require_matplotlib()
+    with pytest.raises(style.MatplotlibMissing):
+        style.require_matplotlib()
 
 
 def test_figure_for_view_writes_next_to_the_cube(small_demo_cube: Path, tmp_path: Path):
@@ -271,8 +275,29 @@ def test_figure_for_view_writes_next_to_the_cube(small_demo_cube: Path, tmp_path
     ss = stats.load_suffstats(cube)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        out = F.figure_for_view("histograms", cube, Selection(algos=("ppo_lag", "focops")), ss=ss,
-                                condition=("goal", 25.0), options=F.PlotOptions(boot=20))
+        out = exports.figure_for_view("histograms", cube, Selection(algos=("ppo_lag", "focops")), ss=ss,
+                                condition=("goal", 25.0), options=PlotOptions(boot=20))
     assert out == tmp_path / "c-figures" / "hist_goal_d25.pdf" and out.read_bytes()[:4] == b"%PDF"
-    with pytest.raises(F.CubeError, match="no figure for view"):
-        F.figure_for_view("nonsense", cube)
+    with pytest.raises(CubeError, match="no figure for view"):
+        exports.figure_for_view("nonsense", cube)
+
+
+def test_tui_and_figures_give_every_algorithm_the_same_colour(maker: FigureMaker) -> None:
+    """One palette: the colour a figure draws an algorithm in is the colour the TUI shows it in (the
+    figure's baseline aside, which figures draw grey)."""
+    from matplotlib.colors import to_rgb
+
+    from saferl_tui.views.format import algo_palette
+
+    tui = algo_palette(maker.all_algos)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = maker.figure("cdf")
+    for a in maker.all_algos:
+        (line,) = _by_gid(fig, f"line:{a}:train")
+        drawn = tuple(round(255 * c) for c in to_rgb(line.get_color()))
+        if a == maker.options.baseline:
+            assert drawn == tuple(round(255 * c) for c in to_rgb(style.BASELINE_COLOR))
+        else:
+            assert drawn == tui[a], a
+    assert len(set(tui.values())) == len(tui)  # distinct colours

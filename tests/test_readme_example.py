@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from cube import read_manifests, validate
-from cube.cli.entry import main
+from cube.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

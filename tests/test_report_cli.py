@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cube import stats
-from cube.cli.entry import main
+from cube.cli import main
 
 
 @pytest.fixture
@@ -36,7 +36,8 @@ def test_default_report_is_the_rich_aggregate_table(cube, capsys):
 def test_markdown_format_is_still_available(cube, capsys):
     assert main(["report", str(cube), "--boot", "50", "--format", "markdown"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "> SYNTHETIC DEMO DATA, not training results" and lines[2].startswith("| Algorithm | IQM(R) train")
+    assert (lines[0] == "> SYNTHETIC DEMO DATA, not training results"
+            and lines[2].startswith("| Algorithm | IQM(R) train"))
 
 
 def test_csv_report_matches_the_api(cube, capsys):
@@ -121,7 +122,8 @@ def test_poi_and_gap_from_the_cli_match_the_api(cube, capsys):
 def test_every_format_of_every_table(cube, tmp_path, fmt):
     out = tmp_path / "all"
     assert main(["report", str(cube), "--kind", "all", "--poi", "ppo_lag,ppo", "--gap", "--format", fmt,
-                 "--boot", "10", "--out", str(out if fmt not in ("table", "markdown") else out.with_suffix(".txt"))]) == 0
+                 "--boot", "10",
+                 "--out", str(out if fmt not in ("table", "markdown") else out.with_suffix(".txt"))]) == 0
     if fmt in ("table", "markdown"):
         text = out.with_suffix(".txt").read_text()
         assert text.count("## ") == 5
@@ -156,7 +158,8 @@ def test_kind_all_writes_one_file_per_table(cube, tmp_path):
 
 
 def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
-    assert main(["report", str(cube), "--kind", "all", "--boot", "20", "--iterates", "2:4", "--format", "markdown"]) == 0
+    assert main(["report", str(cube), "--kind", "all", "--boot", "20", "--iterates", "2:4",
+                 "--format", "markdown"]) == 0
     out = capsys.readouterr().out
     assert out.count("## ") == 3 and "Per-condition metrics" in out
 

@@ -348,7 +348,7 @@ def test_saferl_train_executor_slurm_toy_sweep(tmp_path: Path, monkeypatch: pyte
     run completes once, the lost run resumes on another job from its last resume point."""
     _need_idle_slurm()
     pytest.importorskip("jax")
-    from cube.cli.entry import main
+    from cube.cli import main
 
     n_it, n_envs = 120, 8
     cfg = tmp_path / "toy.toml"

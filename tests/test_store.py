@@ -122,10 +122,12 @@ def test_two_processes_write_different_runs_concurrently(tiny_store: Path) -> No
 
 def test_extend_grid_keeps_existing_data(tiny_store: Path, tiny_key: RunKey) -> None:
     write_episodes(tiny_store, tiny_key, "train", 0, [1.0, 2.0], [3.0, 4.0])
-    before = {p.relative_to(tiny_store): p.stat().st_mtime_ns for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
+    before = {p.relative_to(tiny_store): p.stat().st_mtime_ns
+              for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
     added = extend_store(tiny_store, algos=["p3o"], bounds=[50.0, 25.0], seeds=[5])
     assert added == {"algo": ["p3o"], "bound": [50.0], "seed": [5]}
-    after = {p.relative_to(tiny_store): p.stat().st_mtime_ns for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
+    after = {p.relative_to(tiny_store): p.stat().st_mtime_ns
+             for p in (tiny_store / "cost" / "c").rglob("*") if p.is_file()}
     assert before == after  # no chunk rewritten
     ds = open_cube(tiny_store)
     assert list(ds.algo.values) == ["ppo", "ppo_lag", "p3o"]
@@ -209,7 +211,7 @@ def _snapshot(path: Path) -> dict[str, bytes]:
         ({"mode": "eval"}, "unknown mode 'eval'"),
         ({"iterate": 4}, "outside the grid"),
         ({"cost": np.ones(7), "reward": np.ones(7)}, "do not fit"),
-        ({"cost": np.array([1.0, -1.0]), "reward": np.ones(2)}, "negative episode cost"),
+        ({"cost": np.array([1.0, -1.0]), "reward": np.ones(2)}, "negative cost"),
         ({"cost": np.array([1.0, np.nan]), "reward": np.ones(2)}, "NaN cost"),
         ({"cost": np.array([1.0, np.inf]), "reward": np.ones(2)}, "infinite"),
         ({"cost": np.ones(3), "reward": np.ones(2)}, "shape"),
@@ -303,7 +305,7 @@ def test_write_sequences_read_from_files_equal_zarr(tiny_store: Path, tiny_key: 
     """The fast reader of the writers' seqlock agrees with zarr, and a damaged sequence chunk is noticed."""
     import zarr
 
-    from cube.store.layout import read_write_seqs
+    from cube.store.locks import read_write_seqs
 
     writer = CubeWriter(tiny_store)
     for it in range(3):

@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cube import CubeError, RunKey, export_netcdf, extend_store, stats, write_episodes
+from cube import CubeError, RunKey, export_netcdf, extend_store, open_cube, stats, write_episodes
 from cube.selection import Selection, parse_selection
+from cube.stats import cache, kernel
 from cube.stats import suffstats as sfs
 
 
@@ -33,7 +34,7 @@ def _small_copy(tmp_path: Path) -> Path:
 
 
 def _same(a, b) -> None:
-    for v in (*sfs.SUM_VARS, "le"):
+    for v in (*kernel.SUM_VARS, "le"):
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
     for d in ("algo", "task", "bound", "seed", "iterate", "mode"):
         assert a[d].values.tolist() == b[d].values.tolist()
@@ -43,10 +44,11 @@ def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatc
     full, patched = [], []
     real_full, real_update = sfs.compute_suffstats, sfs._update_runs
     monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
-    monkeypatch.setattr(sfs, "_update_runs", lambda ss, ds, runs, p, *w: patched.append(runs) or real_update(ss, ds, runs, p, *w))
+    monkeypatch.setattr(sfs, "_update_runs",
+                        lambda ss, ds, runs, p, *w: patched.append(runs) or real_update(ss, ds, runs, p, *w))
     monkeypatch.setattr(sfs, "WRITE_BACK_FRACTION", 0.1)  # 1 changed run of 48 is not written back
     first = sfs.load_suffstats(demo_copy)
-    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists()
+    assert (demo_copy / cache.CACHE_GROUP / "zarr.json").exists()
     _same(first, sfs.load_suffstats(demo_copy))
     assert len(full) == 1 and not patched
 
@@ -112,7 +114,7 @@ def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path, monkeypatch
     monkeypatch.setattr(sfs, "_update_runs", lambda *a, **k: patched.append(1) or real_update(*a, **k))
     cached = sfs.load_suffstats(demo_copy)
     assert full == [1] and patched == []  # a full pass, not 36 patched runs
-    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists()
+    assert (demo_copy / cache.CACHE_GROUP / "zarr.json").exists()
     _same(cached, sfs.load_suffstats(demo_copy, cache=False))
     assert full == [1, 1] and patched == []
     _same(cached, sfs.load_suffstats(demo_copy))  # the full pass was written back: a plain hit now
@@ -138,7 +140,7 @@ def test_store_not_chunked_per_run_uses_a_whole_store_fingerprint(tmp_path: Path
     for v in ds.variables.values():
         v.encoding = {}
     ds.chunk({"seed": -1}).to_zarr(path, consolidated=False)
-    assert sfs.run_fingerprints(path, sfs.open_cube(path)) is None
+    assert cache.run_fingerprints(path, open_cube(path)) is None
     first = sfs.load_suffstats(path)
     _same(first, sfs.load_suffstats(path))
     cost = ds["cost"].values.copy()
@@ -169,7 +171,7 @@ def test_progress_is_reported_and_no_cache_leaves_store_untouched(demo_copy: Pat
 def test_netcdf_source_gives_the_same_statistics(demo_copy: Path, tmp_path: Path):
     nc = export_netcdf(demo_copy, tmp_path / "demo.nc")
     a, b = sfs.load_suffstats(demo_copy, cache=False), sfs.load_suffstats(nc)
-    for v in (*sfs.SUM_VARS, "le"):
+    for v in (*kernel.SUM_VARS, "le"):
         np.testing.assert_array_equal(a[v].values, b[v].values)
     assert a.attrs["synthetic"] and b.attrs["synthetic"]
     assert a["run_status"].dims == b["run_status"].dims == ("algo", "task", "bound", "seed")
@@ -232,7 +234,7 @@ def test_run_status_is_cached_and_follows_changes(demo_copy: Path):
     from cube import set_run_manifest
 
     assert (sfs.load_suffstats(demo_copy)["run_status"] == 2).all()
-    assert (demo_copy / sfs.STATUS_CACHE).exists()
+    assert (demo_copy / cache.STATUS_CACHE).exists()
     set_run_manifest(demo_copy, RunKey("ppo", "goal", 15.0, 1), status="partial")
     again = sfs.load_suffstats(demo_copy)
     assert int(again["run_status"].sel(algo="ppo", task="goal", bound=15.0, seed=1)) == 1
@@ -260,10 +262,10 @@ def test_grid_locate_equals_searchsorted(grid, seed):
     rng = np.random.default_rng(seed)
     x = np.concatenate([kappa, np.nextafter(kappa, np.inf), np.nextafter(kappa, -np.inf),
                         rng.uniform(-60, 60, 200), [np.nan, np.inf, -np.inf, 1e300, -1e300]])
-    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
-    kappa = sfs.default_kappa()
+    np.testing.assert_array_equal(kernel.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+    kappa = kernel.default_kappa()
     x = np.concatenate([kappa, np.nextafter(kappa, np.inf), np.nextafter(kappa, -np.inf), rng.gamma(2, 1, 500) - 1])
-    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+    np.testing.assert_array_equal(kernel.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
 
 
 def _around(values: np.ndarray, dtype: type) -> np.ndarray:
@@ -285,7 +287,7 @@ def test_grid_locate_in_float32_equals_searchsorted(grid, seed):
     rng = np.random.default_rng(seed)
     x = np.concatenate([_around(kappa, np.float32), rng.uniform(-60, 60, 300).astype(np.float32),
                         np.array([np.nan, np.inf, -np.inf, 3e38, -3e38], dtype=np.float32)])
-    np.testing.assert_array_equal(sfs.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
+    np.testing.assert_array_equal(kernel.grid_locate(kappa, x), np.searchsorted(kappa, x, side="left"))
 
 
 @settings(max_examples=80, deadline=None)
@@ -295,7 +297,7 @@ def test_grid_locate_in_float32_equals_searchsorted(grid, seed):
 def test_cost_thresholds_decide_the_float64_tests_exactly(d, dtype, seed):
     """c > t_d and c <= t[g], compared in the stored dtype, are the float64 tests c > d and
     (c - d) / d <= kappa[g], at and around every boundary."""
-    kappa = sfs.default_kappa()
+    kappa = kernel.default_kappa()
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):
         tiny = np.array([1e-45, 1e-38, 1e-30, 1e-20, 1e-10, d * 2.0**-54, d * 2.0**-53, d * 2.0**-52])
@@ -303,22 +305,22 @@ def test_cost_thresholds_decide_the_float64_tests_exactly(d, dtype, seed):
                             (rng.gamma(2.0, d / 2, 400)).astype(dtype), np.array([0.0], dtype=dtype),
                             _around(tiny, dtype)])  # tiny costs all give (c - d) / d = -1 exactly
     c = c[np.isfinite(c) & (c >= 0)]
-    t_d, t = sfs.cost_thresholds(d, kappa, np.dtype(dtype))
+    t_d, t = kernel.cost_thresholds(d, kappa, np.dtype(dtype))
     c64 = c.astype(np.float64)
     np.testing.assert_array_equal(c > t_d, c64 > d)
     np.testing.assert_array_equal(c[:, None] <= t[None, :], (c64[:, None] - d) / d <= kappa[None, :])
-    np.testing.assert_array_equal(sfs.grid_locate(t, c), sfs.grid_locate(kappa, (c64 - d) / d))
-    np.testing.assert_array_equal(sfs.grid_locate(t, c), np.searchsorted(t, c, side="left"))
+    np.testing.assert_array_equal(kernel.grid_locate(t, c), kernel.grid_locate(kappa, (c64 - d) / d))
+    np.testing.assert_array_equal(kernel.grid_locate(t, c), np.searchsorted(t, c, side="left"))
 
 
 def test_grid_locate_takes_the_bucket_path_for_float32_cost_thresholds(monkeypatch: pytest.MonkeyPatch):
-    _, t = sfs.cost_thresholds(25.0, sfs.default_kappa(), np.dtype(np.float32))
+    _, t = kernel.cost_thresholds(25.0, kernel.default_kappa(), np.dtype(np.float32))
     c = _around(t, np.float32)
     want = np.searchsorted(t, c, side="left")
-    sfs._LOCATE_TABLES.clear()
-    sfs.grid_locate(t, c[:1])  # builds the bucket table (with searchsorted)
+    kernel._LOCATE_TABLES.clear()
+    kernel.grid_locate(t, c[:1])  # builds the bucket table (with searchsorted)
     monkeypatch.setattr(np, "searchsorted", None)  # so a fallback would fail
-    np.testing.assert_array_equal(sfs.grid_locate(t, c), want)
+    np.testing.assert_array_equal(kernel.grid_locate(t, c), want)
 
 
 def test_float32_block_equals_its_float64_copy():
@@ -326,14 +328,14 @@ def test_float32_block_equals_its_float64_copy():
     rng = np.random.default_rng(3)
     c = rng.gamma(2.0, 10.0, (2, 4, 9, 3)).astype(np.float32)
     d = np.array([0.1, 25.0]).reshape(2, 1, 1, 1)
-    c[0] = (0.1 * (1 + rng.choice(sfs.default_kappa(), c[0].shape))).astype(np.float32)  # on the grid
+    c[0] = (0.1 * (1 + rng.choice(kernel.default_kappa(), c[0].shape))).astype(np.float32)  # on the grid
     c[1, 0, :5, 0] = 25.0
     c[1, 1, 2:] = np.nan
     r = rng.normal(size=c.shape).astype(np.float32)
     r[np.isnan(c)] = np.nan
-    kappa = sfs.default_kappa()
-    narrow = sfs.block_stats(r, c, d, kappa)
-    wide = sfs.block_stats(r.astype(np.float64), c.astype(np.float64), d, kappa)
+    kappa = kernel.default_kappa()
+    narrow = kernel.block_stats(r, c, d, kappa)
+    wide = kernel.block_stats(r.astype(np.float64), c.astype(np.float64), d, kappa)
     np.testing.assert_array_equal(narrow[..., [0, 2, 4]], wide[..., [0, 2, 4]])
     np.testing.assert_allclose(narrow[..., [1, 3, 5]], wide[..., [1, 3, 5]], rtol=1e-12)
     np.testing.assert_array_equal(narrow[..., 6:], wide[..., 6:])
@@ -341,24 +343,24 @@ def test_float32_block_equals_its_float64_copy():
 
 def test_background_cache_write_is_waited_for_and_reused(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
     first = sfs.load_suffstats(demo_copy, background_write=True)
-    sfs.wait_for_cache_writes(demo_copy)
-    assert (demo_copy / sfs.CACHE_GROUP / "zarr.json").exists() and not sfs._PENDING_WRITES
+    cache.wait_for_cache_writes(demo_copy)
+    assert (demo_copy / cache.CACHE_GROUP / "zarr.json").exists() and not cache._PENDING_WRITES
     monkeypatch.setattr(sfs, "compute_suffstats", None)  # a second full pass would fail
     _same(first, sfs.load_suffstats(demo_copy))
 
 
 def test_a_cache_read_waits_for_a_pending_background_write(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
     started, release = threading.Event(), threading.Event()
-    real_write = sfs._write_cache
+    real_write = cache.write_cache
 
     def slow_write(*args):
         started.set()
         release.wait(timeout=30)
         real_write(*args)
 
-    monkeypatch.setattr(sfs, "_write_cache", slow_write)
+    monkeypatch.setattr(cache, "write_cache", slow_write)
     first = sfs.load_suffstats(demo_copy, background_write=True)
-    assert started.wait(timeout=30) and not (demo_copy / sfs.CACHE_GROUP).exists()
+    assert started.wait(timeout=30) and not (demo_copy / cache.CACHE_GROUP).exists()
     threading.Timer(0.2, release.set).start()  # the read below must block until the write is done
     monkeypatch.setattr(sfs, "compute_suffstats", None)
     _same(first, sfs.load_suffstats(demo_copy))

@@ -56,7 +56,7 @@ def test_cluster_table_is_not_a_config_key(tmp_path: Path) -> None:
 
 
 def _train(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     rc = main(["train", *args])
     return rc, capsys.readouterr().err
@@ -108,7 +108,7 @@ def test_status_lists_runs_without_jax(tmp_path: Path) -> None:
                                "end_time": "2026-01-01T01:02:03+00:00"})
     set_run_manifest(out, RunKey("ppo", "goal", 15.0, 1), status="partial",
                      manifest={"config": cfg, "iterates_done": 1, "env_steps": 160.0, "host": "node8"})
-    code = ("import sys; from cube.cli.entry import main; rc = main(['status', sys.argv[1], '--all']); "
+    code = ("import sys; from cube.cli import main; rc = main(['status', sys.argv[1], '--all']); "
             "assert 'jax' not in sys.modules, 'jax imported'; sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -128,8 +128,8 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
     import socket
 
     from cube import CubeWriter
-    from cube.cli.entry import main
-    from cube.store.layout import side_folder
+    from cube.cli import main
+    from cube.store.fs import side_folder
     from train.claims import claim_path
     from train.sweep import status_rows
 

@@ -43,7 +43,7 @@ def sweep_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def _in_process(sweep_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    from cube.cli.entry import main
+    from cube.cli import main
 
     for name in ("SAFERL_ENABLE_TOY", "SAFERL_JAX_CACHE"):
         monkeypatch.setenv(name, sweep_env[name])
@@ -91,7 +91,7 @@ def test_sigkill_mid_sweep_then_restart(sweep_env: dict[str, str], reference: Pa
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "killed.zarr"
     env = {**os.environ, "SAFERL_ENABLE_TOY": "1", "SAFERL_JAX_CACHE": sweep_env["SAFERL_JAX_CACHE"]}
-    code = "import sys; from cube.cli.entry import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from cube.cli import main; sys.exit(main(sys.argv[1:]))"
     cmd = [sys.executable, "-c", code, "train", *GRID, "--config", sweep_env["config"], "--out", str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 150
@@ -143,7 +143,7 @@ def test_two_processes_fill_one_store_concurrently(sweep_env: dict[str, str], re
     (per-run claims), the store holds every run once, and the numbers equal the reference sweep's."""
     out = tmp_path / "shared.zarr"
     env = {**os.environ, "SAFERL_ENABLE_TOY": "1", "SAFERL_JAX_CACHE": sweep_env["SAFERL_JAX_CACHE"]}
-    code = "import sys; from cube.cli.entry import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from cube.cli import main; sys.exit(main(sys.argv[1:]))"
     cmd = [sys.executable, "-c", code, "train", *GRID, "--config", sweep_env["config"], "--out", str(out)]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]

@@ -52,7 +52,7 @@ def test_vmapped_group_equals_runs_one_by_one(tmp_path: Path) -> None:
 
 def test_parallel_runs_memory_check(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from cube.cli.entry import main
+    from cube.cli import main
     from cube.errors import CubeError
     from train.sweep import parallel_runs, run_bytes
 

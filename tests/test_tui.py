@@ -19,7 +19,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from cube import stats
-from cube.cli.entry import main as saferl_main
+from cube.cli import main as saferl_main
 from cube.selection import Selection, parse_iterates
 from cube.stats import curves
 from cube.stats.metrics import SETTING
@@ -692,7 +692,7 @@ def test_each_key_has_one_meaning() -> None:
     """No key is bound to two actions across the app, the main screen and the views (a view's key may
     only repeat another view's key with the same action)."""
     from saferl_tui.views import VIEW_CLASSES
-    from saferl_tui.views.base import NAV_BINDINGS
+    from saferl_tui.views.table import NAV_BINDINGS
 
     meaning: dict[str, set[str]] = {}
     for bindings in [SaferlApp.BINDINGS, MainScreen.BINDINGS, NAV_BINDINGS,

@@ -1,4 +1,5 @@
-"""cube.stats.curves, cube.store.summary.run_rows, cube.render.text.table_*: the pure-data helpers behind the TUI views, checked against plain loops and numpy."""
+"""cube.stats.curves, cube.store.summary.run_rows, cube.render.text.table_*: the pure-data helpers behind the TUI views,
+checked against plain loops and numpy."""
 
 from __future__ import annotations
 

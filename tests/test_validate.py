@@ -13,7 +13,7 @@ import xarray as xr
 import zarr
 
 from cube import CubeError, open_cube, validate
-from cube.cli.entry import main
+from cube.cli import main
 from cube.schema import DIMS
 
 
@@ -141,7 +141,8 @@ def test_run_marked_complete_without_episodes_is_a_problem(tiny_store: Path, tin
     assert validate(tiny_store) == []
     set_run_manifest(tiny_store, tiny_key, status="complete")  # no episode was ever written for it
     problems = validate(tiny_store)
-    assert len(problems) == 1 and "1 run(s) marked complete hold no episodes (first: ppo_lag/circle/25.0/1)" in problems[0]
+    assert (len(problems) == 1
+            and "1 run(s) marked complete hold no episodes (first: ppo_lag/circle/d=25/seed=1)" in problems[0])
 
 
 def test_fresh_training_store_without_episodes_yet_is_valid(tiny_store: Path, tiny_key) -> None:
@@ -178,6 +179,6 @@ def test_bit_flip_in_a_chunk_is_detected_and_named(tiny_store: Path, tiny_key) -
         problems = validate(tiny_store)
         flipped.append(problems)
         assert len(problems) == 1, problems
-        assert "chunk cost/c/1/1/1/1/0/0/0 of run ppo_lag/circle/25.0/1" in problems[0]
+        assert "chunk cost/c/1/1/1/1/0/0/0 of run ppo_lag/circle/d=25/seed=1" in problems[0]
     chunks[0].write_bytes(bytes(data))
     assert validate(tiny_store) == []

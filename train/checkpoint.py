@@ -14,7 +14,7 @@ from typing import Any
 
 from cube.errors import CubeError
 from cube.schema import RunKey
-from cube.store.layout import side_folder
+from cube.store.fs import side_folder
 
 CHECKPOINT_DIR = "_checkpoints"
 

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from cube.schema import RunKey
-from cube.store.layout import pid_alive, side_folder
+from cube.store.fs import pid_alive, side_folder
 
 CLAIMS_DIR = "_claims"
 

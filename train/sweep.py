@@ -1,7 +1,7 @@
 """Sweeps: the grid of runs, presets and selection, the picklable `run_one`, `saferl status` (no jax here).
 
-A sweep is algos x tasks x bounds x seeds (`PRESETS` names two). `saferl train` creates the whole grid in the store (or accepts
-an existing store holding it), then trains the selected runs that are not complete yet through an
+A sweep is algos x tasks x bounds x seeds (`PRESETS` names two). `saferl train` creates the whole grid in
+the store (or accepts an existing store holding it), then trains the selected runs that are not complete yet through an
 executor (`train.executors`). `SweepRun(unit)` trains or resumes one run (a RunKey) or a vmapped group
 (a tuple of them) in whatever process it lands in, caching one compiled `Runner` per (store, task, config)
 there. A run that was started before resumes in the group it was started in (`make_units`).
@@ -256,7 +256,7 @@ def run_liveness(path: str | Path, key: RunKey) -> str:
     "stopped" (no claim, or its process is gone: the run was killed; rerun the sweep to resume it)."""
     import socket
 
-    from cube.store.layout import pid_alive
+    from cube.store.fs import pid_alive
     from train.claims import read_claim
 
     holder = read_claim(path, key)

@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cube.cli.entry import progress_bar
+    from cube.cli.console import progress_bar
 
     if args.bound is not None and not args.bound > 0:
         raise CubeError(f"--bound must be a number > 0, got {args.bound:g}")

@@ -22,8 +22,15 @@ import warnings
 from pathlib import Path
 
 from cube.errors import CubeError
-from cube.outputs import write_text
-from cube.selection import add_selection_arguments, selection_from_args
+from cube.outputs import figures_folder, write_text
+from cube.selection import (
+    add_selection_arguments,
+    add_statistics_arguments,
+    check_statistics_arguments,
+    parse_pair,
+    parse_settings,
+    selection_from_args,
+)
 
 KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
 FORMATS = ("pdf", "png", "svg")
@@ -32,7 +39,8 @@ DATA_SUFFIXES = {".csv": "csv", ".json": "json"}
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `plot` subcommand (imports nothing heavy: matplotlib only when a figure is made)."""
-    p = subparsers.add_parser("plot", help="the paper's figures of a cube (CDFs, curves, histograms, CIs) as PDF/PNG/SVG",
+    p = subparsers.add_parser("plot",
+                              help="the paper's figures of a cube (CDFs, curves, histograms, CIs) as PDF/PNG/SVG",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results cube (Zarr directory or netCDF file)")
     p.add_argument("kind", choices=KINDS, metavar="KIND", help=f"figure: {', '.join(KINDS)}")
@@ -43,12 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--style", choices=("paper", "screen"), default="paper",
                    help="paper: serif, 8 pt, 3.25/6.75 in wide, fonts embedded (default); screen: larger")
     add_selection_arguments(p)
-    p.add_argument("--settings", help="comma-separated settings from train, final_expl, final_greedy "
-                   "(default: all with episodes)")
-    p.add_argument("--baseline", help="unconstrained baseline algorithm, drawn grey (e.g. ppo)")
-    p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000)")
-    p.add_argument("--ci", type=float, default=0.95, help="confidence level of bands and intervals (default 0.95)")
-    p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    add_statistics_arguments(p, "unconstrained baseline algorithm: drawn grey, never sets an axis (e.g. ppo)")
     p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
                    "none = up to where every curve reaches 1 (Figure A.1)")
     p.add_argument("--window", type=int, default=5, help="curves: moving-average window in iterates (default 5)")
@@ -75,27 +78,17 @@ def _xmax(text: str) -> float | None:
 
 
 def _pairs(items: list[str] | None) -> tuple[tuple[str, str], ...] | None:
-    if not items:
-        return None
-    out = []
-    for text in items:
-        parts = [t.strip() for t in text.split(",")]
-        if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
-            raise CubeError(f"cannot read --pair {text!r}: give two different algorithms, e.g. --pair ppo_lag,ppo")
-        out.append((parts[0], parts[1]))
-    return tuple(out)
+    return tuple(parse_pair(text, "--pair") for text in items) if items else None
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.boot < 1 or not 0 < args.ci < 1:
-        raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
+    check_statistics_arguments(args.boot, args.ci, args.rng_seed)
     if args.window < 1 or args.bins < 1:
         raise CubeError("--window and --bins must be >= 1")
 
 
 def _default_out(path: str, kind: str, fmt: str) -> Path:
-    src = Path(path)
-    folder = src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
+    folder = figures_folder(path)
     return folder if kind == "all" else folder / f"{kind.replace('-', '_')}.{fmt}"
 
 
@@ -129,7 +122,7 @@ def _target(args: argparse.Namespace) -> tuple[Path, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Make the figure(s) and write them; returns the exit code."""
-    from cube.stats.suffstats import wait_for_cache_writes
+    from cube.stats.cache import wait_for_cache_writes
 
     try:
         return _run(args)
@@ -139,21 +132,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cube import stats
-    from cube.cli.entry import err_console, progress_bar
+    from cube.cli.console import err_console, progress_bar
 
     _check(args)
     out, fmt = _target(args)
     if fmt not in DATA_SUFFIXES.values():
-        from cube.render.figures import require_matplotlib
+        from cube.render.style import require_matplotlib
 
         require_matplotlib()
     from cube.render import figures
-    from cube.stats.learning_curves import to_csv, to_json
+    from cube.render.maker import FigureMaker, PlotOptions
+    from cube.render.text import learning_curve_csv, learning_curve_json
 
     selection = selection_from_args(args)
-    settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
-                if args.settings is not None else None)
-    options = figures.PlotOptions(settings=settings, baseline=args.baseline, boot=args.boot, rng_seed=args.rng_seed,
+    settings = parse_settings(args.settings)
+    settings = stats.settings_arg(settings) if settings is not None else None
+    options = PlotOptions(settings=settings, baseline=args.baseline, boot=args.boot, rng_seed=args.rng_seed,
                                   ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
                                   bins=args.bins, by=args.by, pairs=_pairs(args.pairs))
     written: list[Path] = []
@@ -171,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
             if args.no_cache:
                 ss = stats.load_suffstats(args.path, cache=False,
                                           progress=lambda d, t: progress("sufficient statistics", d, t))
-            maker = figures.FigureMaker(args.path, selection, options, ss=ss, progress=progress)
+            maker = FigureMaker(args.path, selection, options, ss=ss, progress=progress)
             if args.kind == "all":
                 out.mkdir(parents=True, exist_ok=True)
                 draw = bar.add_task("drawing figures", total=None)
@@ -179,11 +173,11 @@ def _run(args: argparse.Namespace) -> int:
                     written.append(figures.save_figure(fig, out / f"{stem}.{fmt}", fmt))
                     bar.update(draw, advance=1)
                 path = out / "aggregate_curve.csv"
-                write_text(path, to_csv(maker.learning_curve()))
+                write_text(path, learning_curve_csv(maker.learning_curve()))
                 written.append(path)
             elif fmt in DATA_SUFFIXES.values():
                 curve = maker.learning_curve()
-                write_text(out, to_csv(curve) if fmt == "csv" else to_json(curve))
+                write_text(out, learning_curve_csv(curve) if fmt == "csv" else learning_curve_json(curve))
                 written.append(out)
             else:
                 written.append(figures.save_figure(maker.figure(args.kind), out, fmt))

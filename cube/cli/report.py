@@ -26,8 +26,15 @@ from cube import stats
 from cube.errors import CubeError
 from cube.outputs import write_text
 from cube.render import text as export
-from cube.selection import add_selection_arguments, selection_from_args
-from cube.stats.suffstats import wait_for_cache_writes
+from cube.selection import (
+    add_selection_arguments,
+    add_statistics_arguments,
+    check_statistics_arguments,
+    parse_pair,
+    parse_settings,
+    selection_from_args,
+)
+from cube.stats.cache import wait_for_cache_writes
 
 SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
                  ".txt": "table"}
@@ -55,13 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--gap", action="store_true", help="greedy-minus-exploration gap of every final metric")
     p.add_argument("--format", choices=export.FORMATS, default=None,
                    help="output format (default: from --out's suffix, else table on screen)")
-    p.add_argument("--settings",
-                   help=f"comma-separated settings from {', '.join(stats.SETTINGS)} (default: all with episodes)")
     add_selection_arguments(p)
-    p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates B (default 2000, as in the paper)")
-    p.add_argument("--ci", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
-    p.add_argument("--rng-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    p.add_argument("--baseline", help="unconstrained baseline algorithm, excluded from 'best' (e.g. ppo)")
+    add_statistics_arguments(p, "unconstrained baseline algorithm: greyed, never 'best' (e.g. ppo)")
     p.add_argument("--digits", type=int, default=2, help="decimals in table/markdown/latex output (default 2)")
     p.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
                    help="write to this file (a directory when several tables go to csv/json/latex)")
@@ -85,15 +87,6 @@ def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
     if "poi" in asked and args.poi is None:
         raise CubeError("--kind poi needs --poi X,Y: the two algorithms to compare")
     return tuple(k for k in export.KINDS if k in asked) or ("aggregate",)
-
-
-def _poi_pair(text: str | None) -> tuple[str, str] | None:
-    if text is None:
-        return None
-    parts = [t.strip() for t in text.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise CubeError(f"cannot read --poi {text!r}: give two algorithms, e.g. --poi ppo_lag,ppo")
-    return parts[0], parts[1]
 
 
 def _format(args: argparse.Namespace, kinds: tuple[str, ...]) -> str:
@@ -141,7 +134,7 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
             out[kind] = stats.condition_table(ss, settings)
             continue
         if kind == "poi":
-            x, y = _poi_pair(args.poi)
+            x, y = (parse_pair(args.poi, "--poi") if args.poi is not None else None)
             out[kind] = stats.probability_of_improvement(ss, x, y, settings, **kw)
             continue
         task = bar.add_task(f"bootstrap {kind} (B={args.boot})", total=None)
@@ -158,15 +151,13 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
 
 
 def _check_args(args: argparse.Namespace, kinds: tuple[str, ...], fmt: str) -> None:
-    if args.boot < 1 or not 0 < args.ci < 1:
-        raise CubeError("--boot must be >= 1 and --ci strictly between 0 and 1 (e.g. --boot 2000 --ci 0.95)")
+    check_statistics_arguments(args.boot, args.ci, args.rng_seed)
     if not 0 <= args.digits <= 12:
         raise CubeError(f"--digits must be between 0 and 12, got {args.digits}")
-    if not 0 <= args.rng_seed < 2**32:
-        raise CubeError(f"--rng-seed must be an integer in 0..{2**32 - 1}, got {args.rng_seed}")
     if _multi_file(kinds, fmt) and not args.output:
         raise CubeError(f"{len(kinds)} tables with --format {fmt} are written one file per table: give --out DIR")
-    _poi_pair(args.poi)
+    if args.poi is not None:
+        parse_pair(args.poi, "--poi")
 
 
 def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
@@ -188,13 +179,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cube.cli.entry import err_console, progress_bar
+    from cube.cli.console import err_console, progress_bar
     from cube.compute import scheduler_context
 
     kinds = _kinds(args)
     fmt = _format(args, kinds)
-    settings = (stats.settings_arg([s.strip() for s in args.settings.split(",") if s.strip()])
-                if args.settings is not None else None)
+    settings = parse_settings(args.settings)
+    settings = stats.settings_arg(settings) if settings is not None else None
     selection = selection_from_args(args)
     _check_args(args, kinds, fmt)
     with warnings.catch_warnings(record=True) as caught:
@@ -220,7 +211,8 @@ def _run(args: argparse.Namespace) -> int:
         err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
     if fmt == "table" and not args.output:
         return _print_rich(tables, args)
-    texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits) for k, v in tables.items()}
+    texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits)
+             for k, v in tables.items()}
     return _emit(texts, fmt, args)
 
 
@@ -246,7 +238,8 @@ def _emit(texts: dict[str, str], fmt: str, args: argparse.Namespace) -> int:
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CubeError(f"cannot create {out} ({exc.strerror or type(exc).__name__}): choose another --out") from None
+            raise CubeError(f"cannot create {out} ({exc.strerror or type(exc).__name__}): "
+                            "choose another --out") from None
         for kind, text in texts.items():
             _write(out / f"{kind}{FORMAT_SUFFIX[fmt]}", text)
         print(f"wrote {', '.join(str(out / (k + FORMAT_SUFFIX[fmt])) for k in texts)}")

@@ -8,13 +8,16 @@ ones; P3O collapses to near-zero reward on one condition (circle, d=15).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from cube.compute import Progress
 from cube.schema import RunKey
-from cube.store.layout import CubeWriter, PathLike, create_store
+from cube.store.fs import PathLike
+from cube.store.layout import create_store
+from cube.store.writer import CubeWriter
 
 # The synthetic data imitate the paper's grid: its four algorithms, four Safe Point tasks and three bounds.
 DEMO_ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")
@@ -50,7 +53,7 @@ def make_demo_cube(
     n_iterates: int = 60,
     n_train_episodes: int = 256,
     n_eval_episodes: int = 100,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Write a deterministic synthetic cube to ``path`` (which must not exist); returns the path.
 
@@ -134,7 +137,8 @@ def synthetic_run(
     reward = np.full((n_iter, n_slots, 3), np.nan, dtype=np.float32)
     cost = np.full((n_iter, n_slots, 3), np.nan, dtype=np.float32)
     cost[:, :n_train, 0] = rng.gamma(shape, mean_cost[:, None] / shape, size=(n_iter, n_train))
-    reward[:, :n_train, 0] = mean_reward[:, None] + rng.normal(0.0, 0.25 * reward_scale, (n_iter, n_train)) * reward_frac
+    reward[:, :n_train, 0] = (mean_reward[:, None]
+                              + rng.normal(0.0, 0.25 * reward_scale, (n_iter, n_train)) * reward_frac)
     # Final evaluation: exploration noise spreads cost out and lowers it; greedy concentrates above it.
     eval_means = {1: 0.9 * target_final, 2: 1.12 * target_final}
     eval_shape = {1: shape, 2: shape * 3.0}

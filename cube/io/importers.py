@@ -11,7 +11,7 @@ Formats (one reader each, all returning `ImportedRun`s that `write_runs` turns i
   `config.json` (the cost limit).
 
 Windowed means are stored as one value per iterate and flagged per (run, mode) as means only
-(`cube.schema.AGGREGATE_ONLY`): R, C and D_norm follow from them, V, D_norm+, tiers and CDFs do not.
+(`cube.schema.MEANS_ONLY`): R, C and D_norm follow from them, V, D_norm+, tiers and CDFs do not.
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from cube.compute import Progress
 from cube.errors import CubeError
-from cube.schema import MODES, RunKey
-from cube.store.layout import CubeWriter, create_store, staged_store
+from cube.schema import EPISODE_RULE_HINT, MODES, RunKey, first_broken_episode
+from cube.store.fs import staged_store
+from cube.store.layout import create_store
+from cube.store.writer import CubeWriter
 
 FORMATS: tuple[str, ...] = ("episodes", "saferl-eval", "omnisafe", "safepo")
 EPISODE_COLUMNS: tuple[str, ...] = ("algo", "task", "bound", "seed", "iterate", "mode", "reward", "cost")
@@ -94,10 +97,14 @@ def _number(value: Any, what: str, where: str) -> float:
 
 
 def _check_costs(costs: np.ndarray, where: str) -> None:
-    if np.isnan(costs).any() or np.isinf(costs).any():
-        raise CubeError(f"{where}: a cost is missing or infinite; every episode needs a finite cost")
-    if (costs < 0).any():
-        raise CubeError(f"{where}: negative cost {costs.min():g}; costs must be >= 0")
+    """Every imported cost is an episode's (or a mean's): present, and valid by the cube's episode rule."""
+    if np.isnan(costs).any():
+        raise CubeError(f"{where}: a cost is missing; every episode needs a finite cost")
+    broken = first_broken_episode(np.full(costs.shape, np.nan), costs)
+    if broken is not None:
+        rule, mask = broken
+        raise CubeError(f"{where}: {rule.count_text(int(mask.sum()))} (first {costs[mask].flat[0]:g}); "
+                        f"{EPISODE_RULE_HINT}")
 
 
 def apply_labels(runs: list[ImportedRun], overrides: dict[str, Any]) -> list[ImportedRun]:
@@ -367,7 +374,7 @@ def _ordered(values: Iterable[Any]) -> list[Any]:
 
 
 def write_runs(runs: Sequence[ImportedRun], out: str | Path, *, fmt: str, force: bool = False,
-               progress: Callable[[int, int], None] | None = None) -> Path:
+               progress: Progress | None = None) -> Path:
     """A new store at `out` holding `runs` (grid: the labels they use; runs absent from the grid
     combinations stay pending). Written beside `out` and swapped in when complete."""
     if not runs:

@@ -30,106 +30,40 @@ needs it, and :func:`require_matplotlib` raises a one-line ``CubeError`` when it
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import re
-import threading
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
 from cube.outputs import atomic_output
-from cube.stats.metrics import METRIC, SETTING, tier_label
+from cube.render.style import (
+    BASELINE_COLOR,
+    FORMATS,
+    MULTIPLIER_SYMBOL,
+    REFERENCE_COLOR,
+    TIER_GUIDES,
+    UNITS,
+    WIDTH,
+    algo_colors,
+    algo_label,
+    direction_text,
+    metric_axis_label,
+    setting_label,
+    styled,
+    task_label,
+    tex_symbol,
+)
+from cube.stats.curves import HistPanel
+from cube.stats.metrics import METRIC, tier_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-    from cube.selection import Selection
-
-__all__ = [
-    "KINDS", "STYLES", "FORMATS", "INSTALL_HINT", "FigureMaker", "PlotOptions", "algo_colors", "require_matplotlib",
-    "cdf_figure", "curves_figure", "hist_figure", "intervals_figure", "poi_figure", "aggregate_curve_figure",
-    "save_figure", "figure_for_view", "metric_axis_label", "styled",
-]
-
-KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve")
-STYLES = ("paper", "screen")
-FORMATS = ("pdf", "png", "svg")
-INSTALL_HINT = "matplotlib is not installed; pip install 'saferl[plot]'"
-
-# Okabe & Ito's colour-blind-safe palette (black and yellow left out: black is for reference lines,
-# yellow is hard to see on white); grey is reserved for the baseline.
-PALETTE = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#882255", "#44aa99")
-BASELINE_COLOR = "#8c8c8c"
-REFERENCE_COLOR = "#222222"
-WIDTH = {"paper": (3.25, 6.75), "screen": (5.0, 10.0)}  # single column, full width (inches)
-# Display names of the paper's algorithms and the symbol of their multiplier; anything else as it is.
-ALGO_LABELS = {"ppo": "PPO", "ppo_lag": "PPO-Lag", "p3o": "P3O", "focops": "FOCOPS"}
-MULTIPLIER_SYMBOL = {"ppo_lag": r"\lambda", "p3o": r"\kappa", "focops": r"\nu"}
-# Short units for axis labels (used when the metric registry has no `unit` field).
-UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
-         "Dplus": "(c − d)/d"}
-TASK_LABELS = {"goal": "Safe Goal Point", "circle": "Safe Circle Point", "push": "Safe Push Point",
-               "button": "Safe Button Point"}
-# Dotted guide lines at the tier thresholds of Table 1, per metric.
-TIER_GUIDES = {"Dnorm": (0.0,), "V": (0.1, 0.5), "Dplus": (0.1,)}
-MODE_LABELS = {"expl": "exploration", "greedy": "greedy"}
-
-Progress = Callable[[str, int, int], None]
-
-
-class MatplotlibMissing(CubeError):
-    """matplotlib (the optional extra `plot`) is not installed."""
-
-
-def require_matplotlib():
-    """The matplotlib module with the Agg backend; MatplotlibMissing (a CubeError, one line) if absent."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise MatplotlibMissing(INSTALL_HINT) from None
-    return matplotlib
-
-
-# -------------------------------------------------------------------------------------------- style
-def _rc(style: str) -> dict[str, Any]:
-    if style not in STYLES:
-        raise CubeError(f"unknown style {style!r}: use {' or '.join(STYLES)}")
-    common = {
-        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path", "axes.spines.top": False,
-        "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,
-        "legend.frameon": False, "axes.axisbelow": True, "figure.constrained_layout.use": True,
-        "savefig.bbox": None, "axes.unicode_minus": True,
-        "hatch.linewidth": 0.6,
-    }
-    if style == "paper":
-        return {**common, "font.family": "serif", "font.serif": ["STIXGeneral", "DejaVu Serif"],
-                "mathtext.fontset": "stix", "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8,
-                "xtick.labelsize": 7, "ytick.labelsize": 7, "legend.fontsize": 7, "lines.linewidth": 1.0,
-                "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
-                "xtick.major.size": 2.5, "ytick.major.size": 2.5, "savefig.dpi": 300,
-                "figure.constrained_layout.h_pad": 0.02, "figure.constrained_layout.w_pad": 0.02}
-    return {**common, "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"], "mathtext.fontset": "dejavusans",
-            "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
-            "ytick.labelsize": 10, "legend.fontsize": 10, "lines.linewidth": 1.6, "savefig.dpi": 150}
-
-
-@contextlib.contextmanager
-def styled(style: str = "paper") -> Iterator[None]:
-    """matplotlib rcParams of `style` for the block (figures keep their fonts after it; saving needs it
-    again for the PDF font type: use :func:`save_figure`)."""
-    mpl = require_matplotlib()
-    with mpl.rc_context(_rc(style)):
-        yield
 
 
 def _new_figure(style: str, width: str | float, height: float) -> Figure:
@@ -142,8 +76,8 @@ def _new_figure(style: str, width: str | float, height: float) -> Figure:
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, fmt: str | None = None) -> Path:
-    """Write `fig` atomically (`cube.outputs`: beside the target, then renamed) as PDF, PNG or SVG (from the suffix unless
-    `fmt`), in the figure's style (PDF: TrueType fonts embedded, Type 42). Returns the path."""
+    """Write `fig` atomically (`cube.outputs`: beside the target, then renamed) as PDF, PNG or SVG (from the suffix
+    unless `fmt`), in the figure's style (PDF: TrueType fonts embedded, Type 42). Returns the path."""
     path = Path(path)
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
@@ -152,43 +86,6 @@ def save_figure(fig: Figure, path: str | os.PathLike, fmt: str | None = None) ->
     with atomic_output(path) as tmp, styled(getattr(fig, "saferl_style", "paper")):
         fig.savefig(tmp, format=fmt, metadata=meta)
     return path
-
-
-# ------------------------------------------------------------------------------------ labels, colours
-def algo_colors(algos: Sequence[str], baseline: str | None = None) -> dict[str, str]:
-    """A fixed colour per algorithm: sorted names on the palette (so a colour does not depend on which
-    algorithms are selected or on the baseline), the baseline grey."""
-    out = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(sorted({str(a) for a in algos}))}
-    if baseline is not None:
-        out[str(baseline)] = BASELINE_COLOR
-    return out
-
-
-def algo_label(algo: str) -> str:
-    return ALGO_LABELS.get(str(algo), str(algo))
-
-
-def _tex(metric: str) -> str:
-    return f"${METRIC[metric].tex}$"
-
-
-def metric_axis_label(metric: str, with_unit: bool = True) -> str:
-    """'$\\bar{C}$ (episodic cost)': the registry's LaTeX symbol and a short unit."""
-    m = METRIC[metric]
-    unit = getattr(m, "unit", None) or UNITS.get(metric)
-    return f"{_tex(metric)} ({unit})" if with_unit and unit else _tex(metric)
-
-
-def _direction(metric: str) -> str:
-    return "higher is better" if METRIC[metric].higher_is_better else "lower is better"
-
-
-def setting_label(setting: str) -> str:
-    return SETTING[setting].label if setting in SETTING else str(setting)
-
-
-def task_label(task: str) -> str:
-    return TASK_LABELS.get(str(task), str(task))
 
 
 def _mark_synthetic(fig: Figure, synthetic: bool) -> None:
@@ -200,7 +97,8 @@ def _mark_synthetic(fig: Figure, synthetic: bool) -> None:
              va="center", fontweight="bold", zorder=10, gid="synthetic")
 
 
-def _legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(), baseline: str | None = None) -> None:
+def _legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(),
+            baseline: str | None = None) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
@@ -353,59 +251,6 @@ def _row_label(row: str, algos: Sequence[str], mult: xr.Dataset | None) -> str:
     have = [a for a in algos if mult is not None and np.isfinite(mult["mult_mean"].sel(algo=a).values).any()]
     syms = [MULTIPLIER_SYMBOL[a] for a in have if a in MULTIPLIER_SYMBOL]
     return f"multiplier ${', '.join(syms)}$" if syms else "multiplier"
-
-
-# ------------------------------------------------------------------------------------- histograms
-@dataclass(frozen=True)
-class HistPanel:
-    """Per-seed cost histograms of one (task, bound, algo): shared edges, per mode the mean and std over
-    seeds of the share of a seed's episodes per bin, the number of seeds and of episodes."""
-
-    edges: np.ndarray
-    mean: dict[str, np.ndarray]
-    std: dict[str, np.ndarray]
-    n_seeds: dict[str, int]
-    n_episodes: dict[str, int]
-
-
-def hist_panels(costs: xr.DataArray, bins: int = 20, tail: float = 0.99) -> dict[tuple[str, float, str], HistPanel]:
-    """From final-iterate costs with dims (algo, task, bound, seed, episode, mode) (NaN = no episode;
-    :meth:`FigureMaker.final_costs`): per (task, bound, algo) the per-seed histograms on edges shared by
-    the modes. The edges span 0 (or the minimum) to the `tail` quantile of the pooled costs (at least d
-    and a bit beyond); costs above it count in the last bin, so a long tail does not squeeze the bulk
-    (`tail=1`: up to the maximum)."""
-    costs = costs.transpose("algo", "task", "bound", "seed", "episode", "mode")
-    arr = np.asarray(costs.values, dtype=np.float64)
-    modes = [str(m) for m in costs["mode"].values]
-    out = {}
-    for ai, a in enumerate(costs["algo"].values):
-        for ti, t in enumerate(costs["task"].values):
-            for bi, d in enumerate(costs["bound"].values.astype(np.float64)):
-                block = arr[ai, ti, bi]  # (K, E, M)
-                vals = block[np.isfinite(block)]
-                if not vals.size:
-                    continue
-                top = float(np.quantile(vals, tail)) if tail < 1 else float(vals.max())
-                lo, hi = min(0.0, float(vals.min())), max(top, 1.05 * float(d))
-                edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
-                mean, std, n_seeds, n_eps = {}, {}, {}, {}
-                for mi, mode in enumerate(modes):
-                    per_seed = []
-                    for k in range(block.shape[0]):
-                        c = block[k, :, mi]
-                        c = c[np.isfinite(c)]
-                        if c.size:
-                            per_seed.append(np.histogram(np.clip(c, edges[0], edges[-1]), bins=edges)[0] / c.size)
-                    if not per_seed:
-                        continue
-                    h = np.stack(per_seed)
-                    mean[mode] = h.mean(0)
-                    std[mode] = h.std(0, ddof=1) if len(per_seed) > 1 else np.full(bins, np.nan)
-                    n_seeds[mode] = len(per_seed)
-                    n_eps[mode] = int(np.isfinite(block[:, :, mi]).sum())
-                if mean:
-                    out[(str(t), float(d), str(a))] = HistPanel(edges, mean, std, n_seeds, n_eps)
-    return out
 
 
 def hist_figure(panels: Mapping[tuple[str, float, str], HistPanel], baseline: str | None = None,
@@ -606,7 +451,7 @@ def intervals_figure(agg: xr.Dataset, baseline: str | None = None, colors: Mappi
                                     xycoords=("axes fraction", "data"), ha="right" if v > lims[1] else "left",
                                     va="center", fontsize="small", color=BASELINE_COLOR, gid=f"offscale:{baseline}")
                 if si == 0:
-                    ax.set_title(f"{_tex(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                    ax.set_title(f"{tex_symbol(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
                 if si == len(settings) - 1:
                     ax.set_xlabel(UNITS.get(m, ""), fontsize="small")
                 ax.tick_params(axis="y", length=0)
@@ -665,7 +510,7 @@ def poi_figure(pois: Sequence[xr.Dataset], colors: Mapping[str, str] | None = No
                 ax.set_xlim(-0.03, 1.03)
                 ax.tick_params(axis="y", length=0)
                 if si == 0:
-                    ax.set_title(f"{_tex(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                    ax.set_title(f"{tex_symbol(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
                 if si == len(settings) - 1:
                     ax.set_xlabel(r"$P(X > Y)$")
             axes[si, 0].set_ylabel(setting_label(s))
@@ -707,7 +552,7 @@ def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, color
                 ax.axhline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="bound")
             _focus_y(ax, others, base, baseline, (0.0,) if m == "Dnorm" else ())
             ax.set_ylabel(f"IQM {metric_axis_label(m)}")
-            ax.set_title(_direction(m), fontsize="small", style="italic")
+            ax.set_title(direction_text(m), fontsize="small", style="italic")
             if i + ncols >= len(metrics) or len(metrics) <= 2:  # nothing drawn below this panel
                 ax.set_xlabel(xlabel)
             ax.xaxis.set_tick_params(labelbottom=True)
@@ -729,276 +574,3 @@ def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, color
             fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6))
         _mark_synthetic(fig, bool(curve.attrs.get("synthetic")))
     return fig
-
-
-# ------------------------------------------------------------------------------ data -> figures
-@dataclass(frozen=True)
-class PlotOptions:
-    """What the figures are computed with (the flags of `saferl plot`)."""
-
-    settings: tuple[str, ...] | None = None
-    baseline: str | None = None
-    boot: int = 2000
-    rng_seed: int = 0
-    ci: float = 0.95
-    xmax: float | None = 2.0
-    style: str = "paper"
-    window: int = 5
-    bins: int = 20
-    by: str = "auto"
-    pairs: tuple[tuple[str, str], ...] | None = None
-
-
-class FigureMaker:
-    """Computes the statistics each figure needs (once each) from a cube and a selection.
-
-    source: a cube path or an opened cube Dataset. ss: its sufficient statistics if already at hand
-    (e.g. the TUI's); otherwise they are loaded (cached in the store). progress(description, done, total)
-    reports long steps. Colours are fixed by all the cube's algorithms, not only the selected ones.
-    """
-
-    def __init__(self, source: str | os.PathLike | xr.Dataset, selection: Selection | None = None,
-                 options: PlotOptions | None = None, ss: xr.Dataset | None = None,
-                 progress: Progress | None = None) -> None:
-        from cube import stats
-
-        self.source = source
-        self.options = options or PlotOptions()
-        if self.options.style not in STYLES:
-            raise CubeError(f"unknown style {self.options.style!r}: use {' or '.join(STYLES)}")
-        self._progress = progress
-        if ss is None:
-            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"))
-        self.all_algos = [str(a) for a in ss["algo"].values]
-        self.ss = stats.select(ss, selection) if selection is not None else ss
-        base = self.options.baseline
-        if base is not None and base not in self.ss["algo"].values:
-            raise CubeError(f"--baseline {base} is not among the selected algorithms "
-                            f"({', '.join(map(str, self.ss['algo'].values))})")
-        if self.options.settings is not None:
-            stats.require_data(self.ss, self.options.settings)
-        self.settings = stats.settings_arg(self.options.settings, self.ss)
-        self.colors = algo_colors(self.all_algos, base)
-        self.synthetic = bool(self.ss.attrs.get("synthetic"))
-        self._cache: dict[str, Future] = {}
-        self._lock = threading.Lock()
-
-    # ------------------------------------------------------------------ helpers
-    def _tick(self, what: str) -> Callable[[int, int], None] | None:
-        if self._progress is None:
-            return None
-        return lambda done, total: self._progress(what, done, total)
-
-    def _kw(self) -> dict[str, Any]:
-        o = self.options
-        return {"boot": o.boot, "rng_seed": o.rng_seed, "ci": o.ci}
-
-    def _cached(self, key: str, fn: Callable[[], Any]) -> Any:
-        """fn() once per key, also when two threads ask at once (the second waits for the first)."""
-        with self._lock:
-            fut = self._cache.get(key)
-            owner = fut is None
-            if owner:
-                fut = self._cache[key] = Future()
-        if owner:
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:
-                fut.set_exception(exc)
-                raise
-        return fut.result()
-
-    @property
-    def cube(self) -> xr.Dataset:
-        """The cube restricted to the selected runs (lazy; blocks of up to 30 seeds per dask task)."""
-        def open_() -> xr.Dataset:
-            from cube.store.layout import open_cube
-
-            if isinstance(self.source, xr.Dataset):
-                ds = self.source
-            else:
-                first = open_cube(self.source)
-                ds = open_cube(self.source, chunks={"seed": max(1, min(30, first.sizes["seed"]))})
-            return ds.sel({d: self.ss[d].values for d in ("algo", "task", "bound", "seed")})
-
-        return self._cached("cube", open_)
-
-    # ------------------------------------------------------------------ statistics
-    def cdf(self) -> xr.Dataset:
-        from cube import stats
-
-        return self._cached("cdf", lambda: stats.cdf_curves(self.ss, self.settings, progress=self._tick(
-            f"bootstrap CDF bands (B={self.options.boot})"), **self._kw()))
-
-    def aggregate(self) -> xr.Dataset:
-        from cube import stats
-
-        return self._cached("agg", lambda: stats.aggregate_table(self.ss, self.settings, progress=self._tick(
-            f"bootstrap IQM CIs (B={self.options.boot})"), **self._kw()))
-
-    def pois(self) -> list[xr.Dataset]:
-        from cube import stats
-
-        def compute() -> list[xr.Dataset]:
-            pairs = self.options.pairs or poi_pairs(self.ss["algo"].values, self.options.baseline)
-            tick = self._tick(f"probability of improvement (B={self.options.boot})")
-            out = []
-            for i, (x, y) in enumerate(pairs):
-                out.append(stats.probability_of_improvement(self.ss, x, y, self.settings, **self._kw()))
-                if tick:
-                    tick(i + 1, len(pairs))
-            return out
-
-        return self._cached("poi", compute)
-
-    def env_steps(self) -> xr.DataArray | None:
-        return self._cached("env_steps", lambda: self.cube["env_steps"].load() if "env_steps" in self.cube else None)
-
-    def learning_curve(self) -> xr.Dataset:
-        from cube.stats.learning_curves import aggregate_learning_curve, steps_differ
-
-        def compute() -> xr.Dataset:
-            by = self.options.by
-            steps = None
-            if by in ("auto", "env_steps"):
-                steps = self.env_steps()
-                if by == "auto":
-                    by = "env_steps" if steps_differ(steps) else "iterate"
-            return aggregate_learning_curve(self.ss, boot=self.options.boot, rng_seed=self.options.rng_seed,
-                                            ci=self.options.ci, by=by, env_steps=steps,
-                                            progress=self._tick(f"learning-curve bands (B={self.options.boot})"))
-
-        return self._cached("curve", compute)
-
-    def training(self) -> xr.Dataset:
-        from cube import stats
-        from cube.stats import curves
-
-        return self._cached("training", lambda: curves.training_curves(
-            stats.iterate_metrics(self.ss, "train"), self.options.window, ("R", "C")))
-
-    def multipliers(self) -> xr.Dataset | None:
-        from cube.stats import curves
-
-        return self._cached("mult", lambda: curves.multiplier_curves(self.cube, self.options.window))
-
-    def final_costs(self) -> xr.DataArray | None:
-        """Costs of each run's final expl and greedy evaluation: dims (algo, task, bound, seed, episode,
-        mode); NaN = no episode; None when no run has final evaluations. One read of the cube per distinct
-        final iterate (usually one)."""
-        return self._cached("final", self._read_final_costs)
-
-    def _read_final_costs(self) -> xr.DataArray | None:
-        from cube.stats.curves import final_episode_costs
-
-        return final_episode_costs(self.cube["cost"], self.ss["n"], progress=self._tick("final evaluation episodes"))
-
-    # ------------------------------------------------------------------ figures
-    def figure(self, kind: str, *, task: str | None = None, xmax: float | None | str = "option",
-               bound: float | None = None) -> Figure:
-        """One figure of `kind` (KINDS); `task`/`bound` restrict curves and hist to one task / condition."""
-        o = self.options
-        base, style = o.baseline, o.style
-        if kind == "cdf":
-            return cdf_figure(self.cdf(), o.xmax if xmax == "option" else xmax, base, self.colors, style)
-        if kind == "intervals":
-            return intervals_figure(self.aggregate(), base, self.colors, style)
-        if kind == "poi":
-            return poi_figure(self.pois(), self.colors, style, base)
-        if kind == "aggregate-curve":
-            return aggregate_curve_figure(self.learning_curve(), base, self.colors, style)
-        if kind == "curves":
-            tc, mult = self.training(), self.multipliers()
-            sel = _condition(tc, task, bound)
-            tc = tc.sel(sel)
-            mult = mult.sel(sel) if mult is not None else None
-            return curves_figure(tc, mult, base, self.colors, style, o.window, self.synthetic)
-        if kind == "hist":
-            costs = self.final_costs()
-            if costs is None:
-                raise CubeError("no final evaluation episodes (modes expl/greedy) in the selection: "
-                                "nothing to histogram; evaluate the final policies first")
-            costs = costs.sel(_condition(costs, task, bound))
-            return hist_figure(hist_panels(costs, o.bins), base, self.colors, style, self.synthetic,
-                               [str(a) for a in self.ss["algo"].values])
-        raise CubeError(f"unknown figure {kind!r}: use one of {', '.join(KINDS)} or all")
-
-    def all_figures(self) -> Iterator[tuple[str, Figure]]:
-        """(file stem, figure) for the whole set: cdf (x cut at --xmax, default 2), cdf_full (A.1),
-        curves_<task> and hist_<task> per task, intervals, poi (with >= 2 algorithms), aggregate_curve.
-        Figures whose data the selection lacks (no final evaluations, one algorithm) are left out."""
-        xmax = self.options.xmax if self.options.xmax is not None else 2.0
-        yield "cdf", self.figure("cdf", xmax=xmax)
-        yield "cdf_full", self.figure("cdf", xmax=None)
-        for t in self.ss["task"].values:
-            yield f"curves_{_safe(t)}", self.figure("curves", task=str(t))
-        if self.final_costs() is not None:
-            for t in self.ss["task"].values:
-                yield f"hist_{_safe(t)}", self.figure("hist", task=str(t))
-        yield "intervals", self.figure("intervals")
-        if self.ss.sizes["algo"] > 1:
-            yield "poi", self.figure("poi")
-        yield "aggregate_curve", self.figure("aggregate-curve")
-
-
-def _condition(ds: xr.Dataset | xr.DataArray, task: str | None, bound: float | None) -> dict[str, list]:
-    sel: dict[str, list] = {}
-    if task is not None:
-        if task not in ds["task"].values:
-            raise CubeError(f"unknown task {task}: the selection has {', '.join(map(str, ds['task'].values))}")
-        sel["task"] = [task]
-    if bound is not None:
-        hits = [b for b in ds["bound"].values if np.isclose(b, bound)]
-        if not hits:
-            raise CubeError(f"unknown bound {bound:g}: the selection has {', '.join(f'{b:g}' for b in ds['bound'].values)}")
-        sel["bound"] = hits[:1]
-    return sel
-
-
-def _safe(name: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)) or "_"
-
-
-# ----------------------------------------------------------------------------------------- for the TUI
-VIEW_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "curves": "curves",
-              "histograms": "hist", "runs": "curves", "aggregate-curve": "aggregate-curve",
-              "learning": "aggregate-curve"}
-
-
-def figure_kind(view: str) -> str:
-    """The figure kind drawn for a TUI view id (or a kind given as is)."""
-    return VIEW_KINDS.get(view, view)
-
-
-def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection: Selection | None = None,
-                    out_path: str | os.PathLike | None = None, *, ss: xr.Dataset | None = None,
-                    condition: tuple[str, float] | None = None, options: PlotOptions | None = None) -> Path:
-    """Write the figure of a TUI view and return where it went.
-
-    view: a TUI view id (summary, conditions -> intervals; cdf; curves, runs -> curves; histograms ->
-    hist; aggregate-curve) or a figure kind. source: the cube's path (or Dataset, then `out_path` is
-    needed). ss: the TUI's sufficient statistics (unselected), so nothing is read again. condition:
-    (task, bound) of a per-condition view. out_path: default `<cube>.figures/<view>[_<task>_d<bound>].pdf`
-    next to the cube. Raises CubeError (one line) without matplotlib or data.
-    """
-    require_matplotlib()
-    kind = figure_kind(view)
-    if kind not in KINDS:
-        raise CubeError(f"no figure for view {view!r}: views with figures are {', '.join(sorted(VIEW_KINDS))}")
-    maker = FigureMaker(source, selection, options or PlotOptions(), ss=ss)
-    task, bound = condition if condition is not None else (None, None)
-    if kind not in ("curves", "hist"):
-        task = bound = None
-    if out_path is None:
-        if isinstance(source, xr.Dataset):
-            raise CubeError("give out_path when the cube is not a path")
-        src = Path(source)
-        folder = src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
-        folder.mkdir(parents=True, exist_ok=True)
-        suffix = f"_{_safe(task)}_d{bound:g}" if task is not None and bound is not None else ""
-        out_path = folder / f"{kind.replace('-', '_')}{suffix}.pdf"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig = maker.figure(kind, task=task, bound=bound)
-    return save_figure(fig, out_path)
-

@@ -137,7 +137,8 @@ def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
     if _unavailable(ds, m, algo=a, setting=s):
         return NOT_AVAILABLE
     v = ds.sel(algo=a, setting=s, metric=m)
-    return f"{_fmt(v['value'].item(), digits)} [{_fmt(v['ci_low'].item(), digits)}, {_fmt(v['ci_high'].item(), digits)}]"
+    return (f"{_fmt(v['value'].item(), digits)} "
+            f"[{_fmt(v['ci_low'].item(), digits)}, {_fmt(v['ci_high'].item(), digits)}]")
 
 
 def _stability(ds: xr.Dataset, a: str, s: str) -> float:
@@ -156,7 +157,8 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_
     algos, settings, metrics = (list(ds[d].values) for d in ("algo", "setting", "metric"))
     if fmt == "csv":
         rows = [[a, s, m, NOT_AVAILABLE, "", ""] if _unavailable(ds, m, algo=a, setting=s) else
-                [a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item()) for k in ("value", "ci_low", "ci_high"))]
+                [a, s, m, *(_full(ds[k].sel(algo=a, setting=s, metric=m).item())
+                            for k in ("value", "ci_low", "ci_high"))]
                 for a in algos for s in settings for m in metrics]
         rows += [[a, s, "tier", NOT_AVAILABLE if _unavailable(ds, algo=a, setting=s) else
                   _tier_csv(int(ds["tier"].sel(algo=a, setting=s).item())), "", ""]
@@ -171,7 +173,8 @@ def _aggregate(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int, not_
                 rows.append({
                     "algo": a, "setting": s, "baseline": a == baseline, "tier": t,
                     "tier_label": TIER_LABELS[t] if t >= 0 else None, "tier_stability": _num(_stability(ds, a, s)),
-                    "n_conditions": int(ds["n_conditions"].sel(algo=a, setting=s).item()) if "n_conditions" in ds else None,
+                    "n_conditions": (int(ds["n_conditions"].sel(algo=a, setting=s).item())
+                                     if "n_conditions" in ds else None),
                     "metrics": {m: {k: _num(ds[k].sel(algo=a, setting=s, metric=m).item())
                                     for k in ("value", "ci_low", "ci_high")} for m in metrics},
                 })
@@ -302,7 +305,8 @@ def _conditions(ds: xr.Dataset, fmt: str, baseline: str | None, digits: int) -> 
     sep = r" $\pm$ " if fmt == "latex" else " ± "
     rows = []
     for k in keys:
-        vals = [NOT_AVAILABLE if na(k, m) else f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}"
+        vals = [NOT_AVAILABLE if na(k, m) else
+                f"{_fmt(cell(k, m + '_mean'), digits)}{sep}{_fmt(cell(k, m + '_std'), digits)}"
                 for m in METRICS]
         rows.append([k[0], k[1], f"{k[2]:g}", _slabel(k[3]), *vals,
                      str(int(cell(k, "n_seeds"))), NOT_AVAILABLE if na(k) else _tier_text(int(cell(k, "tier")))])
@@ -428,7 +432,8 @@ def _check(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None) -> None:
     if fmt not in FORMATS:
         raise CubeError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
     if baseline is not None and "algo" in obj.dims and baseline not in obj["algo"].values:
-        raise CubeError(f"baseline {baseline!r} is not among the algorithms ({', '.join(map(str, obj['algo'].values))})")
+        raise CubeError(f"baseline {baseline!r} is not among the algorithms "
+                        f"({', '.join(map(str, obj['algo'].values))})")
 
 
 def _dispatch(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None, digits: int,
@@ -506,3 +511,57 @@ def table_latex(header: Sequence[str], rows: Sequence[Sequence[Any]], caption: s
     lines += [" & ".join(latex_escape(_cell_text(v)) for v in row) + r" \\" for row in rows]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}", ""]
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- learning curves
+def _curve_columns(curve: xr.Dataset) -> tuple[str, list[str]]:
+    col = "iterate" if "iterate" in curve.dims else "step_bin"
+    return col, (["iterate"] if col == "iterate" else ["step_bin", "step_lo", "step_hi"])
+
+
+def learning_curve_rows(curve: xr.Dataset) -> tuple[list[str], list[list[Any]]]:
+    """The aggregate learning curve (`cube.stats.learning_curves.aggregate_learning_curve`) as one long
+    table: header algo,metric,iterate (or step_bin,step_lo,step_hi),value,ci_low,ci_high,n_conditions and
+    one row per (algo, metric, column), numbers as floats (NaN where undefined)."""
+    col, xcols = _curve_columns(curve)
+    header = ["algo", "metric", *xcols, "value", "ci_low", "ci_high", "n_conditions"]
+    xs = [curve[c].values for c in xcols]
+    rows = []
+    for a in curve["algo"].values:
+        n = curve["n_conditions"].sel(algo=a).values
+        for m in curve["metric"].values:
+            v = [curve[k].sel(algo=a, metric=m).values for k in ("value", "ci_low", "ci_high")]
+            for i in range(curve.sizes[col]):
+                x = [int(xs[0][i])] if col == "iterate" else [float(c[i]) for c in xs]
+                rows.append([str(a), str(m), *x, *(float(arr[i]) for arr in v), int(n[i])])
+    return header, rows
+
+
+def learning_curve_csv(curve: xr.Dataset) -> str:
+    """`learning_curve_rows` as tidy CSV: full precision, NaN as an empty cell."""
+    header, rows = learning_curve_rows(curve)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(header)
+    for row in rows:
+        w.writerow([_full(v) if isinstance(v, float) else v for v in row])
+    return buf.getvalue()
+
+
+def learning_curve_json(curve: xr.Dataset) -> str:
+    """JSON with the metadata (boot, ci, rng_seed, by, selection, synthetic), the x values and one entry
+    per (algo, metric) with value, ci_low, ci_high (null for NaN) and n_conditions per algo."""
+    col, xcols = _curve_columns(curve)
+    meta = {"kind": "aggregate_curve", "synthetic": bool(curve.attrs.get("synthetic", False))}
+    for k in ("boot", "ci", "rng_seed", "by", "setting", "statistic"):
+        if k in curve.attrs:
+            v = curve.attrs[k]
+            meta[k] = v.item() if hasattr(v, "item") else v
+    if "selection" in curve.attrs:
+        meta["selection"] = json.loads(curve.attrs["selection"])
+    x = {c: [int(v) if col == "iterate" else float(v) for v in curve[c].values] for c in xcols}
+    curves = [{"algo": str(a), "metric": str(m),
+               **{k: [_num(v) for v in curve[k].sel(algo=a, metric=m).values] for k in ("value", "ci_low", "ci_high")}}
+              for a in curve["algo"].values for m in curve["metric"].values]
+    n_cond = {str(a): [int(v) for v in curve["n_conditions"].sel(algo=a).values] for a in curve["algo"].values}
+    return json.dumps({**meta, **x, "n_conditions": n_cond, "curves": curves}) + "\n"

@@ -7,25 +7,26 @@ presentation layers and these functions can be tested on their own:
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
   statistics are ``cube.stats.tables.seed_mean_std``, as in the condition table).
 * :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu).
-* :func:`final_costs` / :func:`cost_histograms` (with ``cube.stats.metrics.final_iterate``): the final evaluation
+* :func:`final_costs` / :func:`cost_histograms` (with ``cube.schema.final_iterate``): the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from cube.schema import RUN_DIMS
-from cube.stats.metrics import final_iterate
+from cube.compute import Progress
+from cube.schema import RUN_DIMS, final_iterate
 from cube.stats.tables import seed_mean_std
 
-__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs", "final_episode_costs",
-           "cost_histograms"]
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs",
+           "final_episode_costs", "cost_histograms"]
 
 
 def moving_average(x: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -93,7 +94,7 @@ def select_cube(ds: xr.Dataset, selection: Any) -> xr.Dataset:
 
 
 def final_episode_costs(cost: xr.DataArray, n: xr.DataArray, modes: Sequence[str] = ("expl", "greedy"),
-                        progress: Callable[[int, int], None] | None = None) -> xr.DataArray | None:
+                        progress: Progress | None = None) -> xr.DataArray | None:
     """Costs of each run's final evaluation per mode: dims (run dims present..., episode, mode); NaN =
     no episode; None when no run has episodes in `modes`.
 
@@ -167,4 +168,57 @@ def cost_histograms(costs: Mapping[str, Mapping[str, np.ndarray]], bins: int = 2
             lo, hi = lo - 0.5, hi + 0.5
         edges = np.linspace(lo, hi, bins + 1)
         out[algo] = (edges, {m: np.histogram(v, bins=edges)[0] for m, v in modes.items()})
+    return out
+
+
+# ------------------------------------------------------------------------------------- histograms
+@dataclass(frozen=True)
+class HistPanel:
+    """Per-seed cost histograms of one (task, bound, algo): shared edges, per mode the mean and std over
+    seeds of the share of a seed's episodes per bin, the number of seeds and of episodes."""
+
+    edges: np.ndarray
+    mean: dict[str, np.ndarray]
+    std: dict[str, np.ndarray]
+    n_seeds: dict[str, int]
+    n_episodes: dict[str, int]
+
+
+def hist_panels(costs: xr.DataArray, bins: int = 20, tail: float = 0.99) -> dict[tuple[str, float, str], HistPanel]:
+    """From final-iterate costs with dims (algo, task, bound, seed, episode, mode) (NaN = no episode;
+    :meth:`FigureMaker.final_costs`): per (task, bound, algo) the per-seed histograms on edges shared by
+    the modes. The edges span 0 (or the minimum) to the `tail` quantile of the pooled costs (at least d
+    and a bit beyond); costs above it count in the last bin, so a long tail does not squeeze the bulk
+    (`tail=1`: up to the maximum)."""
+    costs = costs.transpose("algo", "task", "bound", "seed", "episode", "mode")
+    arr = np.asarray(costs.values, dtype=np.float64)
+    modes = [str(m) for m in costs["mode"].values]
+    out = {}
+    for ai, a in enumerate(costs["algo"].values):
+        for ti, t in enumerate(costs["task"].values):
+            for bi, d in enumerate(costs["bound"].values.astype(np.float64)):
+                block = arr[ai, ti, bi]  # (K, E, M)
+                vals = block[np.isfinite(block)]
+                if not vals.size:
+                    continue
+                top = float(np.quantile(vals, tail)) if tail < 1 else float(vals.max())
+                lo, hi = min(0.0, float(vals.min())), max(top, 1.05 * float(d))
+                edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+                mean, std, n_seeds, n_eps = {}, {}, {}, {}
+                for mi, mode in enumerate(modes):
+                    per_seed = []
+                    for k in range(block.shape[0]):
+                        c = block[k, :, mi]
+                        c = c[np.isfinite(c)]
+                        if c.size:
+                            per_seed.append(np.histogram(np.clip(c, edges[0], edges[-1]), bins=edges)[0] / c.size)
+                    if not per_seed:
+                        continue
+                    h = np.stack(per_seed)
+                    mean[mode] = h.mean(0)
+                    std[mode] = h.std(0, ddof=1) if len(per_seed) > 1 else np.full(bins, np.nan)
+                    n_seeds[mode] = len(per_seed)
+                    n_eps[mode] = int(np.isfinite(block[:, :, mi]).sum())
+                if mean:
+                    out[(str(t), float(d), str(a))] = HistPanel(edges, mean, std, n_seeds, n_eps)
     return out

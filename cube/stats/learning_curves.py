@@ -16,55 +16,37 @@ For every algorithm and column c (an iterate j, or an env-step bin):
    `train` setting, and an algorithm's band does not depend on which other algorithms are selected.
 
 Each metric counts the seeds that have a value for it (V and D_norm+ need every episode's cost, so runs
-that hold only per-epoch means, flagged `aggregate_only`, count for R̄, C̄ and D_norm only).
+that hold only per-epoch means, flagged `means_only`, count for R̄, C̄ and D_norm only).
 A column where an included condition has fewer than 2 seeds gets a NaN CI (a `StatsWarning` says so), as
 everywhere in `cube.stats`. Columns without any training episode (outside a `--iterates` window) are
-dropped. `to_csv` / `to_json` export the result.
+dropped. `cube.render.text.learning_curve_csv` / `learning_curve_json` export the result.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import xarray as xr
 
+from cube.compute import Progress
 from cube.errors import CubeError
-from cube.schema import AGGREGATE_ONLY, RUN_DIMS
+from cube.schema import MEANS_ONLY, RUN_DIMS
 from cube.stats.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
-from cube.stats.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, metric_values
+from cube.stats.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, iqm, metric_values
 
-__all__ = ["aggregate_learning_curve", "nan_iqm", "per_run_curves", "steps_differ", "to_csv", "to_json"]
+__all__ = ["aggregate_learning_curve", "per_run_curves", "steps_differ"]
 
 BY = ("iterate", "env_steps", "auto")
-Progress = Callable[[int, int], None]
 CURVE_BATCH = 256  # replicates per batch: a replicate is a whole curve (columns x metrics), so smaller batches
-
-
-def nan_iqm(x: np.ndarray, axis: int = 0) -> np.ndarray:
-    """IQM along `axis` over the finite values only: trim_mean(values, 0.25) of each column's non-NaN
-    entries (floor(n/4) dropped at each end); NaN where a column has none."""
-    x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
-    s = np.sort(x, axis=0)  # NaN sorts last
-    n = np.isfinite(s).sum(0)
-    cut = n // 4
-    cs = np.concatenate([np.zeros((1, *s.shape[1:])), np.cumsum(np.where(np.isfinite(s), s, 0.0), axis=0)])
-    hi = np.take_along_axis(cs, (n - cut)[None], 0)[0]
-    lo = np.take_along_axis(cs, cut[None], 0)[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, (hi - lo) / np.maximum(n - 2 * cut, 1), np.nan)
 
 
 def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Per-run per-iterate metrics of the `train` episodes: values and validity, both (A, T, B, K, J, F).
 
     A cell counts where it holds episodes (finite C̄; R̄ may be unknown); a metric that needs every episode's cost
-    (V, D_norm+) is left out where the cube holds only per-epoch means (`aggregate_only`)."""
+    (V, D_norm+) is left out where the cube holds only per-epoch means (`means_only`)."""
     if "train" not in ss["mode"].values:
         raise CubeError("the cube has no 'train' mode: learning curves need training episodes")
     one = ss.sel(mode="train")
@@ -73,8 +55,8 @@ def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np
     vals = metric_values(arrays, d, tuple(dict.fromkeys(("R", "C", *metrics))))
     cell = (arrays["n"] > 0) & np.isfinite(vals["C"])  # a cell counts where it has costs
     means_only = None
-    if AGGREGATE_ONLY in one and bool(one[AGGREGATE_ONLY].any()):
-        means_only = one[AGGREGATE_ONLY].transpose(*RUN_DIMS).values.astype(bool)[..., None]
+    if MEANS_ONLY in one and bool(one[MEANS_ONLY].any()):
+        means_only = one[MEANS_ONLY].transpose(*RUN_DIMS).values.astype(bool)[..., None]
     valid = []
     for m in metrics:
         ok = cell & np.isfinite(vals[m])
@@ -180,7 +162,7 @@ def _algo_curve(values: np.ndarray, valid: np.ndarray, boot: int, rng: np.random
     seeds_at = m.sum(1)  # (P', C*F) seeds with a value in each column
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(seeds_at > 0, xm.sum(1) / seeds_at, np.nan)
-    value = nan_iqm(means, axis=0).reshape(n_col, n_f)
+    value = iqm(means, axis=0, ignore_nan=True).reshape(n_col, n_f)
     n_cond = (seeds_at.reshape(-1, n_col, n_f).max(-1) > 0).sum(0)
     few = (seeds_at == 1).any(0).reshape(n_col, n_f)  # an included condition with a single seed -> NaN CI
     if few.any():
@@ -198,7 +180,7 @@ def _algo_curve(values: np.ndarray, valid: np.ndarray, boot: int, rng: np.random
             return num[cut:k.size - cut].mean(0)
         den = np.matmul(w, m)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return nan_iqm(np.where(den > 0, num / den, np.nan), axis=0)
+            return iqm(np.where(den > 0, num / den, np.nan), axis=0, ignore_nan=True)
 
     reps = replicates([(k, xm.shape[1])], boot, rng, statistic, batch=CURVE_BATCH)
     lo, hi = (x.reshape(n_col, n_f) for x in percentile_ci(reps, ci, skip_nan=not complete))
@@ -261,51 +243,3 @@ def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = Non
 
 
 # ------------------------------------------------------------------------------------------ export
-def _num(x) -> float | None:
-    return None if x is None or (isinstance(x, float | np.floating) and math.isnan(x)) else float(x)
-
-
-def _full(x) -> str:
-    return "" if _num(x) is None else repr(float(x))
-
-
-def _columns(curve: xr.Dataset) -> tuple[str, list[str]]:
-    col = "iterate" if "iterate" in curve.dims else "step_bin"
-    return col, (["iterate"] if col == "iterate" else ["step_bin", "step_lo", "step_hi"])
-
-
-def to_csv(curve: xr.Dataset) -> str:
-    """Long, tidy CSV: algo,metric,iterate (or step_bin,step_lo,step_hi),value,ci_low,ci_high,n_conditions;
-    full precision, NaN as an empty cell."""
-    col, xcols = _columns(curve)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["algo", "metric", *xcols, "value", "ci_low", "ci_high", "n_conditions"])
-    xs = [curve[c].values for c in xcols]
-    for a in curve["algo"].values:
-        n = curve["n_conditions"].sel(algo=a).values
-        for m in curve["metric"].values:
-            v = [curve[k].sel(algo=a, metric=m).values for k in ("value", "ci_low", "ci_high")]
-            for i in range(curve.sizes[col]):
-                x = [str(int(xs[0][i]))] if col == "iterate" else [_full(c[i]) for c in xs]
-                w.writerow([a, m, *x, *(_full(arr[i]) for arr in v), int(n[i])])
-    return buf.getvalue()
-
-
-def to_json(curve: xr.Dataset) -> str:
-    """JSON with the metadata (boot, ci, rng_seed, by, selection, synthetic), the x values and one entry
-    per (algo, metric) with value, ci_low, ci_high (null for NaN) and n_conditions per algo."""
-    col, xcols = _columns(curve)
-    meta = {"kind": "aggregate_curve", "synthetic": bool(curve.attrs.get("synthetic", False))}
-    for k in ("boot", "ci", "rng_seed", "by", "setting", "statistic"):
-        if k in curve.attrs:
-            v = curve.attrs[k]
-            meta[k] = v.item() if hasattr(v, "item") else v
-    if "selection" in curve.attrs:
-        meta["selection"] = json.loads(curve.attrs["selection"])
-    x = {c: [int(v) if col == "iterate" else float(v) for v in curve[c].values] for c in xcols}
-    curves = [{"algo": str(a), "metric": str(m),
-               **{k: [_num(v) for v in curve[k].sel(algo=a, metric=m).values] for k in ("value", "ci_low", "ci_high")}}
-              for a in curve["algo"].values for m in curve["metric"].values]
-    n_cond = {str(a): [int(v) for v in curve["n_conditions"].sel(algo=a).values] for a in curve["algo"].values}
-    return json.dumps({**meta, **x, "n_conditions": n_cond, "curves": curves}) + "\n"

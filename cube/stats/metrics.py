@@ -121,23 +121,29 @@ def best_label(values: Mapping[str, float], metric: str, exclude: Sequence[str] 
 
 
 # ------------------------------------------------------------------------------- point estimates
-def iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Interquartile mean = scipy.stats.trim_mean(x, 0.25, axis): drop floor(n/4) values at each end."""
+def iqm(x: np.ndarray, axis: int = -1, ignore_nan: bool = False) -> np.ndarray:
+    """Interquartile mean = scipy.stats.trim_mean(x, 0.25, axis): drop floor(n/4) values at each end.
+
+    With `ignore_nan`, over the finite values of each slice only (n counts them; NaN where a slice has
+    none): for curves whose columns hold different numbers of runs."""
+    if ignore_nan:
+        return _finite_iqm(x, axis)
     x = np.sort(np.asarray(x, dtype=np.float64), axis=axis)
     n = x.shape[axis]
     cut = int(0.25 * n)
     return np.take(x, np.arange(cut, n - cut), axis=axis).mean(axis=axis)
 
 
-def final_iterate(counts: np.ndarray) -> np.ndarray:
-    """Index of the last iterate with at least one episode (the final settings' iterate).
-
-    ``counts`` has the iterate axis last (episode counts per iterate); returns an int array of the
-    leading shape, -1 where a run has no episode at all.
-    """
-    has = np.asarray(counts) > 0
-    last = has.shape[-1] - 1 - np.argmax(has[..., ::-1], axis=-1)
-    return np.where(has.any(axis=-1), last, -1)
+def _finite_iqm(x: np.ndarray, axis: int) -> np.ndarray:
+    x = np.moveaxis(np.asarray(x, dtype=np.float64), axis, 0)
+    s = np.sort(x, axis=0)  # NaN sorts last
+    n = np.isfinite(s).sum(0)
+    cut = n // 4
+    cs = np.concatenate([np.zeros((1, *s.shape[1:])), np.cumsum(np.where(np.isfinite(s), s, 0.0), axis=0)])
+    hi = np.take_along_axis(cs, (n - cut)[None], 0)[0]
+    lo = np.take_along_axis(cs, cut[None], 0)[0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (hi - lo) / np.maximum(n - 2 * cut, 1), np.nan)
 
 
 # ----------------------------------------------------------------------------------------- settings

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import xarray as xr
 
+from cube.compute import Progress
 from cube.errors import CubeError
-from cube.schema import AGGREGATE_ONLY
+from cube.schema import MEANS_ONLY, RUN_DIMS, RunKey, final_iterate, same_bound
 from cube.selection import Selection
 from cube.stats.bootstrap import (
     StatsWarning,
@@ -31,6 +32,7 @@ from cube.stats.bootstrap import (
     iqm_interval,
     strata,
 )
+from cube.stats.kernel import SUM_VARS
 from cube.stats.metrics import (
     METRIC,
     METRICS,
@@ -39,11 +41,9 @@ from cube.stats.metrics import (
     SUFFSTAT_INPUTS,
     check_metrics,
     directions,
-    final_iterate,
     metric_values,
     tier,
 )
-from cube.stats.suffstats import RUN_DIMS, SUM_VARS
 
 __all__ = [
     "select", "run_metrics", "iterate_metrics", "condition_table", "aggregate_table", "cdf_curves",
@@ -51,7 +51,6 @@ __all__ = [
     "runs_without", "some_labels", "seed_mean_std", "Progress",
 ]
 
-Progress = Callable[[int, int], None]
 
 
 # ----------------------------------------------------------------------------------------- selection
@@ -60,7 +59,7 @@ def _match(ss: xr.Dataset, dim: str, wanted: Sequence) -> list:
     if dim == "bound":
         picked, unknown = [], []
         for w in wanted:
-            hits = [h for h in have if np.isclose(h, w, rtol=1e-9, atol=0)]
+            hits = [h for h in have if same_bound(h, w)]
             (picked.extend(hits) if hits else unknown.append(w))
     else:
         picked = [w for w in wanted if w in have]
@@ -126,9 +125,9 @@ def _cell_metrics(ss: xr.Dataset) -> xr.Dataset:
 
 def _means_only(ss: xr.Dataset) -> xr.DataArray | None:
     """Where the cube holds per-epoch means instead of episodes (run dims [+ mode]); None if nowhere."""
-    if AGGREGATE_ONLY not in ss or not bool(ss[AGGREGATE_ONLY].any()):
+    if MEANS_ONLY not in ss or not bool(ss[MEANS_ONLY].any()):
         return None
-    return ss[AGGREGATE_ONLY]
+    return ss[MEANS_ONLY]
 
 
 def _mark_means_only(out: xr.Dataset, ss: xr.Dataset, settings: Sequence[str], over: Sequence[str]) -> xr.Dataset:
@@ -138,7 +137,8 @@ def _mark_means_only(out: xr.Dataset, ss: xr.Dataset, settings: Sequence[str], o
     flag = _means_only(ss)
     if flag is None:
         return out
-    parts = [flag.sel(mode=SETTING[s].mode).drop_vars("mode", errors="ignore").any([d for d in RUN_DIMS if d not in over])
+    parts = [flag.sel(mode=SETTING[s].mode).drop_vars("mode", errors="ignore")
+             .any([d for d in RUN_DIMS if d not in over])
              for s in settings]
     out["means_only"] = xr.concat(parts, dim=xr.DataArray(list(settings), dims="setting", name="setting")
                                   ).transpose(*over, "setting")
@@ -249,7 +249,7 @@ def require_data(ss: xr.Dataset, settings: Sequence[str]) -> None:
 
 
 def runs_without(ss: xr.Dataset, setting: str, iterates=None) -> list[str]:
-    """Labels 'algo/task/bound/seed' of the runs that hold no episodes for `setting` (left out of it)."""
+    """Labels (`RunKey`) of the runs that hold no episodes for `setting` (left out of it)."""
     mode = _mode(setting)
     if mode not in ss["mode"].values:
         n = xr.zeros_like(ss["n"].isel(iterate=0, mode=0))
@@ -257,9 +257,7 @@ def runs_without(ss: xr.Dataset, setting: str, iterates=None) -> list[str]:
         window = iterates if not SETTING[setting].final else None
         n = _iterate_window(ss, window)["n"].sel(mode=mode).sum("iterate")
     n = n.transpose(*RUN_DIMS)
-    labels = [ss[d].values for d in RUN_DIMS]
-    return ["/".join(f"{labels[i][j]:g}" if i == 2 else str(labels[i][j]) for i, j in enumerate(idx))
-            for idx in np.argwhere(n.values == 0)]
+    return [str(RunKey.at(ss, idx)) for idx in np.argwhere(n.values == 0)]
 
 
 def some_labels(labels: Sequence[str], k: int = 3) -> str:

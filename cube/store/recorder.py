@@ -31,7 +31,8 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import DEFAULT_ITERATE_VARS, MODES, RunKey
-from cube.store.layout import CubeWriter, check_iterate_var_name, create_store, extend_store, grow_store
+from cube.store.layout import check_iterate_var_name, create_store, extend_store, grow_store
+from cube.store.writer import CubeWriter
 
 CHUNK_ITERATES = 16  # iterates per chunk of a store the recorder creates (it grows by whole chunks)
 MIN_EPISODE_SLOTS = 64  # episode slots per chunk of a store the recorder creates

@@ -10,9 +10,8 @@ import numpy as np
 import xarray as xr
 from rich.table import Table
 
-from cube.schema import RUN_DIMS, RUN_STATUS_NAMES
-from cube.stats.metrics import final_iterate
-from cube.store.layout import open_cube
+from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, final_iterate
+from cube.store.read import open_cube
 
 
 def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -> Table:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import dask
@@ -10,16 +9,9 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.schema import RUN_DIMS, RUN_STATUS, normalise, structure_problems
-from cube.store.layout import StillRunReader, open_cube, read_write_seqs, runs_written_since, unreadable_chunk
-
-_BAD_VALUES: dict[str, Callable[[xr.DataArray, xr.DataArray], xr.DataArray]] = {
-    "negative cost": lambda reward, cost: cost < 0,
-    "infinite cost": lambda reward, cost: np.isinf(cost),
-    "infinite reward": lambda reward, cost: np.isinf(reward),
-    "cost NaN where reward present": lambda reward, cost: np.isnan(cost) & ~np.isnan(reward),
-}
-"""Masks of episodes a cube must not hold, by the words that name them in a problem line."""
+from cube.schema import EPISODE_RULES, RUN_DIMS, RUN_STATUS, RunKey, normalise, structure_problems
+from cube.store.locks import StillRunReader, read_write_seqs, runs_written_since
+from cube.store.read import damaged_store_error, open_cube
 
 
 def _per_run_checks(ds: xr.Dataset) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -27,7 +19,8 @@ def _per_run_checks(ds: xr.Dataset) -> tuple[dict[str, np.ndarray], np.ndarray]:
     episodes per mode ((run dims..., mode))."""
     cost, reward = ds["cost"], ds["reward"]
     inner = ["iterate", "episode", "mode"]
-    checks = {what: mask(reward, cost).sum(inner).transpose(*RUN_DIMS).data for what, mask in _BAD_VALUES.items()}
+    checks = {what: mask(reward, cost).sum(inner).transpose(*RUN_DIMS).data
+              for what, mask in ((r.name, r.mask) for r in EPISODE_RULES)}
     per_mode = cost.notnull().sum(["iterate", "episode"]).transpose(*RUN_DIMS, "mode").data
     counts, per_mode = dask.compute(checks, per_mode)
     return {k: np.asarray(v) for k, v in counts.items()}, np.asarray(per_mode)
@@ -48,7 +41,7 @@ def _consistent_checks(ds: xr.Dataset, tries: int = 200) -> tuple[dict[str, np.n
     reader = StillRunReader(source)
     for index in dirty:
         reward, cost = reader.read(index, tries)
-        for what, mask in _BAD_VALUES.items():
+        for what, mask in ((r.name, r.mask) for r in EPISODE_RULES):
             counts[what][index] = int(mask(reward, cost).sum())
         per_mode[index] = (~np.isnan(cost)).sum(axis=(0, 1))
     return counts, per_mode
@@ -66,9 +59,7 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
     except CubeError:
         raise
     except Exception as exc:  # codecs raise many types for damaged chunks
-        where = unreadable_chunk(ds.encoding.get("saferl_source"))
-        return [f"the stored data are corrupt or unreadable ({where or type(exc).__name__ + ': ' + str(exc)[:80]}); "
-                "restore that run from a copy or rerun it"]
+        return [str(damaged_store_error(exc, ds.encoding.get("saferl_source"), "read the stored data"))]
     modes = per_run_mode.reshape(-1, per_run_mode.shape[-1]).sum(0)
     if episode_counts is not None:
         episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, modes, strict=True)})
@@ -82,9 +73,8 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None)
 
 
 def _run_label(ds: xr.Dataset, per_run: np.ndarray) -> str:
-    """Labels "algo/task/bound/seed" of the first run where ``per_run`` (run dims) is non-zero."""
-    first = np.argwhere(per_run)[0]
-    return "/".join(str(ds[d].values[i]) for d, i in zip(RUN_DIMS, first, strict=True))
+    """The label (`RunKey`) of the first run where ``per_run`` (run dims) is non-zero."""
+    return str(RunKey.at(ds, np.argwhere(per_run)[0]))
 
 
 def _status_problems(ds: xr.Dataset, per_run: np.ndarray, total: int) -> list[str]:

@@ -1,53 +1,52 @@
-"""Screens: the main explorer (coordinates selection, workers and views), help, and open-path."""
+"""The main explorer screen: coordinates the selection, the workers and the views."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
+from textual.screen import Screen
+from textual.widgets import Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from cube.compute import FractionProgress, Progress
 from cube.errors import CubeError
+from cube.outputs import figures_folder
 from cube.stats.metrics import SETTINGS
+from saferl_tui.exports import free_names, with_selection
 from saferl_tui.messages import (
     ConditionChosen,
     CubeLoaded,
     Exported,
     LoadFailed,
     LoadProgress,
-    OpenFailed,
-    OpenProgress,
-    OpenSucceeded,
     SelectionChanged,
     ViewFailed,
     ViewParamsChanged,
     ViewReady,
 )
-from saferl_tui.model import CubeModel, LoadCancelled, UISelection
+from saferl_tui.model import CubeModel, UISelection, load_model
+from saferl_tui.screens.help import HelpScreen, help_rows, key_text
+from saferl_tui.screens.open import OpenScreen
 from saferl_tui.views import VIEW_CLASSES, ResultView
-from saferl_tui.views.base import ConditionCycler, algo_palette
+from saferl_tui.views.format import algo_palette
+from saferl_tui.views.plot import ConditionCycler
 from saferl_tui.widgets import (
     InfoBar,
     KeyBar,
     LoadingPanel,
-    PathSuggester,
     PickList,
     SelectionPanel,
-    path_matches,
 )
 
-DemoBuilder = Callable[[str, Callable[[int, int], None]], object]
+DemoBuilder = Callable[[str, Progress], object]
 """``builder(path, progress(done, total))``: creates a cube at ``path`` (the bundled demo)."""
 
 MIN_SIZE = (60, 20)
@@ -63,45 +62,6 @@ def display_path(path: str) -> str:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def selection_comment(meta: dict) -> str:
-    """The selection as one line of JSON, safe inside CSV (#), LaTeX (%) and XML (<!-- -->) comments."""
-    return json.dumps(meta, separators=(",", ":")).replace("--", "-\\u002d")
-
-
-def with_selection(name: str, text: str, meta: dict) -> str:
-    """An exported file's text with the selection recorded: a comment line first (CSV #, LaTeX %), a
-    ``saferl_tui_selection`` field (JSON), or an XML comment after the opening tag (SVG)."""
-    line = selection_comment(meta)
-    ext = name.rsplit(".", 1)[-1]
-    if ext == "csv":
-        return f"# saferl-tui selection: {line}\n{text}"
-    if ext == "tex":
-        return f"% saferl-tui selection: {line}\n{text}"
-    if ext == "json":
-        obj = json.loads(text)
-        return json.dumps({"saferl_tui_selection": meta, **obj} if isinstance(obj, dict) else
-                          {"saferl_tui_selection": meta, "data": obj}, indent=1)
-    if ext == "svg":
-        end = text.find(">", text.find("<svg")) + 1
-        return f"{text[:end]}\n<!-- saferl-tui selection: {line} -->{text[end:]}"
-    return text
-
-
-def free_names(out_dir: Path, names: list[str]) -> list[Path]:
-    """``names`` in ``out_dir``, all with the same counter (-2, -3, ...) when any of them exists: an
-    export never overwrites a file and its CSV and LaTeX keep matching names."""
-    k = 1
-    while True:
-        suffix = "" if k == 1 else f"-{k}"
-        paths = []
-        for n in names:
-            stem, _, ext = n.rpartition(".")
-            paths.append(out_dir / f"{stem}{suffix}.{ext}")
-        if not any(p.exists() for p in paths):
-            return paths
-        k += 1
 
 
 class MainScreen(Screen):
@@ -186,7 +146,7 @@ class MainScreen(Screen):
             local = [("o", "Open")]
         else:
             view = self.active_view()
-            local = [(_key_text(b), b.description) for b in getattr(type(view), "BINDINGS", [])
+            local = [(key_text(b), b.description) for b in getattr(type(view), "BINDINGS", [])
                      if isinstance(b, Binding) and b.show]
             if view.FILTERABLE:
                 local.insert(0, ("/", "Filter"))
@@ -204,28 +164,20 @@ class MainScreen(Screen):
     def load_cube(self) -> None:
         """Open the cube and its sufficient statistics (first pass on a new cube) in a thread."""
         worker = get_current_worker()
-
-        def progress(fraction: float, text: str) -> None:
-            if worker.is_cancelled:  # app closing or another cube opened: abort the pass
-                raise LoadCancelled
-            self.post_message(LoadProgress(fraction, text))
-
         where = f" on the dask scheduler at {self.scheduler}" if self.scheduler else ""
-        try:
-            builder = self.demo_builder
+        builder = self.demo_builder
+
+        def build_demo(progress: FractionProgress) -> None:
             if builder is not None and not Path(self.model.path).exists():
-                self.post_message(LoadProgress(0.0, f"building the demo cube at {self.model.path}"))
+                progress(0.0, f"building the demo cube at {self.model.path}")
                 builder(self.model.path, lambda d, t: progress(d / max(t, 1), "building the demo cube"))
-            info = self.model.load(lambda fraction, text: progress(fraction, text + where))
-        except LoadCancelled:
-            return
-        except CubeError as exc:
-            self.post_message(LoadFailed(str(exc)))
-            return
-        except Exception as exc:  # the app must not crash on any unreadable input
-            self.post_message(LoadFailed(f"cannot open {self.model.path}: {type(exc).__name__}: {exc}"))
-            return
-        if not worker.is_cancelled:
+
+        info, error = load_model(self.model, lambda: worker.is_cancelled,
+                                 lambda fraction, text: self.post_message(LoadProgress(fraction, text + where)),
+                                 build_demo)
+        if error is not None:
+            self.post_message(LoadFailed(error))
+        elif info is not None:
             self.post_message(CubeLoaded(info))
 
     def on_load_progress(self, msg: LoadProgress) -> None:
@@ -466,14 +418,17 @@ class MainScreen(Screen):
 
     @work(thread=True, exclusive=True, group="figure")
     def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None) -> None:
-        from cube.render.figures import PlotOptions, figure_for_view, figure_kind
+        from cube.render.maker import PlotOptions
+        from saferl_tui.exports import figure_for_view, figure_kind
 
         cube_path = Path(self.model.path)
-        folder = cube_path.parent / f"{cube_path.name.removesuffix('.zarr').removesuffix('.nc')}-figures"
-        suffix = f"_{condition[0]}_d{condition[1]:g}" if condition and figure_kind(view_id) in ("curves", "hist") else ""
+        folder = figures_folder(cube_path)
+        suffix = (f"_{condition[0]}_d{condition[1]:g}"
+                  if condition and figure_kind(view_id) in ("curves", "hist") else "")
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            (out,) = free_names(folder, [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
+            (out,) = free_names(folder,
+                                [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
             options = PlotOptions(baseline=sel.baseline, boot=self.model.boot, rng_seed=self.model.rng_seed)
             path = figure_for_view(view_id, cube_path, sel.cube_selection(), out, ss=self.model.ss,
                                    condition=condition, options=options)
@@ -499,159 +454,3 @@ class MainScreen(Screen):
             return CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed)
 
         self.app.push_screen(OpenScreen(self.model.path, make), opened)
-
-
-def _key_text(b: Binding) -> str:
-    """The key(s) of a binding as shown in the key bar ('c/j', '+', '[')."""
-    names = {"plus": "+", "minus": "−", "equals_sign": "=", "left_square_bracket": "[", "right_square_bracket": "]",
-             "less_than_sign": "<", "greater_than_sign": ">", "enter": "enter", "slash": "/", "down": "↓",
-             "up": "↑"}
-    keys = [names.get(k.strip(), k.strip()) for k in b.key.split(",")][:2]
-    return "/".join(keys)
-
-
-def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
-    """(where, key, description) for every binding of the app, the screen, the views and widgets."""
-    rows: list[tuple[str, str, str]] = []
-
-    def add(where: str, bindings: list[BindingType]) -> None:
-        for b in bindings:
-            if isinstance(b, Binding):
-                keys = ", ".join(screen.app.get_key_display(Binding(k, b.action)) for k in b.key.split(","))
-                rows.append((where, keys, b.description or b.action))
-
-    add("anywhere", list(screen.app.BINDINGS))
-    rows.append(("anywhere", screen.app.get_key_display(Binding("ctrl+p", "command_palette")),
-                 "Command palette (views, exports, selections, not-safe algorithms)"))
-    add("main", list(MainScreen.BINDINGS))
-    for cls in VIEW_CLASSES:
-        add(cls.TITLE, list(getattr(cls, "BINDINGS", [])))
-    from saferl_tui.views.base import NAV_BINDINGS
-
-    add("tables", NAV_BINDINGS)
-    rows.append(("tables", "↑ ↓ ← → pgup pgdn", "Move"))
-    add("selection lists", list(PickList.BINDINGS))
-    rows.append(("selection lists", "space / enter", "Toggle the highlighted entry"))
-    return rows
-
-
-class HelpScreen(ModalScreen[None]):
-    """Every key binding, generated from the binding tables."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark,q", "dismiss", "Close help", id="help.close"),
-        Binding("j", "cursor('down')", "Down", show=False),
-        Binding("k", "cursor('up')", "Up", show=False),
-    ]
-
-    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
-        super().__init__()
-        self.rows = rows
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
-            yield Label(Text("Key bindings  (esc / ? closes, ↑↓ j k scroll)", style="bold"))
-            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
-
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("Where", "Key", "Action")
-        for row in self.rows:
-            table.add_row(*row)
-        table.focus()
-
-    def action_cursor(self, where: str) -> None:
-        table = self.query_one(DataTable)
-        (table.action_cursor_down if where == "down" else table.action_cursor_up)()
-
-    async def action_dismiss(self, result: None = None) -> None:
-        self.dismiss(result)
-
-
-class OpenScreen(ModalScreen["CubeModel | None"]):
-    """Ask for a cube path (tab completes), open and load it in a worker, and only then close with the
-    loaded model; a failure is shown in the box, which stays open with the path to correct."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="open.cancel"),
-        Binding("tab", "complete", "Complete path", priority=True, id="open.complete"),
-    ]
-
-    def __init__(self, current: str, make_model: Callable[[str], CubeModel]) -> None:
-        super().__init__()
-        self.current = current
-        self.make_model = make_model
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="open-box"):
-            yield Label("Open a results cube (.zarr directory or .nc file): tab completes, enter opens, "
-                        "esc cancels (the current cube stays)")
-            yield Input(value=self.current, id="open-path", suggester=PathSuggester())
-            yield Static("", id="open-matches")
-            yield Static("", id="open-status")
-
-    def on_mount(self) -> None:
-        self._matches(self.current)
-
-    def _matches(self, value: str) -> None:
-        found = path_matches(value, limit=6)
-        self.query_one("#open-matches", Static).update(
-            Text("\n".join(found), style="dim") if found else "")
-
-    @on(Input.Changed, "#open-path")
-    def _changed(self, event: Input.Changed) -> None:
-        self._matches(event.value)
-
-    def action_complete(self) -> None:
-        """Complete the path to the first match (a cube first, then a directory)."""
-        field = self.query_one("#open-path", Input)
-        found = path_matches(field.value, limit=1)
-        if found:
-            field.value = found[0]
-            field.cursor_position = len(field.value)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        path = event.value.strip()
-        if path:
-            self.query_one("#open-status", Static).update(Text(f"opening {path} …", style="italic"))
-            self.open_cube(path)
-
-    @work(thread=True, exclusive=True, group="open")
-    def open_cube(self, path: str) -> None:
-        """Load the cube (and its sufficient statistics) in a thread; the screen closes only on success."""
-        worker = get_current_worker()
-        model = self.make_model(path)
-
-        def progress(fraction: float, text: str) -> None:
-            if worker.is_cancelled:
-                raise LoadCancelled
-            self.post_message(OpenProgress(f"{text} {100 * fraction:.0f}%"))
-
-        try:
-            model.load(progress)
-        except LoadCancelled:
-            return
-        except CubeError as exc:
-            self.post_message(OpenFailed(str(exc)))
-            return
-        except Exception as exc:  # never crash on unreadable input
-            self.post_message(OpenFailed(f"cannot open {path}: {type(exc).__name__}: {exc}"))
-            return
-        if not worker.is_cancelled:
-            self.post_message(OpenSucceeded(model))
-
-    def on_open_progress(self, msg: OpenProgress) -> None:
-        self.query_one("#open-status", Static).update(Text(msg.text, style="italic"))
-
-    def on_open_failed(self, msg: OpenFailed) -> None:
-        self.query_one("#open-status", Static).update(
-            Text.assemble(("Cannot open: ", "bold red"), (msg.error, "red"),
-                          ("\nThe current cube is still open: correct the path or press esc.", "dim")))
-        self.query_one("#open-path", Input).focus()
-
-    def on_open_succeeded(self, msg: OpenSucceeded) -> None:
-        self.dismiss(msg.model)
-
-    def action_cancel(self) -> None:
-        self.workers.cancel_group(self, "open")
-        self.dismiss(None)

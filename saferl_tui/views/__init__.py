@@ -1,6 +1,8 @@
 """The seven result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
-``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves); ``base`` holds the :class:`ResultView` base class, the condition cycler
-of Curves and Histograms, and the formatting and export helpers they share."""
+``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves); ``base`` holds the
+:class:`ResultView` base class, the condition cycler of Curves and Histograms, and the formatting and export
+helpers they share.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The CDF view (key 3): empirical CDF of the normalized episodic cost deviation κ with the edges of its
-bootstrap band, for the current setting or all three (p)."""
+bootstrap band, for the current setting or all three (p).
+"""
 
 from __future__ import annotations
 
@@ -14,20 +15,10 @@ from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
 from cube.stats.metrics import SETTING, SETTINGS
+from saferl_tui.exports import Files, rendered_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    BANDS_MIN_ROWS,
-    REF_COLOR,
-    REF_RICH,
-    Files,
-    PlotView,
-    incomplete_note,
-    legend_text,
-    nan_none,
-    rendered_files,
-    set_ticks,
-    setting_title,
-)
+from saferl_tui.views.format import REF_COLOR, REF_RICH, incomplete_note, legend_text, nan_none, setting_title
+from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, set_ticks
 
 XRANGES: tuple[tuple[float, float], ...] = ((-0.5, 0.5), (-1.0, 1.0), (-1.0, 2.0), (-1.0, 4.0), (-1.0, 8.0),
                                             (-math.inf, math.inf))

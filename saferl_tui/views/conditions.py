@@ -1,5 +1,6 @@
 """The Conditions view (key 2): seed mean ± std per (algorithm, task, bound) with per-condition tiers
-(paper tables 4-7), sortable by any column, filterable (/), Enter opens a condition's curves."""
+(paper tables 4-7), sortable by any column, filterable (/), Enter opens a condition's curves.
+"""
 
 from __future__ import annotations
 
@@ -14,31 +15,15 @@ from textual.widgets import DataTable, Static
 
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS
+from saferl_tui.exports import Files, rendered_files
 from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    Files,
-    NavTable,
-    ResultView,
-    add_columns,
-    fmt,
-    fmt_tier,
-    incomplete_note,
-    rendered_files,
-    rich_color,
-    row_matches,
-    setting_title,
-)
-
-SORT_BINDINGS: list[BindingType] = [
-    Binding("greater_than_sign", "sort_next", "Sort: next column", id="table.sort_next"),
-    Binding("less_than_sign", "sort_prev", "Sort: previous column", show=False, id="table.sort_prev"),
-    Binding("r", "sort_reverse", "Reverse sort", id="table.sort_reverse"),
-]
-"""Sorting keys shared by the table views (one meaning everywhere)."""
+from saferl_tui.views.base import ResultView
+from saferl_tui.views.format import fmt, fmt_tier, incomplete_note, rich_color, setting_title
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
 
 
-class ConditionsView(ResultView):
+class ConditionsView(SortableTable, ResultView):
     """Seed mean ± std per (algorithm, task, bound) with per-condition tiers (paper tables 4-7)."""
 
     VIEW_ID = "conditions"
@@ -163,33 +148,6 @@ class ConditionsView(ResultView):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_drill()
-
-    def action_sort_next(self) -> None:
-        """Sort by the next column."""
-        i = self.SORT_KEYS.index(self.sort_key)
-        self.sort_key = self.SORT_KEYS[(i + 1) % len(self.SORT_KEYS)]
-        self.redraw()
-
-    def action_sort_prev(self) -> None:
-        """Sort by the previous column."""
-        i = self.SORT_KEYS.index(self.sort_key)
-        self.sort_key = self.SORT_KEYS[(i - 1) % len(self.SORT_KEYS)]
-        self.redraw()
-
-    def action_sort_reverse(self) -> None:
-        """Reverse the sort order."""
-        self.sort_desc = not self.sort_desc
-        self.redraw()
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        key = str(event.column_key.value)
-        if key not in self.SORT_KEYS:
-            return
-        if key == self.sort_key:
-            self.sort_desc = not self.sort_desc
-        else:
-            self.sort_key, self.sort_desc = key, False
-        self.redraw()
 
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:

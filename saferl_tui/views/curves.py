@@ -1,6 +1,7 @@
 """The Curves view (key 4): reward, cost (bound drawn) and multiplier of one condition, seed mean ± std
 after a moving average, against training iterates or env steps (x). The setting (t) picks the episodes:
-train, or the expl / greedy evaluations at the iterates the cube evaluated."""
+train, or the expl / greedy evaluations at the iterates the cube evaluated.
+"""
 
 from __future__ import annotations
 
@@ -14,21 +15,10 @@ from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
 from cube.stats.metrics import METRIC, SETTING
+from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    BANDS_MIN_ROWS,
-    REF_COLOR,
-    REF_RICH,
-    ConditionCycler,
-    Files,
-    condition_bindings,
-    condition_label,
-    legend_text,
-    nan_none,
-    padded_range,
-    set_ticks,
-    table_files,
-)
+from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label, legend_text, nan_none, padded_range
+from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
 
 WINDOWS = (1, 2, 3, 5, 10, 20, 50)
 """Moving-average windows (iterates) that + / − step through."""

@@ -1,5 +1,6 @@
 """The Histograms view (key 5): final episodic cost distribution of one condition, expl vs greedy, one
-plot per algorithm in its colour (expl ░, greedy █), the bound d marked."""
+plot per algorithm in its colour (expl ░, greedy █), the bound d marked.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +12,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
+from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    BANDS_MIN_ROWS,
-    REF_COLOR,
-    REF_RICH,
-    ConditionCycler,
-    Files,
-    condition_bindings,
-    condition_label,
-    set_ticks,
-    table_files,
-)
+from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label
+from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
 
 EXPL_MARK, GREEDY_MARK = "░", "█"
 

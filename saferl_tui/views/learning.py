@@ -1,6 +1,7 @@
 """The Learning view (key 7): aggregate learning curves, beyond the paper (rliable's sample-efficiency
 curve): per training iterate, the IQM over task-bound conditions of the per-condition seed means of each
-metric, with the edges of its stratified-bootstrap band (`cube.stats.aggregate_learning_curve`)."""
+metric, with the edges of its stratified-bootstrap band (`cube.stats.aggregate_learning_curve`).
+"""
 
 from __future__ import annotations
 
@@ -13,20 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
+from cube.render.text import learning_curve_rows
 from cube.stats.metrics import METRIC, METRICS
+from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    BANDS_MIN_ROWS,
-    REF_COLOR,
-    REF_RICH,
-    Files,
-    PlotView,
-    incomplete_note,
-    legend_text,
-    nan_none,
-    set_ticks,
-    table_files,
-)
+from saferl_tui.views.format import REF_COLOR, REF_RICH, incomplete_note, legend_text, nan_none
+from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, set_ticks
 
 
 class LearningView(PlotView):
@@ -89,9 +82,5 @@ class LearningView(PlotView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        curve = self.data
-        header = ["algo", "metric", "iterate", "value", "ci_low", "ci_high"]
-        rows = [[str(a), str(m), int(j), *(float(curve[k].sel(algo=a, metric=m, iterate=j)) for k in
-                                           ("value", "ci_low", "ci_high"))]
-                for a in curve["algo"].values for m in curve["metric"].values for j in curve["iterate"].values]
+        header, rows = learning_curve_rows(self.data)
         return table_files("learning", header, rows, "Aggregate learning curves (IQM over conditions, 95% CI)")

@@ -1,5 +1,6 @@
 """The Runs view (key 6): the run manifest (status, env steps, iterates, config) of every selected run,
-incomplete runs first, sortable (> / r) and filterable (/ status:partial algo:ppo task:goal)."""
+incomplete runs first, sortable (> / r) and filterable (/ status:partial algo:ppo task:goal).
+"""
 
 from __future__ import annotations
 
@@ -11,24 +12,18 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
+from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    Files,
-    NavTable,
-    ResultView,
-    add_columns,
-    rich_color,
-    row_matches,
-    table_files,
-)
-from saferl_tui.views.conditions import SORT_BINDINGS
+from saferl_tui.views.base import ResultView
+from saferl_tui.views.format import rich_color
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
 
 STATUS_STYLE = {"complete": "green", "partial": "bold dark_orange", "pending": "bold red"}
 STATUS_ORDER = {"pending": 0, "partial": 1, "unknown": 2, "complete": 3}
 """Default order: the runs that need attention first."""
 
 
-class RunsView(ResultView):
+class RunsView(SortableTable, ResultView):
     """The run manifest: status, env steps, iterates and config of every selected run."""
 
     VIEW_ID = "runs"
@@ -36,6 +31,7 @@ class RunsView(ResultView):
     KEY = "6"
     FILTERABLE = True
     HEADER = ("algo", "task", "bound", "seed", "status", "steps", "iterates", "config")
+    SORT_KEYS = HEADER
     BINDINGS: ClassVar[list[BindingType]] = list(SORT_BINDINGS)
 
     def __init__(self) -> None:
@@ -97,23 +93,6 @@ class RunsView(ResultView):
         title.append(f" · sorted by {self.sort_key} (> next, r reverse) · / filters (status:partial algo:ppo)"
                      f"{self.filter_suffix(len(shown), len(rows))}")
         self.query_one("#runs-title", Static).update(title)
-
-    def action_sort_next(self) -> None:
-        """Sort by the next column."""
-        i = self.HEADER.index(self.sort_key)
-        self.sort_key = self.HEADER[(i + 1) % len(self.HEADER)]
-        self.redraw()
-
-    def action_sort_prev(self) -> None:
-        """Sort by the previous column."""
-        i = self.HEADER.index(self.sort_key)
-        self.sort_key = self.HEADER[(i - 1) % len(self.HEADER)]
-        self.redraw()
-
-    def action_sort_reverse(self) -> None:
-        """Reverse the sort order."""
-        self.sort_desc = not self.sort_desc
-        self.redraw()
 
     def export_tables(self) -> Files:
         if self.data is None:

@@ -1,6 +1,7 @@
 """The Summary view (key 1): paper Table 2 for all three settings (train, final expl, final greedy) side by
 side with the tier per setting, the greedy-minus-expl gap with its CI, the differences to the baseline,
-and the CIs of the current setting (t)."""
+and the CIs of the current setting (t).
+"""
 
 from __future__ import annotations
 
@@ -16,22 +17,20 @@ from textual.widgets import Static
 from cube.errors import CubeError
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
+from saferl_tui.exports import Files, rendered_files
 from saferl_tui.model import CubeModel, UISelection
-from saferl_tui.views.base import (
-    Files,
-    NavTable,
-    ResultView,
-    add_columns,
+from saferl_tui.views.base import ResultView
+from saferl_tui.views.format import (
     fmt,
     fmt_signed,
     fmt_tier,
     incomplete_note,
     iter_text,
-    rendered_files,
     rich_color,
     setting_title,
     tier_name,
 )
+from saferl_tui.views.table import NavTable, add_columns
 
 BEST = "bold underline"
 NOT_SAFE_MARK = "†"

@@ -1,0 +1,58 @@
+"""What every `saferl` command prints through: the stderr console, the progress bar of long jobs, and
+the one-line `error:` message of a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
+from cube.errors import CubeError
+
+err_console = Console(stderr=True)
+
+
+def progress_bar(console: Console | None = None) -> Progress:
+    """The progress display used by every long CLI job."""
+    console = console or err_console
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for a failure of a command: what went wrong, with which path, and what to do.
+
+    CubeError already carries such a line; OS errors (permissions, a full disk, a missing folder) name
+    the path and the remedy; anything else becomes its type and first line, so no traceback reaches the
+    user (set SAFERL_DEBUG=1 to see it)."""
+    if isinstance(exc, CubeError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        what = exc.strerror or str(exc) or type(exc).__name__
+        remedy = {28: "free some space and run the command again",
+                  13: "check the permissions of the path or choose another one",
+                  30: "the file system is read-only: choose another path"}.get(exc.errno or 0,
+                                                                                "check the path and try again")
+        return f"{where}{what}; {remedy}"
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return f"unexpected {type(exc).__name__}: {first} (run with SAFERL_DEBUG=1 for the traceback)"
+
+
+def print_error(exc: BaseException) -> None:
+    """`error: <one line>` on stderr, the message printed literally (no rich markup in user text).
+
+    zarr's event loop may still hold read tasks that the error cut short; asyncio would log "Task was
+    destroyed but it is pending!" for each at exit, after our one line: those are silenced."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)

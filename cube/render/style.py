@@ -1,0 +1,129 @@
+"""The one look of saferl's outputs: palette (shared by the figures and the TUI), display names, units,
+matplotlib rc of the two styles, and the optional-matplotlib guard. No drawing and no statistics here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cube.errors import CubeError
+from cube.stats.metrics import METRIC, SETTING
+
+if TYPE_CHECKING:  # pragma: no cover
+
+    pass
+
+
+KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve")
+STYLES = ("paper", "screen")
+FORMATS = ("pdf", "png", "svg")
+INSTALL_HINT = "matplotlib is not installed; pip install 'saferl[plot]'"
+
+# Okabe & Ito's colour-blind-safe palette (black and yellow left out: black is for reference lines,
+# yellow is hard to see on white), ordered so the first colours read on white paper and on dark terminals
+# alike; then two of Tol's. Grey is reserved for the baseline. The TUI uses the same colours.
+PALETTE = ("#e69f00", "#56b4e9", "#009e73", "#cc79a7", "#d55e00", "#0072b2", "#882255", "#44aa99")
+BASELINE_COLOR = "#8c8c8c"
+REFERENCE_COLOR = "#222222"
+WIDTH = {"paper": (3.25, 6.75), "screen": (5.0, 10.0)}  # single column, full width (inches)
+# Display names of the paper's algorithms and the symbol of their multiplier; anything else as it is.
+ALGO_LABELS = {"ppo": "PPO", "ppo_lag": "PPO-Lag", "p3o": "P3O", "focops": "FOCOPS"}
+MULTIPLIER_SYMBOL = {"ppo_lag": r"\lambda", "p3o": r"\kappa", "focops": r"\nu"}
+# Short units for axis labels (used when the metric registry has no `unit` field).
+UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
+         "Dplus": "(c − d)/d"}
+TASK_LABELS = {"goal": "Safe Goal Point", "circle": "Safe Circle Point", "push": "Safe Push Point",
+               "button": "Safe Button Point"}
+# Dotted guide lines at the tier thresholds of Table 1, per metric.
+TIER_GUIDES = {"Dnorm": (0.0,), "V": (0.1, 0.5), "Dplus": (0.1,)}
+MODE_LABELS = {"expl": "exploration", "greedy": "greedy"}
+
+
+class MatplotlibMissing(CubeError):
+    """matplotlib (the optional extra `plot`) is not installed."""
+
+
+def require_matplotlib():
+    """The matplotlib module with the Agg backend; MatplotlibMissing (a CubeError, one line) if absent."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise MatplotlibMissing(INSTALL_HINT) from None
+    return matplotlib
+
+
+# -------------------------------------------------------------------------------------------- style
+def rc_params(style: str) -> dict[str, Any]:
+    if style not in STYLES:
+        raise CubeError(f"unknown style {style!r}: use {' or '.join(STYLES)}")
+    common = {
+        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "path", "axes.spines.top": False,
+        "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.5,
+        "legend.frameon": False, "axes.axisbelow": True, "figure.constrained_layout.use": True,
+        "savefig.bbox": None, "axes.unicode_minus": True,
+        "hatch.linewidth": 0.6,
+    }
+    if style == "paper":
+        return {**common, "font.family": "serif", "font.serif": ["STIXGeneral", "DejaVu Serif"],
+                "mathtext.fontset": "stix", "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8,
+                "xtick.labelsize": 7, "ytick.labelsize": 7, "legend.fontsize": 7, "lines.linewidth": 1.0,
+                "axes.linewidth": 0.6, "xtick.major.width": 0.6, "ytick.major.width": 0.6,
+                "xtick.major.size": 2.5, "ytick.major.size": 2.5, "savefig.dpi": 300,
+                "figure.constrained_layout.h_pad": 0.02, "figure.constrained_layout.w_pad": 0.02}
+    return {**common, "font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"], "mathtext.fontset": "dejavusans",
+            "font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11, "xtick.labelsize": 10,
+            "ytick.labelsize": 10, "legend.fontsize": 10, "lines.linewidth": 1.6, "savefig.dpi": 150}
+
+
+@contextlib.contextmanager
+def styled(style: str = "paper") -> Iterator[None]:
+    """matplotlib rcParams of `style` for the block (figures keep their fonts after it; saving needs it
+    again for the PDF font type: use :func:`save_figure`)."""
+    mpl = require_matplotlib()
+    with mpl.rc_context(rc_params(style)):
+        yield
+
+
+# ------------------------------------------------------------------------------------ labels, colours
+def algo_colors(algos: Sequence[str], baseline: str | None = None) -> dict[str, str]:
+    """A fixed colour per algorithm: sorted names on the palette (so a colour does not depend on which
+    algorithms are selected or on the baseline), the baseline grey."""
+    out = {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(sorted({str(a) for a in algos}))}
+    if baseline is not None:
+        out[str(baseline)] = BASELINE_COLOR
+    return out
+
+
+def hex_rgb(color: str) -> tuple[int, int, int]:
+    """'#e69f00' -> (230, 159, 0)."""
+    c = color.lstrip("#")
+    return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
+
+
+def algo_label(algo: str) -> str:
+    return ALGO_LABELS.get(str(algo), str(algo))
+
+
+def tex_symbol(metric: str) -> str:
+    return f"${METRIC[metric].tex}$"
+
+
+def metric_axis_label(metric: str, with_unit: bool = True) -> str:
+    """'$\\bar{C}$ (episodic cost)': the registry's LaTeX symbol and a short unit."""
+    m = METRIC[metric]
+    unit = getattr(m, "unit", None) or UNITS.get(metric)
+    return f"{tex_symbol(metric)} ({unit})" if with_unit and unit else tex_symbol(metric)
+
+
+def direction_text(metric: str) -> str:
+    return "higher is better" if METRIC[metric].higher_is_better else "lower is better"
+
+
+def setting_label(setting: str) -> str:
+    return SETTING[setting].label if setting in SETTING else str(setting)
+
+
+def task_label(task: str) -> str:
+    return TASK_LABELS.get(str(task), str(task))

@@ -1,0 +1,273 @@
+"""The pure-numpy kernel of the sufficient statistics (no dask, no store).
+
+For every (algo, task, bound, seed, iterate, mode) cell, with costs c_i and rewards r_i of the episodes
+present (NaN = no episode) and bound d:
+
+    n_r      = #{i: r_i not NaN}               sum_r    = sum_i r_i
+    n        = #{i: c_i not NaN}               sum_c    = sum_i c_i
+    n_viol   = #{i: c_i > d}                   sum_over = sum_i (c_i - d)^+
+    le[g]    = #{i: (c_i - d) / d <= kappa[g]}   (dim `kappa`, the empirical-CDF counts)
+
+Sums are float64 accumulations of the float32 episodes; counts are exact. Every paper metric and CDF is a
+function of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from cube.errors import CubeError
+from cube.schema import EPISODE_RULE_HINT, RUN_DIMS, first_broken_episode
+
+CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
+"""The dims of one cell of statistics (a run's iterate in one mode)."""
+SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
+
+
+def default_kappa() -> np.ndarray:
+    """Default CDF grid of normalized cost deviations: step 0.025 on [-1, 3], then a sparse tail to 100."""
+    fine = np.round(np.linspace(-1.0, 3.0, 161), 6)
+    tail = np.array([3.5, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0])
+    return np.concatenate([fine, tail])
+
+
+def block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+                 where: Callable[[tuple[int, ...]], str] | None = None) -> np.ndarray:
+    """Per-cell statistics of one block.
+
+    reward, cost: (..., E, M) in the store's layout (episode, then mode); d: bounds broadcastable to
+    (..., 1, 1); kappa: (G,) sorted. Returns (..., M, 6 + G) float64: SUM_VARS then le[0..G-1].
+    Raises CubeError for a negative or infinite cost, or a NaN cost of an episode with a reward;
+    `where(index into the (..., E, M) block)` names the cell in that message.
+    """
+    cells, rows, sums, le = cell_stats(reward, cost, d, kappa, where)
+    out = np.zeros((int(np.prod(cells)), len(SUM_VARS) + kappa.size), dtype=np.float64)
+    out[rows, : len(SUM_VARS)] = sums
+    out[rows, len(SUM_VARS):] = le
+    return out.reshape(*cells, out.shape[-1])
+
+
+def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+                where: Callable[[tuple[int, ...]], str] | None
+                ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty).
+
+    Same arguments as `block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
+    indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
+    """
+    reward, cost = _as_float(reward), _as_float(cost)
+    n_eps, n_modes = cost.shape[-2:]
+    cells = (*cost.shape[:-2], n_modes)
+    r_3d, c_3d = reward.reshape(-1, n_eps, n_modes), cost.reshape(-1, n_eps, n_modes)
+    def gather(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Contiguous (k, E) rows of the cells `rows`, in the stored dtype (sums accumulate in float64)."""
+        return r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+
+    no_cost = _all_nan(c_3d).reshape(-1)
+    rows = np.flatnonzero(~no_cost)
+    r_rows, c_rows = gather(rows)
+    if np.count_nonzero(~np.isnan(r_rows)) != np.count_nonzero(~np.isnan(reward)):
+        rows = np.flatnonzero(~(no_cost & _all_nan(r_3d).reshape(-1)))  # rewards without costs: an error below
+        r_rows, c_rows = gather(rows)
+    d_rows = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)[rows]
+    sums = np.empty((rows.size, len(SUM_VARS)), dtype=np.float64)
+    le = np.empty((rows.size, kappa.size), dtype=np.int64)
+    for bound in np.unique(d_rows):
+        sel = slice(None) if np.all(d_rows == bound) else np.flatnonzero(d_rows == bound)
+        locate = _row_locator(where, rows[sel], cells)
+        sums[sel], le[sel] = _row_stats(r_rows[sel], c_rows[sel], float(bound), kappa, locate)
+    return cells, rows, sums, le
+
+
+def _all_nan(x: np.ndarray) -> np.ndarray:
+    """(n, E, M) -> (n, M): whether every episode is NaN. Through a (n, M, E) copy of the mask: numpy
+    reduces the contiguous last axis many times faster than the middle one of three."""
+    return np.ascontiguousarray(np.isnan(x).transpose(0, 2, 1)).all(-1)
+
+
+def _as_float(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _row_stats(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray,
+               where: Callable[[tuple[int, ...]], str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Statistics of cells given as rows r, c (k, E) (any float dtype) sharing the bound d: SUM_VARS
+    (k, 6) float64 and CDF counts (k, G) int64.
+
+    Comparisons run in the stored dtype against thresholds chosen so that they decide exactly what the
+    float64 expressions c > d and (c - d)/d <= kappa decide (see `cost_thresholds`): no float64 copy
+    of the episodes is made except for the overshoots."""
+    has_r, has_c = ~np.isnan(r), ~np.isnan(c)
+    _check_episodes(r, c, where)
+    at_most_d, le_kappa = cost_thresholds(d, kappa, c.dtype)
+    g = kappa.size
+    loc = grid_locate(le_kappa, c).astype(np.int64)  # NaN -> G: the bin dropped below
+    loc += (np.arange(c.shape[0], dtype=np.int64) * (g + 1))[:, None]
+    hist = np.bincount(loc.ravel(), minlength=c.shape[0] * (g + 1)).reshape(-1, g + 1)
+    over = np.subtract(c, d, dtype=np.float64)
+    np.fmax(over, 0.0, out=over)  # fmax: a missing episode (NaN) adds 0
+    sums = np.stack([np.count_nonzero(has_r, axis=-1), np.where(has_r, r, 0).sum(-1, dtype=np.float64),
+                     np.count_nonzero(has_c, axis=-1), np.where(has_c, c, 0).sum(-1, dtype=np.float64),
+                     np.count_nonzero(c > at_most_d, axis=-1), over.sum(-1)], axis=-1)
+    return sums, np.cumsum(hist[:, :g], axis=1)
+
+
+def _row_locator(where: Callable[[tuple[int, ...]], str] | None, rows: np.ndarray,
+                 cells: tuple[int, ...]) -> Callable[[tuple[int, ...]], str] | None:
+    """Maps `_check_episodes`'s (episode, row) index of the gathered rows back to the block's (..., E, M)
+    index, for error messages."""
+    if where is None:
+        return None
+
+    def block_index(index: tuple[int, ...]) -> tuple[int, ...]:
+        episode, row = int(index[-2]), int(index[-1])
+        cell = np.unravel_index(int(rows[row]), cells)
+        return tuple(int(i) for i in cell[:-1]) + (episode, int(cell[-1]))
+
+    def locate(index: tuple[int, ...]) -> str:
+        return where(block_index(index))
+
+    locate.block_index = block_index  # type: ignore[attr-defined]
+    return locate
+
+
+class BadEpisodes(CubeError):
+    """Values a cube must not hold, found by the pass; `block_index` is the first one's (..., E, M) index
+    in its block (so the pass can tell a run caught mid-write from a broken one)."""
+
+    def __init__(self, message: str, block_index: tuple[int, ...] | None) -> None:
+        super().__init__(message)
+        self.block_index = block_index
+
+
+def _check_episodes(r: np.ndarray, c: np.ndarray, where: Callable[[tuple[int, ...]], str] | None) -> None:
+    """One-line BadEpisodes (a CubeError) when rewards and costs (..., M, E) break the cube's episode rule
+    (`cube.schema.EPISODE_RULES`)."""
+    broken = first_broken_episode(r, c)
+    if broken is None:
+        return
+    rule, bad = broken
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    block_index = getattr(where, "block_index", lambda i: None)(first[:-2] + (first[-1], first[-2]))
+    loc = where(first[:-2] + (first[-1], first[-2])) if where else f"block index {first}"
+    raise BadEpisodes(f"invalid cube: {rule.count_text(int(bad.sum()))} (first at {loc}); {EPISODE_RULE_HINT}: "
+                      "fix the writer, or check the store with saferl validate", block_index)
+
+
+_LOCATE_TABLES: dict[bytes, tuple[float, float, np.ndarray, np.ndarray, float] | None] = {}
+
+
+
+def grid_locate(kappa: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """#{kappa < x} for every element of x (= np.searchsorted(kappa, x, 'left'); NaN -> kappa.size).
+
+    Exact, and several times faster than searchsorted. x is bucketed on a uniform grid of width h, half
+    the smallest kappa spacing, counted down from a top edge above the grid (so that NaN, which np.fmax
+    sends to bucket 0, lands above every grid point); the bucket index is computed in x's float dtype.
+    Each bucket has a window reaching h/4 beyond its edges, narrower than the spacing, so it holds at
+    most one grid point s_q; a table keeps #{kappa below the window} and s_q. Rounding moves the computed
+    bucket by far less than h/4, so x lies in its bucket's window and the answer is below_q + (s_q < x).
+    Falls back to searchsorted for grids too fine for that.
+    """
+    key = kappa.tobytes() + kappa.dtype.str.encode()
+    if key not in _LOCATE_TABLES:
+        _LOCATE_TABLES[key] = _locate_table(kappa)
+    entry = _LOCATE_TABLES[key]
+    x = np.asarray(x)
+    # the bucket index must be right to well within h/4: a few rounding errors of x's dtype per span
+    if entry is None or x.dtype.kind != "f" or np.finfo(x.dtype).eps * entry[4] > 0.01:
+        return np.searchsorted(kappa, x, side="left")
+    top, inv_h, below, inside, _ = entry
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = (top - x) * inv_h  # Python floats: computed in x's dtype
+    np.fmax(q, 0, out=q)  # NaN -> 0
+    np.fmin(q, below.size - 1, out=q)
+    q = q.astype(np.int32)
+    idx = np.take(below, q)
+    idx += np.take(inside, q) < x
+    return idx
+
+
+def _locate_table(kappa: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, float] | None:
+    """(top, 1/h, below, inside, scale) for `grid_locate`, or None when the grid needs more than 2^20
+    buckets. Bucket q spans (top - (q+1) h, top - q h]; rounding a bucket index of x (near the grid)
+    errs by at most a few eps * scale buckets."""
+    h = float(np.min(np.diff(kappa))) / 2 if kappa.size > 1 else 1.0
+    span = (float(kappa[-1]) - float(kappa[0])) / h if h > 1e-12 else np.inf
+    if not (np.isfinite(span) and span < 1 << 20):
+        return None
+    top = float(kappa[-1]) + 2 * h
+    edges = top - h * np.arange(int(span) + 5)  # decreasing; the last one is below kappa[0] - h
+    lo = np.searchsorted(kappa, edges[1:] - h / 4, side="left")
+    hi = np.searchsorted(kappa, edges[:-1] + h / 4, side="left")
+    assert np.all(hi - lo <= 1)  # a window is narrower than the grid spacing
+    padded = np.append(kappa, np.inf).astype(kappa.dtype)
+    inside = np.where(hi > lo, padded[np.minimum(lo, kappa.size)], np.inf).astype(kappa.dtype)
+    scale = lo.size + abs(top) / h  # top itself is rounded to x's dtype
+    return top, 1.0 / h, lo.astype(np.int32), inside, scale
+
+
+_THRESHOLDS: dict[tuple[float, bytes, str], tuple[np.generic, np.ndarray]] = {}
+
+
+def cost_thresholds(d: float, kappa: np.ndarray, dtype: np.dtype) -> tuple[np.generic, np.ndarray]:
+    """Thresholds in a float dtype that decide the float64 tests of its costs exactly.
+
+    Returns (t_d, t) with, for every cost c of that dtype (as float64, the value the metrics use):
+        c > t_d     <=>  c > d                      (a violation)
+        c <= t[g]   <=>  (c - d) / d <= kappa[g]    (CDF counts, with the float64 rounding of eq. 9)
+    Both right-hand sides are monotone in c, so each set of costs passing them is a down-set of the
+    dtype's values and has a largest member: the threshold, found from its approximation d(1 + kappa)
+    by stepping one unit in the last place at a time. Comparing float32 costs with these float32
+    thresholds then needs no float64 copy of the episodes.
+    """
+    dtype = np.dtype(dtype)
+    key = (float(d), kappa.tobytes(), dtype.str)
+    if key not in _THRESHOLDS:
+        t_d = _largest_passing(lambda v: v <= d, np.array([d]), dtype)[0]
+        with np.errstate(over="ignore"):
+            t = _largest_passing(lambda v: (v - d) / d <= kappa, d * (1.0 + kappa), dtype)
+        _THRESHOLDS[key] = (t_d, t)
+    return _THRESHOLDS[key]
+
+
+def _largest_passing(passes: Callable[[np.ndarray], np.ndarray], guess: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Elementwise, the largest finite value v of `dtype` with passes(float64(v)), for a predicate
+    monotone in v (true up to a point, then false) that holds for the dtype's lowest finite value.
+
+    Bisection on the values' order keys (their bit patterns, made monotone), bracketed by the guess:
+    exact, and at most 64 steps even where many values pass alike (all tiny costs give (c - d)/d = -1)."""
+    bits = np.dtype(f"i{dtype.itemsize}")
+    magnitude = np.iinfo(bits).max
+
+    def key(v: np.ndarray) -> np.ndarray:
+        b = v.astype(dtype).view(bits).astype(np.int64)
+        return np.where(b < 0, -(b & magnitude), b)
+
+    def value(k: np.ndarray) -> np.ndarray:
+        return np.where(k < 0, (-k) | np.int64(np.iinfo(bits).min), k).astype(bits).view(dtype)
+
+    info = np.finfo(dtype)
+    k_min, k_max = int(key(np.array([info.min]))[0]), int(key(np.array([info.max]))[0])
+    if not passes(np.full(1, info.min, dtype=np.float64)).all():
+        raise CubeError(f"cannot place the CDF grid on {dtype} costs: store costs as float32 or float64")
+    start = key(np.clip(guess, info.min, info.max))
+    start_passes = passes(value(start).astype(np.float64))
+    lo = np.where(start_passes, start, k_min)  # passes
+    hi = np.where(start_passes, k_max + 1, start)  # fails, or is beyond the largest finite value
+    while np.any(hi > lo + 1):
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # no int64 overflow
+        ok = passes(value(mid).astype(np.float64))
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return value(lo)
+
+
+def kappa_grid(kappa: np.ndarray | None) -> np.ndarray:
+    """The CDF grid (default_kappa() if None), checked: finite, strictly increasing, non-empty."""
+    kappa = default_kappa() if kappa is None else np.asarray(kappa, dtype=np.float64)
+    if kappa.ndim != 1 or kappa.size == 0 or np.any(np.diff(kappa) <= 0) or not np.isfinite(kappa).all():
+        raise CubeError("the kappa grid must be a non-empty, strictly increasing 1-D list of finite numbers")
+    return kappa

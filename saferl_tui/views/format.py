@@ -1,0 +1,164 @@
+"""How numbers, tiers, labels and colours look on screen (labels, directions and tiers come from
+`cube.stats.metrics`, colours from `cube.render.style`: the figures' palette).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from rich.text import Text
+
+from cube.render.style import algo_colors, hex_rgb
+from cube.stats.metrics import SETTING, TIER_LABELS
+from saferl_tui.model import UISelection
+
+# ======================================================================== colours
+REF_COLOR = "gray"
+"""Reference lines (the bound d, κ = 0): a colour no algorithm gets."""
+REF_RICH = "grey50"
+
+
+def algo_palette(all_algos: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+    """A fixed colour per algorithm of the cube, the figures' (`cube.render.style.algo_colors`: by sorted
+    name, not by the selection), so an algorithm has the same colour in every view and every figure."""
+    return {a: hex_rgb(c) for a, c in algo_colors(all_algos).items()}
+
+
+def rich_color(rgb: tuple[int, int, int]) -> str:
+    """The Rich style of an RGB colour."""
+    return f"rgb({rgb[0]},{rgb[1]},{rgb[2]})"
+
+
+def legend_text(colors: dict[str, tuple[int, int, int]], extra: Sequence[tuple[str, str]] = ()) -> Text:
+    """One line: '━━ ppo  ━━ ppo_lag …' in each algorithm's colour, then (text, style) extras."""
+    text = Text(" ")
+    for a, rgb in colors.items():
+        text.append("━━ ", style=rich_color(rgb))
+        text.append(a + "  ", style=f"bold {rich_color(rgb)}")
+    for item, style in extra:
+        text.append(item + "  ", style=style)
+    return text
+
+
+# ======================================================================== formatting
+def fmt(v: float, digits: int = 2) -> str:
+    """A number as shown on screen (fixed decimals; "–" for NaN)."""
+    v = float(v)
+    return "–" if not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def fmt_signed(v: float, digits: int = 2) -> str:
+    """A difference as shown on screen (+1.20 / −0.30; "–" for NaN)."""
+    v = float(v)
+    return "–" if not math.isfinite(v) else f"{v:+.{digits}f}".replace("-", "−")
+
+
+def fmt_tier(t: float) -> str:
+    """A tier as shown on screen (integer, "–" when undefined)."""
+    t = float(t)
+    return "–" if not math.isfinite(t) or t < 0 else str(int(t))
+
+
+def tier_name(t: float) -> str:
+    """The name of a tier ("Moderate"; "" when undefined), from ``cube.stats.metrics``."""
+    t = float(t)
+    return "" if not math.isfinite(t) or t < 0 else TIER_LABELS[int(t)]
+
+
+def iter_text(sel: UISelection) -> str:
+    """The training iterates of the selection as a parenthesised suffix ("" for all iterates)."""
+    if sel.iterates is None:
+        return ""
+    if isinstance(sel.iterates, int):
+        return f" (iterate {sel.iterates})"
+    return f" (iterates {sel.iterates[0]}..{sel.iterates[1]})"
+
+
+def setting_title(sel: UISelection, setting: str) -> str:
+    """The setting's label, with the training iterates for train ("Train (iterates 1..3)")."""
+    return SETTING[setting].label + (iter_text(sel) if setting == "train" else "")
+
+
+def condition_label(task: str, bound: float) -> str:
+    """'goal d=25' style label of a (task, bound) condition."""
+    return f"{task} d={bound:g}"
+
+
+def incomplete_note(counts: dict | None) -> Text:
+    """'◐ 3 incomplete runs included' (warning style), or nothing when every selected run is complete."""
+    n = sum(counts.values()) if counts else 0
+    if not n:
+        return Text("")
+    return Text(f"  ◐ {n} incomplete run{'s' if n != 1 else ''} included (6 Runs)",
+                style="bold dark_orange")
+
+
+def nice_step(span: float, n: int) -> float:
+    """A 1-2-5 step giving about ``n`` intervals over ``span``."""
+    if not math.isfinite(span) or span <= 0:
+        return 1.0
+    raw = span / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[float]:
+    """Round tick values (multiples of a 1-2-5 step) inside [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo]
+    step = nice_step(hi - lo, n)
+    if integer:
+        step = max(1.0, round(step))
+    first = math.ceil(lo / step - 1e-9) * step
+    ticks = []
+    v = first
+    while v <= hi + 1e-9 * step:
+        ticks.append(0.0 if abs(v) < 1e-12 * step else v)
+        v = first + len(ticks) * step
+    return ticks
+
+
+def tick_label(v: float, step: float) -> str:
+    """A tick value as short text: 1.5M, 250k, 0.25, 40."""
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:g}k"
+    if step >= 1:
+        return f"{v:.0f}"
+    digits = max(0, -math.floor(math.log10(step) + 1e-9))
+    if abs(step * 10 ** digits - round(step * 10 ** digits)) > 1e-6:
+        digits += 1
+    return f"{v:.{digits}f}"
+
+
+def padded_range(*arrays: Any) -> tuple[float, float]:
+    """(low, high) of the finite values of ``arrays`` with a little room, NaN-safe."""
+    vals = np.concatenate([np.asarray(a, float).ravel() for a in arrays]) if arrays else np.array([])
+    vals = vals[np.isfinite(vals)]
+    if not vals.size:
+        return (0.0, 1.0)
+    lo, hi = float(vals.min()), float(vals.max())
+    pad = (hi - lo) * 0.05 or (abs(hi) * 0.1 or 1.0)
+    return lo - pad, hi + pad
+
+
+def nan_none(a: np.ndarray) -> list[float]:
+    """plotext cannot skip NaN: carry the nearest previous finite value (the first finite one, or 0, before it)."""
+    out, last = [], None
+    arr = np.asarray(a, float)
+    first = arr[np.isfinite(arr)][0] if np.isfinite(arr).any() else 0.0
+    for v in arr:
+        if math.isfinite(v):
+            last = float(v)
+        out.append(last if last is not None else float(first))
+    return out

@@ -1,0 +1,28 @@
+"""FOCOPS: the first-order projection loss on (A_r - nu A_c)/(1 + nu), nu by projected gradient ascent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from train.algorithms.base import Algorithm, LossInputs, cost_advantage
+from train.config import TrainConfig
+
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+    from train import losses as L
+
+    fc = config.focops
+    cadv = cost_advantage(config, fc, x.cost_adv)
+    if fc.loss == "crax":
+        return L.focops_crax_policy_loss(x.ratio, x.log_ratio, x.adv, cadv, x.multiplier, fc.temperature,
+                                         fc.kl_threshold)
+    return L.focops_policy_loss(x.ratio, x.adv, cadv, x.kl, x.multiplier, fc.temperature, fc.kl_threshold)
+
+
+def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
+    from train import losses as L
+
+    return L.focops_nu_update(mult, mean_cost, d_step, config.focops.nu_lr, config.focops.nu_max)
+
+
+FOCOPS = Algorithm("focops", 3, "focops", lambda c: c.focops.nu_init, policy_loss, multiplier_update)
