@@ -35,7 +35,44 @@ FractionProgress = Callable[[float, str], None]
 """`progress(fraction, text)`: how a screen shows progress (0..1 and what is being done)."""
 
 __all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "Progress", "StepProgress", "FractionProgress", "resolve_address",
-           "connect", "scheduler_context", "active_client", "compute", "step_progress", "fraction_progress"]
+           "connect", "scheduler_context", "active_client", "compute", "step_progress", "fraction_progress",
+           "available_memory", "check_memory"]
+
+MEMORY_SHARE = 0.5
+"""A job may plan to use at most this share of the memory available when it starts."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation now (Linux: MemAvailable), None where unknown."""
+    try:
+        for line in open("/proc/meminfo").read().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} PiB"
+
+
+def check_memory(nbytes: float, what: str, hint: str = "ask for less") -> None:
+    """CubeError before any work when `what` (e.g. "--episodes 1,000,000,000") would need about `nbytes`
+    of memory, more than MEMORY_SHARE of what is available: one line naming the value, the estimate and
+    the limit."""
+    available = available_memory()
+    if available is None or nbytes <= MEMORY_SHARE * available:
+        return
+    raise CubeError(f"{what} would need about {_size(nbytes)} of memory, more than {MEMORY_SHARE:.0%} of the "
+                    f"{_size(available)} available: {hint}")
 
 
 def step_progress(progress: StepProgress | None, step: str) -> Progress | None:

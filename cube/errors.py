@@ -11,3 +11,8 @@ class CubeError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
+
+
+class CubeWarning(UserWarning):
+    """Something the user should know that does not stop the command (an interrupted write left out, a
+    statistics cache that did not verify, node-local file locks): one line, printed as ``warning: <message>``."""

@@ -1,9 +1,9 @@
 """Every file saferl writes for a user (tables, figures, netCDF, exports) goes through here.
 
 A target is written to a temporary file in the same folder and renamed over the target only when
-complete, so a failure (full disk, Ctrl-C) never leaves half a file; and a target that exists but is
-not a regular file (a symlink, a FIFO, a device such as /dev/stdout, a folder) is refused, never
-replaced.
+complete, so a failure (full disk, Ctrl-C) never leaves half a file; a file it replaces keeps its mode
+and group; and a target that exists but is not a regular file (a symlink, a FIFO, a device such as
+/dev/stdout, a folder) is refused, never replaced.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
+        _keep_mode(tmp, target)
         os.replace(tmp, target)
     except OSError as exc:
         raise CubeError(f"cannot write {target} ({exc.strerror or type(exc).__name__}): "
@@ -50,6 +51,19 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def _keep_mode(tmp: Path, target: Path) -> None:
+    """Give the new file the mode (and group) of the file it replaces: a private (0600) table stays private."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return
+    os.chmod(tmp, stat.S_IMODE(st.st_mode))
+    try:
+        os.chown(tmp, -1, st.st_gid)
+    except OSError:
+        pass
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> Path:

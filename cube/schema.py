@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from cube.errors import CubeError
+
 SCHEMA_VERSION = 1
 
 DIMS: tuple[str, ...] = ("algo", "task", "bound", "seed", "iterate", "episode", "mode")
@@ -87,6 +89,81 @@ def dim_kind_ok(kind: str, dtype: np.dtype) -> bool:
 def manifest_json(manifest: dict[str, Any]) -> str:
     """Serialise a run manifest to compact, sorted JSON (non-JSON values become strings)."""
     return json.dumps(manifest, sort_keys=True, default=str, separators=(",", ":"))
+
+
+# ------------------------------------------------------------------ the manifest keys every writer uses
+MANIFEST_KEYS: dict[str, str] = {
+    "writer": "what wrote the run: 'saferl train', 'cube.Recorder' or 'saferl import <format>'",
+    "started": "when the run's latest attempt started, ISO 8601 with its zone ('2026-11-26T10:00:00Z')",
+    "finished": "when it ended, same form (absent while it runs)",
+    "wall_s": "seconds it took, where the source logs it and gives no start and end (imports)",
+    "iterates_done": "iterates written (the last written iterate + 1)",
+    "env_steps": "environment steps at the last written iterate",
+    "host": "the machine that wrote it (absent for imports)",
+}
+"""The run-manifest keys that `saferl status` and the summaries read; every writer (`saferl train`,
+`cube.Recorder`, `saferl import`) writes those it knows and leaves out the others. Writers add any other
+keys (config, versions, source files, notes)."""
+LEGACY_MANIFEST_KEYS: dict[str, str] = {"start_time": "started", "end_time": "finished"}
+"""Names `saferl train` wrote before 2026-11-27, read as their MANIFEST_KEYS name."""
+MEANS_KEY = "means"
+"""Manifest key of imported runs: mode -> {"text": one sentence saying what the stored means are (window,
+its source, how far it reaches back), plus the numbers it names}."""
+
+
+def utc_stamp(seconds: float | None = None) -> str:
+    """A time (POSIX seconds, default now) in the manifests' form: '2026-11-26T10:00:00Z'."""
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def run_facts(row: dict[str, Any]) -> dict[str, Any]:
+    """The MANIFEST_KEYS of one manifest (a `read_manifests` row or a stored body), None where unknown;
+    legacy names are read too, and `wall_s` is `finished - started` when both are known."""
+    from datetime import datetime
+
+    out = {k: row.get(k) for k in MANIFEST_KEYS}
+    for old, new in LEGACY_MANIFEST_KEYS.items():
+        if out[new] is None and row.get(old) is not None:
+            out[new] = row[old]
+    if out["writer"] is None:  # manifests written before the key existed
+        out["writer"] = ("cube.Recorder" if row.get("recorder") else
+                         f"saferl import {row['format']}" if row.get("format") else
+                         "saferl train" if row.get("config") is not None else None)
+    if out["wall_s"] is None and out["started"] and out["finished"]:
+        try:
+            start, end = (datetime.fromisoformat(str(out[k])) for k in ("started", "finished"))
+            out["wall_s"] = (end - start).total_seconds()
+        except (TypeError, ValueError):
+            pass
+    return out
+
+
+def means_notes(rows: list[dict[str, Any]], mode: str = "train") -> list[str]:
+    """The distinct sentences that say what the means of `mode` are in these manifests (imported runs;
+    see MEANS_KEY), in first-seen order; [] for runs of episodes."""
+    notes = [((row.get(MEANS_KEY) or {}).get(mode) or {}).get("text") for row in rows]
+    return list(dict.fromkeys(n for n in notes if n))
+
+
+MAX_SEED = 2**63 - 1
+"""Seeds are stored as int64: 0..MAX_SEED."""
+
+
+def seed_label(value: Any) -> int:
+    """A seed label as a Python int: an integer (or an integral number) in 0..MAX_SEED; CubeError (one line
+    naming the value and the limit) for anything else, before it could wrap around in an int64."""
+    if isinstance(value, bool | np.bool_):
+        raise CubeError(f"seed {value!r} is not an integer; seeds are integers in 0..{MAX_SEED}")
+    try:
+        number = value if isinstance(value, int | np.integer) else float(value)
+        whole = int(number)
+    except (TypeError, ValueError, OverflowError):
+        raise CubeError(f"seed {value!r} is not an integer; seeds are integers in 0..{MAX_SEED}") from None
+    if whole != number or not 0 <= whole <= MAX_SEED:
+        raise CubeError(f"seed {value!r} is not an integer in 0..{MAX_SEED} (seeds are stored as int64)")
+    return whole
 
 
 BOUND_RTOL = 1e-9

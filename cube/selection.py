@@ -42,9 +42,24 @@ class Selection:
         elif it is not None and (not isinstance(it, int) or it < 0):
             raise CubeError(f"iterate {it!r} is invalid: give a non-negative integer")
 
+    def check_iterates(self, n_iterates: int) -> Selection:
+        """This selection, after checking that its iterates lie inside a cube of `n_iterates` iterates
+        (0..n_iterates-1): CubeError naming the iterate and the cube's range otherwise, never a silently
+        shorter window."""
+        it = self.iterates
+        last = it[1] if isinstance(it, tuple) else it
+        if last is not None and last >= n_iterates:
+            raise CubeError(f"--iterates {_iterates_text(it)} reaches past the cube's last iterate: it has iterates "
+                            f"0..{n_iterates - 1}")
+        return self
+
     def to_json(self) -> str:
         """Compact JSON of the selection (stored in result attrs and exports)."""
         return json.dumps(asdict(self), separators=(",", ":"))
+
+
+def _iterates_text(it: Iterates) -> str:
+    return f"{it[0]}:{it[1]}" if isinstance(it, tuple) else str(it)
 
 
 def split_list(text: str) -> list[str]:
@@ -233,3 +248,16 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def count_at_most(limit: int):  # noqa: ANN201 - an argparse type
+    """argparse type of a count in 1..`limit` ('--bins 20', at most 10,000): refused before any work, naming
+    the value and the limit."""
+    def parse(text: str) -> int:
+        value = positive_int(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"{value:,} is beyond the limit of {limit:,}")
+        return value
+
+    parse.__name__ = f"count_at_most_{limit}"
+    return parse

@@ -8,14 +8,15 @@ from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
 
 from saferl_tui.commands import SaferlCommands
-from saferl_tui.messages import Exported
+from saferl_tui.messages import Exported, ViewShown
 from saferl_tui.model import CubeModel
 from saferl_tui.screens.main import DemoBuilder, MainScreen
 
 
-class SaferlApp(App[None]):
+class SaferlApp(App[str]):
     """Keyboard-driven explorer of a saferl results cube.
 
     The app only starts the first :class:`MainScreen`, handing it what it needs, and records what the
@@ -29,9 +30,11 @@ class SaferlApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
 
-    def __init__(self, model: CubeModel, *, export_dir: Path, demo_builder: DemoBuilder | None = None,
-                 scheduler: str | None = None) -> None:
+    def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
+                 scheduler: str | None = None, exit_after_load: bool = False) -> None:
         super().__init__()
+        self.exit_after_load = exit_after_load
+        """Exit once the first Summary is on screen (README's commands run non-interactively in CI)."""
         self.model = model
         self._first_screen = partial(MainScreen, model, export_dir=export_dir, demo_builder=demo_builder,
                                      scheduler=scheduler)
@@ -44,6 +47,11 @@ class SaferlApp(App[None]):
     def on_exported(self, msg: Exported) -> None:
         self.last_export = list(msg.paths)
 
+    def on_view_shown(self, msg: ViewShown) -> None:
+        if self.exit_after_load and msg.view_id == "summary":
+            table = self.main_screen.view("summary").query_one("#summary-table", DataTable)
+            self.exit(result=f"Summary of {self.model.path} shown: {table.row_count} rows")
+
     @property
     def main_screen(self) -> MainScreen:
         """The explorer screen (the bottom of the stack above the default screen)."""
@@ -54,15 +62,19 @@ class SaferlApp(App[None]):
 
 
 def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: int = 2000, rng_seed: int = 0,
-              demo_builder: DemoBuilder | None = None, scheduler: str | None = None) -> SaferlApp:
+              demo_builder: DemoBuilder | None = None, scheduler: str | None = None,
+              exit_after_load: bool = False) -> SaferlApp:
     """Create the app for a cube ``path``.
 
     ``boot``/``rng_seed``: bootstrap replicates and seed for CIs (paper: 2000). ``export_dir``: where
-    ``e`` and ``s`` write (default: the working directory). ``demo_builder(path, progress)``: called in
-    a worker to create the cube first when ``path`` does not exist (the bundled demo). ``scheduler``:
+    ``e``, ``s`` and ``P`` write (default: ``<cube>-figures/`` next to the cube).
+    ``demo_builder(path, progress)``: called in a worker to create the cube first when ``path`` does not
+    exist (the bundled demo). ``scheduler``:
     the address of the dask scheduler the caller runs the app under (see ``cube.compute``), shown while
-    the cube loads; None for local threads.
+    the cube loads; None for local threads. ``exit_after_load``: exit once the first Summary is shown
+    (``app.run()`` then returns a line saying so).
     """
     model = CubeModel(path, boot=boot, rng_seed=rng_seed)
-    out = Path(export_dir) if export_dir is not None else Path.cwd()
-    return SaferlApp(model, export_dir=out, demo_builder=demo_builder, scheduler=scheduler)
+    out = Path(export_dir) if export_dir is not None else None
+    return SaferlApp(model, export_dir=out, demo_builder=demo_builder, scheduler=scheduler,
+                     exit_after_load=exit_after_load)

@@ -14,6 +14,9 @@ from cube.compute import Progress, resolve_address, scheduler_context
 from cube.selection import check_statistics_arguments
 from saferl_tui.app import build_app
 
+EXIT_AFTER_LOAD = "SAFERL_TUI_EXIT_AFTER_LOAD"
+"""Set (to anything) to exit once the first Summary is shown: README's `make demo` runs in CI this way."""
+
 
 def demo_path() -> Path:
     """Where the demo cube lives: ./demo/results.zarr if present, else ~/.cache/saferl/demo.zarr."""
@@ -48,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
         "Press ? inside the app for every key.",
     )
     p.add_argument("path", nargs="?", help="results cube (.zarr directory or .nc file); default: the demo cube")
-    p.add_argument("--export-dir", default=None, help="where e (CSV + LaTeX) and s (SVG) write (default: .)")
+    p.add_argument("--export-dir", default=None, help="where e (CSV + LaTeX), s (SVG) and P (PDF) write "
+                   "(default: <cube>-figures/ next to the cube)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap replicates for the CIs (default 2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap random seed (default 0)")
     p.add_argument(
@@ -75,8 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         with ExitStack() as stack:
             stack.enter_context(scheduler_context(args.scheduler))
             app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed,
-                            demo_builder=builder, scheduler=resolve_address(args.scheduler))
-            app.run()
+                            demo_builder=builder, scheduler=resolve_address(args.scheduler),
+                            exit_after_load=bool(os.environ.get(EXIT_AFTER_LOAD)))
+            shown = app.run()
+        if shown:
+            print(f"saferl-tui: {shown} ({EXIT_AFTER_LOAD} is set)")
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the boundary: one line, never a traceback (unless asked for)

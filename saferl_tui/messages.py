@@ -107,3 +107,11 @@ class OpenSucceeded(Message):
     """Another cube is open and loaded; the screen switches to it."""
 
     model: CubeModel
+
+
+@dataclass
+class ViewShown(Message):
+    """A view shows the data of its latest request (it bubbles to the app: e.g. to exit after the first
+    Summary when `SAFERL_TUI_EXIT_AFTER_LOAD` is set)."""
+
+    view_id: str

@@ -44,7 +44,9 @@ class UISelection:
     iterates: None | int | tuple[int, int] = None
     baseline: str | None = None
     not_safe: tuple[str, ...] = ()
-    """Algorithms that are not safe RL: never "best" (default: those without a multiplier, e.g. PPO)."""
+    """Algorithms that are not safe RL: never "best" (default: `cube.stats.not_safe`, e.g. PPO)."""
+    reference: str | None = None
+    """Published numbers shown beside the cube's (`cube.io.reference.REFERENCES`, e.g. "paper"), or None."""
 
     def cube_selection(self) -> Selection:
         """The ``cube.selection.Selection`` for the statistics API."""
@@ -83,7 +85,7 @@ class UISelection:
                 "bounds": [float(b) for b in self.bounds], "seeds": [int(s) for s in self.seeds],
                 "setting": self.setting, "iterates": (list(self.iterates) if isinstance(self.iterates, tuple)
                                                       else self.iterates),
-                "baseline": self.baseline, "not_safe": list(self.not_safe)}
+                "baseline": self.baseline, "not_safe": list(self.not_safe), "reference": self.reference}
 
     def tag(self, info: CubeInfo | None = None) -> str:
         """A short tag for file names: setting, iterates, sizes, and a hash unless everything is selected
@@ -111,13 +113,12 @@ class CubeInfo:
     n_iterates: int
     synthetic: bool
     attrs: dict = field(default_factory=dict)
-    no_multiplier: tuple[str, ...] = ()
-    """Algorithms whose multiplier is NaN everywhere (no constraint handling: not safe RL by default)."""
     has_env_steps: bool = False
 
     def default_selection(self) -> UISelection:
-        """Everything selected, setting train, no baseline; the algorithms without a multiplier not safe."""
-        return UISelection(self.algos, self.tasks, self.bounds, self.seeds, not_safe=self.no_multiplier)
+        """Everything selected, setting train, no baseline; the unconstrained algorithms (e.g. ppo) not safe
+        (`cube.stats.not_safe`, the rule of every table and figure)."""
+        return UISelection(self.algos, self.tasks, self.bounds, self.seeds, not_safe=stats.not_safe(self.algos))
 
 
 
@@ -211,20 +212,9 @@ class CubeModel:
             n_iterates=int(ds.sizes["iterate"]),
             synthetic=bool(ds.attrs.get("synthetic", False)),
             attrs=dict(ds.attrs),
-            no_multiplier=self._no_multiplier(),
             has_env_steps="env_steps" in ds.data_vars,
         )
         return self.info
-
-    def _no_multiplier(self) -> tuple[str, ...]:
-        """Algorithms whose ``multiplier`` variable is all-NaN (none when the cube has no multiplier)."""
-        mv = self._run_vars(("multiplier",))
-        if "multiplier" not in mv:
-            return ()
-        da = mv["multiplier"]
-        finite = np.isfinite(np.asarray(da.transpose("algo", ...).values, dtype=np.float64))
-        has = finite.reshape(finite.shape[0], -1).any(axis=1)
-        return tuple(str(a) for a, h in zip(da["algo"].values, has, strict=True) if not h)
 
     # ------------------------------------------------------------------ cache
     def _cached(self, key: Hashable, fn: Callable[[], Any]) -> Any:
@@ -346,6 +336,30 @@ class CubeModel:
                 self._ss_small(sel, algos), (s,))))
         return _concat_settings(parts)
 
+    def reference_aggregate(self, sel: UISelection) -> xr.Dataset:
+        """The aggregate table beside the reference `sel.reference` (`cube.stats.reference.compare_aggregate`);
+        CubeError (one line) when the reference has none of the selected labels."""
+        from cube.stats.reference import compare_aggregate
+
+        ref = self._reference(sel.reference)
+        return compare_aggregate(self.aggregate(sel, SETTINGS), ref.aggregate).assign_attrs(reference=sel.reference)
+
+    def reference_conditions(self, sel: UISelection, setting: str) -> xr.Dataset:
+        """One setting's condition table beside the reference (`compare_conditions`); CubeError when the
+        reference has none of the selected labels (e.g. no per-condition numbers for final expl)."""
+        from cube.stats.reference import compare_conditions
+
+        ref = self._reference(sel.reference)
+        return compare_conditions(self.conditions(sel, (setting,)), ref.conditions).assign_attrs(
+            reference=sel.reference)
+
+    def _reference(self, name: str | None):
+        from cube.io.reference import load_reference
+
+        if name is None:
+            raise CubeError("no reference selected: press R to show the paper's numbers")
+        return self._cached(("reference", name), lambda: load_reference(name))
+
     def cdf(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
         """``stats.cdf_curves`` of the selection for ``settings`` (cached per setting and algorithm).
 
@@ -437,10 +451,27 @@ class CubeModel:
         return self._cached(key, lambda: self._read(lambda: curves.final_costs(
             self._raw(), self.ss, task, bound, algos=sel.algos, seeds=sel.seeds)))
 
-    def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> tuple[dict, dict]:
-        """Final-episode cost histograms of one condition: ({algo: (edges, counts)}, raw costs)."""
-        costs = self.final_costs(sel, task, bound)
-        return curves.cost_histograms(costs, bins=bins, include=(bound,)), costs
+    def histograms(self, sel: UISelection, task: str, bound: float, bins: int = 20) -> dict:
+        """Final-episode cost histograms of one condition: {algo: `curves.HistPanel`}, from the one
+        histogram engine the figures use (`curves.hist_panels`: edges shared by the algorithms, the not-safe
+        ones on a scale of their own)."""
+        self._check(sel)
+        key = ("hist", sel.algos, sel.seeds, task, float(bound), bins, sel.not_safe)
+
+        def compute() -> dict:
+            cost, n = self._raw()["cost"].sel(task=task, bound=bound), self.ss["n"].sel(task=task, bound=bound)
+            if sel.algos is not None:
+                cost, n = cost.sel(algo=list(sel.algos)), n.sel(algo=list(sel.algos))
+            if sel.seeds is not None:
+                cost, n = cost.sel(seed=list(sel.seeds)), n.sel(seed=list(sel.seeds))
+            final = curves.final_episode_costs(cost, n)
+            if final is None:
+                return {}
+            final = final.expand_dims(task=[task], bound=[float(bound)])
+            panels = curves.hist_panels(final, bins, own_scale=sel.not_safe)
+            return {a: p for (_t, _b, a), p in panels.items()}
+
+        return self._cached(key, lambda: self._read(compute))
 
     def runs(self, sel: UISelection) -> list[dict]:
         """The run manifest rows of the selection."""

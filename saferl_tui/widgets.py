@@ -163,11 +163,13 @@ class SelectionPanel(VerticalScroll):
             for key, values in labels.items():
                 pick = self.query_one(f"#sel-{key}", PickList)
                 pick.clear_options()
-                pick.add_options([(f"{v:g}" if isinstance(v, float) else str(v), str(v), True) for v in values])
-            self.query_one("#sel-baseline", Select).set_options([(a, a) for a in (self.NONE, *info.algos)])
+                # labels are data: shown as text, never markup (an algorithm may be called "[/x]")
+                pick.add_options([(Text(f"{v:g}" if isinstance(v, float) else str(v)), str(v), True)
+                                  for v in values])
+            self.query_one("#sel-baseline", Select).set_options([(Text(a), a) for a in (self.NONE, *info.algos)])
             pick = self.query_one("#sel-not_safe", PickList)
             pick.clear_options()
-            pick.add_options([(a, a, a in sel.not_safe) for a in info.algos])
+            pick.add_options([(Text(a), a, a in sel.not_safe) for a in info.algos])
         self.apply(sel)
 
     def apply(self, sel: UISelection) -> None:

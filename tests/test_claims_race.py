@@ -72,3 +72,72 @@ def test_fresh_claims_and_live_owners(tmp_path: Path) -> None:
     other_host = {"host": "elsewhere", "pid": 123456}
     claim_path(store, key).write_text(json.dumps(other_host))
     assert not try_claim(store, key)  # liveness on another host cannot be checked: respected
+
+
+CHURN_ROUNDS = 250
+CHURN_PROCESSES = 4
+
+
+def _churn(store: str, start: object, out: object) -> None:
+    """Take, hold and release one run's claim in a loop; a hold checks 5 times that the claim is still ours.
+    Reports (start_ns, end_ns, replaced) of each hold."""
+    import os
+    import time
+
+    from train.claims import release
+
+    key = _key(0)
+    me = os.getpid()
+    holds = []
+    start.wait()  # type: ignore[attr-defined]
+    for _ in range(CHURN_ROUNDS):
+        if not try_claim(store, key):
+            continue
+        begin = time.monotonic_ns()  # CLOCK_MONOTONIC: one clock for every process of the machine
+        replaced = any((read_claim(store, key) or {}).get("pid") != me for _ in range(5))
+        end = time.monotonic_ns()
+        holds.append((begin, end, replaced))
+        release(store, key)
+    out.put((me, holds))  # type: ignore[attr-defined]
+
+
+def test_a_claim_has_one_holder_at_a_time_under_churn(tmp_path: Path) -> None:
+    """Several processes take, hold and release the same run's claim as fast as they can: no two holds
+    overlap, and no holder ever finds its claim replaced (before: hundreds of overlapping holds)."""
+    store = tmp_path / "s.zarr"
+    store.mkdir()
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(CHURN_PROCESSES), ctx.Queue()
+    procs = [ctx.Process(target=_churn, args=(str(store), start, out)) for _ in range(CHURN_PROCESSES)]
+    for p in procs:
+        p.start()
+    holds = [(b, e, r, pid) for pid, rows in (out.get(timeout=300) for _ in procs) for b, e, r in rows]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    holds.sort()
+    overlaps = [(a, b) for a, b in zip(holds, holds[1:], strict=False) if b[0] < a[1] and a[3] != b[3]]
+    assert not overlaps, f"{len(overlaps)} of {len(holds)} holds overlapped"
+    assert not any(r for _, _, r, _ in holds), "a holder found its claim replaced"
+    assert len(holds) >= CHURN_ROUNDS // 5 and len({pid for *_, pid in holds}) > 1  # it changed hands
+
+
+@pytest.mark.parametrize("content", ['["host", 1]', '{"host": "h", "pid"', "", '{"host": "HOST", "pid": -1}',
+                                     '{"host": "HOST", "pid": 0}', '{"host": "HOST", "pid": "12"}',
+                                     '{"host": "HOST", "pid": true}', '{"pid": 12}', "\x00\xff"])
+def test_a_damaged_claim_is_stale(tmp_path: Path, content: str) -> None:
+    """Claims a kill or a bad disk left unreadable name no holder: reading them never raises, status
+    says they are damaged, and the next trainer takes the run."""
+    from train.claims import claim_state
+
+    store = tmp_path / "s.zarr"
+    store.mkdir()
+    key = _key(0)
+    path = claim_path(store, key)
+    path.parent.mkdir(parents=True)
+    path.write_text(content.replace("HOST", socket.gethostname()), errors="surrogateescape")
+    state = claim_state(store, key)
+    assert state.state == "damaged" and state.takeable and "damaged" in state.describe()
+    assert read_claim(store, key) is None
+    assert try_claim(store, key)
+    assert read_claim(store, key) == {"host": socket.gethostname(), "pid": __import__("os").getpid()}

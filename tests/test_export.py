@@ -39,19 +39,21 @@ def test_aggregate_csv_is_long_and_tidy_with_exact_columns_and_full_precision():
     ds = agg_fixture()
     ds["value"][1, 0, 0] = 1 / 3
     text = export.render(ds, "aggregate", "csv", baseline="ppo")
-    assert text.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high"
+    assert text.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high,not_safe,reason"
     rows = list(csv.DictReader(io.StringIO(text)))
+    assert {r["not_safe"] for r in rows if r["algo"] == "ppo"} == {"1"}  # the baseline is marked in CSV too
+    assert {r["not_safe"] for r in rows if r["algo"] != "ppo"} == {"0"}
     assert len(rows) == 3 * 2 * 6
     assert [r["metric"] for r in rows[:6]] == ["R", "C", "Dnorm", "V", "Dplus", "tier"]
     row = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("lag", "train", "R"))
     assert float(row["value"]) == 1 / 3 and float(row["ci_low"]) == 0.5
     tier = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("lag", "final_greedy", "tier"))
     assert tier == {"algo": "lag", "setting": "final_greedy", "metric": "tier", "value": "4",
-                    "ci_low": "", "ci_high": ""}
+                    "ci_low": "", "ci_high": "", "not_safe": "0", "reason": ""}
     nan_row = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("p3o", "final_greedy", "V"))
-    assert nan_row["value"] == ""
+    assert nan_row["value"] == "" and nan_row["reason"] == "no-episodes"  # empty, and why
     no_tier = next(r for r in rows if (r["algo"], r["setting"], r["metric"]) == ("p3o", "train", "tier"))
-    assert no_tier["value"] == ""  # tier -1 = no data
+    assert no_tier["value"] == "" and no_tier["reason"] == "no-episodes"  # tier -1 = no data
 
 
 def test_aggregate_json_has_values_tiers_and_meta():
@@ -69,7 +71,7 @@ def test_markdown_bolds_best_excluding_baseline():
     md = export.render(agg_fixture(), "aggregate", "markdown", baseline="ppo").splitlines()
     lag = next(line for line in md if line.startswith("| lag"))
     p3o = next(line for line in md if line.startswith("| p3o"))
-    assert "*ppo (baseline)*" in md[2] and "**" not in md[2]
+    assert "*ppo †*" in md[2] and "**" not in md[2] and any("† not safe RL" in line for line in md)
     # R: higher is better -> p3o (2.0 > 1.0); C: lower is better -> lag (1.1 < 2.1).
     assert "**2.00 [1.50, 2.50]**" in p3o and "**1.10 [0.60, 1.60]**" in lag
     assert "**1.00" not in lag and "**2.10" not in p3o
@@ -77,36 +79,72 @@ def test_markdown_bolds_best_excluding_baseline():
     assert lag.rstrip(" |").endswith("2 (83%) | 4 (50%)")
 
 
-def test_latex_has_booktabs_bold_math_subscript_cis_and_grey_baseline():
+def test_latex_default_has_booktabs_bold_stacked_cis_and_grey_baseline():
     tex = export.render(agg_fixture(), "aggregate", "latex", baseline="ppo")
     lines = tex.splitlines()
     assert lines[0].startswith("% needs") and "booktabs" in lines[0]
-    assert lines[1] == r"\begin{tabular}{l" + "c" * 12 + "}" and r"\bottomrule" in tex
-    assert r"\textcolor{gray}{ppo}" in tex
-    assert r"$\mathbf{2.00}_{[1.50, 2.50]}$" in tex  # p3o's R: best excl. baseline, CI as a subscript
-    assert r"$1.00_{[0.50, 1.50]}$" in tex  # lag's R: not bold
+    assert r"\begin{table*}" in tex and r"\begin{tabular}{ll" + "c" * 6 + "}" in tex and r"\bottomrule" in tex
+    assert r"\textcolor{gray}{PPO}" in tex  # display names; the not-safe baseline grey
+    assert r"$\mathbf{2.00}$\\[-1pt]{\scriptsize $[1.50, 2.50]$}" in tex  # p3o's R: best excl. baseline
+    assert r"$1.00$\\[-1pt]" in tex  # lag's R: not bold
     assert r"\mathbf{9" not in tex  # the baseline (99.0 everywhere) is never bold
-    body = tex.split(r"\midrule")[1].split(r"\bottomrule")[0].strip().splitlines()
-    assert len(body) == 3 and all(line.count("&") == 12 for line in body)
-    assert all(cell.startswith(r"\textcolor{gray}") for cell in body[0].rstrip(" \\").split(" & "))
+    body = tex.split(r"\midrule", 1)[1].split(r"\bottomrule")[0]
+    rows = [line for line in body.splitlines() if line.endswith(r"\\") and "&" in line]
+    assert len(rows) == 6 and all(line.count(" & ") == 7 for line in rows)
+    assert all(cell.startswith(r"\textcolor{gray}") for cell in rows[0].rstrip(" \\").split(" & "))
+
+
+def test_latex_paper_style_is_table_2_and_its_ci_table():
+    tex = export.render(agg_fixture(), "aggregate", "latex", baseline="ppo", style="paper")
+    main, appendix = tex.split(r"\end{table}")
+    assert r"\resizebox{\textwidth}{!}{%" in main and r"\begin{tabular}{l" + "c" * 12 + "}" in main
+    assert r"\cmidrule(lr){2-3} \cmidrule(lr){4-5}" in main and r"\cmidrule(lr){12-13}" in main
+    assert " & Train & Final & Train & Final" in main and "PPO-Lag" not in main  # lag is not a known name
+    rows = [line for line in main.splitlines() if line.startswith(("lag", r"\textcolor{gray}{PPO}", "P3O"))]
+    assert len(rows) == 3 and all(line.count(" & ") == 12 for line in rows)
+    assert r"$\bm{2.00}$" in main and r"\bm{9" not in main and "scriptscriptstyle" not in main  # no CIs
+    assert r"\begin{sidewaystable}" in appendix and r"$\bm{2.00}_{\scriptscriptstyle[1.50,2.50]}$" in appendix
+    assert "bm" in tex.splitlines()[0] and "rotating" in tex.splitlines()[0]
 
 
 def test_table_format_is_the_paper_table_2_layout():
     text = export.render(agg_fixture(), "aggregate", "table", baseline="ppo")
     assert "IQM(R̄) [CI]" in text and "IQM(D_norm+) [CI]" in text and "Tier" in text
-    lag_rows = [line for line in text.splitlines() if "│ lag " in line]
-    assert len(lag_rows) == 2 and "Train" in lag_rows[0] and "Final (greedy)" in lag_rows[1]
-    assert "4 Strict" in lag_rows[1] and "1.10 [0.60, 1.60]" in lag_rows[0]
-    assert "ppo (baseline)" in text
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("│ lag "))
+    assert "train" in lines[first] and "greedy" in lines[first + 1]
+    assert "4 Strict" in lines[first + 1] and "1.10 [0.60, 1.60]" in lines[first]
+    assert "ppo †" in text and "† not safe RL" in text
     table = export.rich_table(agg_fixture(), "aggregate", baseline="ppo")
     assert len(table.rows) == 6 and len(table.columns) == 2 + 5 + 1
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_terminal_table_fits_the_width_and_cuts_no_number(small_demo_cube, width):
+    """The aggregate and per-condition tables drawn at 80 and 120 columns: no line is wider, and every
+    IQM (or seed mean) of the table appears whole in the text."""
+    from rich.console import Console
+
+    ss = stats.load_suffstats(small_demo_cube, cache=False)
+    tables = {"aggregate": stats.aggregate_table(ss, boot=20), "conditions": stats.condition_table(ss)}
+    for kind, table in tables.items():
+        console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+        console.print(export.rich_table(table, kind, not_best=["ppo"], width=width))
+        text = console.export_text(styles=False)
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width, kind
+        cells = [t for line in text.splitlines() for t in line.split()]
+        values = (table["value"].values if kind == "aggregate" else
+                  np.stack([table[f"{m}_mean"].values for m in stats.METRICS]))
+        for v in values.ravel()[np.isfinite(values.ravel())]:
+            assert f"{v:.2f}" in cells, (kind, v)
+        assert "…" not in text
 
 
 def test_conditions_and_cdf_render_from_real_tables(small_demo_cube):
     ss = stats.load_suffstats(small_demo_cube, cache=False)
     ct = stats.condition_table(ss, ["train"])
     text = export.render(ct, "conditions", "csv")
-    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds"
+    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds,not_safe,reason"
     rows = list(csv.DictReader(io.StringIO(text)))
     assert len(rows) == 4 * 2 * 2 * 6
     key = ("p3o", "circle", 25.0)
@@ -123,7 +161,8 @@ def test_conditions_and_cdf_render_from_real_tables(small_demo_cube):
     doc = json.loads(export.render(cdf, "cdf", "json"))
     assert doc["kappa"] == cdf["kappa"].values.tolist() and len(doc["curves"]) == 4
     lines = export.render(cdf, "cdf", "csv").splitlines()
-    assert lines[0] == "algo,setting,kappa,cdf,ci_low,ci_high" and len(lines) == 1 + 4 * cdf.sizes["kappa"]
+    assert lines[0] == "algo,setting,kappa,cdf,ci_low,ci_high,not_safe,reason"
+    assert len(lines) == 1 + 4 * cdf.sizes["kappa"]
     md = export.render(cdf, "cdf", "markdown")
     assert "CDF(κ=0)" in md and "CDF(κ=2)" in md
 
@@ -143,11 +182,12 @@ def test_poi_and_gap_render_in_every_format(small_demo_cube):
     poi = stats.probability_of_improvement(ss, "p3o", "ppo", boot=20)
     gap = stats.greedy_expl_gap(ss, boot=20)
     rows = list(csv.DictReader(io.StringIO(export.render(poi, "poi", "csv"))))
-    assert list(rows[0]) == ["x", "y", "setting", "metric", "value", "ci_low", "ci_high"]
+    assert list(rows[0]) == ["x", "y", "setting", "metric", "value", "ci_low", "ci_high", "reason"]
     r = next(r for r in rows if (r["setting"], r["metric"]) == ("final_greedy", "V"))
     assert float(r["value"]) == float(poi["value"].sel(setting="final_greedy", metric="V"))
     rows = list(csv.DictReader(io.StringIO(export.render(gap, "gap", "csv"))))
-    assert list(rows[0]) == ["algo", "metric", "value", "ci_low", "ci_high"] and len(rows) == 4 * 5
+    assert list(rows[0]) == ["algo", "metric", "value", "ci_low", "ci_high", "not_safe", "reason"]
+    assert len(rows) == 4 * 5
     assert json.loads(export.render(poi, "poi", "json"))["x"] == "p3o"
     assert len(json.loads(export.render(gap, "gap", "json"))["rows"]) == 20
     for obj, kind in ((poi, "poi"), (gap, "gap")):
@@ -155,36 +195,52 @@ def test_poi_and_gap_render_in_every_format(small_demo_cube):
         assert "|" in export.render(obj, kind, "markdown") and "┃" in export.render(obj, kind, "table")
 
 
-LATEX_DOC = r"""\documentclass{article}
+LATEX_DOC = r"""\documentclass[%s]{article}
 \usepackage[T1]{fontenc}
-\usepackage{booktabs,multirow,xcolor,amsmath}
+\usepackage{booktabs,multirow,xcolor,amsmath,bm,graphicx,rotating}
 \begin{document}
 %s
 \end{document}
 """
 
 
+def _compile(tmp_path, body: str, columns: str = "twocolumn") -> str:
+    """pdflatex the body in an article (two columns by default); its log (fails the test on an error)."""
+    (tmp_path / "t.tex").write_text(LATEX_DOC % (columns, body))
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert (tmp_path / "t.pdf").exists()
+    return (tmp_path / "t.log").read_text(errors="replace")
+
+
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
-def test_latex_tables_compile_with_booktabs(small_demo_cube, tmp_path):
+def test_latex_tables_compile_and_fit_the_page(small_demo_cube, tmp_path):
+    """Every table in both styles compiles in a two-column paper with no overfull box: the default
+    layouts fit \\textwidth at their font size, the paper's Table 2 and CI table are resized to it."""
     ss = stats.load_suffstats(small_demo_cube, cache=False)
     tables = {"aggregate": stats.aggregate_table(ss, boot=20), "conditions": stats.condition_table(ss),
               "cdf": stats.cdf_curves(ss, boot=20), "poi": stats.probability_of_improvement(ss, "p3o", "ppo", boot=20),
               "gap": stats.greedy_expl_gap(ss, boot=20)}
     body = "\n".join(export.render(t, k, "latex", baseline="ppo" if k != "poi" else None) for k, t in tables.items())
-    (tmp_path / "t.tex").write_text(LATEX_DOC % body)
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout[-2000:]
-    assert (tmp_path / "t.pdf").exists()
+    log = _compile(tmp_path, body)
+    assert "Overfull \\hbox" not in log, [line for line in log.splitlines() if "Overfull" in line]
+    paper = export.render(tables["aggregate"], "aggregate", "latex", baseline="ppo", style="paper")
+    log = _compile(tmp_path, paper, columns="onecolumn")  # the paper's own layout: one column, \\textwidth
+    assert "Overfull \\hbox" not in log, [line for line in log.splitlines() if "Overfull" in line]
 
 
-def test_not_best_is_apart_from_the_baseline():
-    """Algorithms that are not safe RL are never bold, and they are neither greyed nor labelled baseline;
-    without them (and without a baseline) PPO's 99.0 would be best for R."""
+def test_not_safe_algorithms_are_one_rule_with_the_baseline():
+    """Algorithms that are not safe RL (`not_best`, e.g. PPO found by `stats.not_safe`) are treated like the
+    baseline: marked, never bold; without them (and without a baseline) PPO's 99.0 would be best for R."""
     plain = export.render(agg_fixture(), "aggregate", "markdown").splitlines()
     assert "**99.00" in next(line for line in plain if line.startswith("| ppo"))
     md = export.render(agg_fixture(), "aggregate", "markdown", not_best=["ppo", "not_there"]).splitlines()
-    ppo = next(line for line in md if line.startswith("| ppo"))
+    ppo = next(line for line in md if line.startswith("| *ppo"))
     p3o = next(line for line in md if line.startswith("| p3o"))
-    assert "**" not in ppo and "(baseline)" not in ppo
+    assert "**" not in ppo and "†" in ppo
     assert "**2.00 [1.50, 2.50]**" in p3o  # best R among the rest
+    assert stats.not_safe(["ppo", "lag", "p3o"]) == ("ppo",)
+    assert stats.not_safe(["ppo", "lag"], "none") == () and stats.not_safe(["ppo", "lag"], "lag") == ("lag",)
+    with pytest.raises(CubeError, match="--baseline trpo is not among"):
+        stats.not_safe(["ppo", "lag"], "trpo")

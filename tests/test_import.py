@@ -13,6 +13,8 @@ import pytest
 
 from cube import open_cube, read_manifests, stats, validate
 from cube.cli import main
+from cube.stats.tables import not_available_text
+from tests.tuiwait import until_quiet
 
 
 def _report_json(path: Path, tmp_path: Path, *extra: str) -> dict:
@@ -124,8 +126,8 @@ def test_saferl_eval_final_episodes_are_episodes_training_is_means(tmp_path: Pat
     np.testing.assert_allclose(ds.multiplier.sel(seed=0, algo="ppo_lag", task="circle", bound=25.0).values[:3],
                                [0.5, 1.0, 1.5])
     report = _report_json(out, tmp_path)
-    notes = [ln for ln in capsys.readouterr().err.splitlines() if "per-epoch means" in ln]
-    assert len(notes) == 1 and "V, D_norm+, tiers and CDFs are not available" in notes[0]
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "V, D_norm+, tiers and CDFs are not available" in ln]
+    assert len(notes) == 1
     assert report
 
 
@@ -210,33 +212,38 @@ def _omnisafe_cube(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("kind", ["aggregate", "conditions"])
 def test_every_output_says_not_available_for_means(tmp_path: Path, fmt: str, kind: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """V, D_norm+ and the tier of means-only runs are 'n/a' with the reason in every format, never a number;
-    R̄, C̄ and D_norm are numbers."""
+    """V, D_norm+ and the tier of means-only runs are missing with their reason in every format, never a
+    number (docs/statistics.md, "Numbers not available": an empty CSV cell and a `reason` column, JSON null
+    and `reason`, `n/a` and a note in human tables); R̄, C̄ and D_norm are numbers."""
     out = _omnisafe_cube(tmp_path)
     capsys.readouterr()
     target = tmp_path / f"t.{ {'csv': 'csv', 'json': 'json', 'markdown': 'md', 'latex': 'tex', 'table': 'txt'}[fmt]}"
     args = ["report", str(out), "--kind", kind, "--format", fmt, "--boot", "20", "--settings", "train"]
     assert main([*args, "--out", str(target)]) == 0
     text = target.read_text()
+    why = not_available_text(stats.load_suffstats(out).attrs)  # what the stored means are, never "per-epoch"
+    assert "means of several episodes" in why and "per-epoch" not in why
     if fmt == "json":
         doc = json.loads(text)
         row = doc["rows"][0]
+        assert doc["reasons"]["means-only"] == why
         if kind == "aggregate":
-            assert row["metrics"]["V"] == {"value": None, "ci_low": None, "ci_high": None,
-                                           "not_available": "not available: omnisafe logs only per-epoch means"}
-            assert row["tier_not_available"].endswith("omnisafe logs only per-epoch means")
+            assert row["metrics"]["V"] == {"value": None, "ci_low": None, "ci_high": None, "reason": "means-only"}
+            assert row["tier_reason"] == "means-only"
             assert row["metrics"]["C"]["value"] == pytest.approx(25.25)
         else:
-            assert row["not_available"]["metrics"] == ["V", "Dplus", "tier"] and row["V_mean"] is None
+            assert row["reason"]["V"] == row["reason"]["Dplus"] == row["reason"]["tier"] == "means-only"
+            assert row["V_mean"] is None and row["C_mean"] == pytest.approx(25.25)
         return
     if fmt == "csv":
         rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(text))}
         value = "value" if kind == "aggregate" else "mean"
-        assert rows["V"][value] == rows["Dplus"][value] == rows["tier"][value] == "n/a"
-        assert float(rows["C"][value]) == pytest.approx(25.25)
+        assert rows["V"][value] == rows["Dplus"][value] == rows["tier"][value] == ""
+        assert rows["V"]["reason"] == rows["Dplus"]["reason"] == rows["tier"]["reason"] == "means-only"
+        assert float(rows["C"][value]) == pytest.approx(25.25) and "n/a" not in text
         return
     flat = " ".join(text.split())  # a rich title may wrap
-    assert "n/a" in text and "omnisafe logs only per-epoch means" in flat
+    assert "n/a" in text and " ".join(why.split()) in flat
     assert "nan" not in text.lower().replace("n/a", "")
 
 
@@ -250,9 +257,7 @@ def test_tui_summary_says_not_available(tmp_path: Path) -> None:
     async def go() -> tuple[str, str]:
         app = build_app(out, boot=20, export_dir=tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
-            for _ in range(4):
-                await app.workers.wait_for_complete()
-                await pilot.pause()
+            await until_quiet(pilot)
             from textual.widgets import DataTable
 
             def text(table: DataTable) -> str:
@@ -260,9 +265,7 @@ def test_tui_summary_says_not_available(tmp_path: Path) -> None:
 
             summary = text(app.screen.query_one("#summary-table", DataTable))
             await pilot.press("2")
-            for _ in range(4):
-                await app.workers.wait_for_complete()
-                await pilot.pause()
+            await until_quiet(pilot)
             conditions = " ".join(text(t) for t in app.screen.query(DataTable) if t.display)
             return summary, conditions
 
@@ -293,3 +296,12 @@ def test_damaged_sources_are_one_line(tmp_path: Path, capsys, damage: str) -> No
     line = _err(capsys)
     assert str(src.name) in line or "JSON" in line or "cost" in line
     assert not out.exists()
+
+
+def test_validate_counts_an_imports_means_as_means_not_episodes(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = _omnisafe_cube(tmp_path)
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "means (train)" in text and "episodes (train)" not in text

@@ -13,7 +13,7 @@ from scipy.stats import trim_mean
 
 from cube import stats
 from cube.errors import CubeError
-from cube.render.text import learning_curve_csv, learning_curve_json
+from cube.render.data import learning_curve_csv, learning_curve_json
 from cube.selection import Selection
 from cube.stats.learning_curves import (
     aggregate_learning_curve,

@@ -27,7 +27,7 @@ def test_default_report_is_the_rich_aggregate_table(cube, capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0] == "SYNTHETIC DEMO DATA, not training results"
-    assert "IQM(R̄) [CI]" in out and "IQM(D_norm+) [CI]" in out and "ppo (baseline)" in out
+    assert "IQM(R̄) [CI]" in out and "IQM(D_norm+) [CI]" in out and "ppo †" in out and "† not safe RL" in out
     rows = [line for line in lines if line.startswith("│ ")]
     assert len(rows) == 4 * 3  # one row per algorithm and setting
     assert "SYNTHETIC" in err
@@ -45,7 +45,7 @@ def test_csv_report_matches_the_api(cube, capsys):
             "--algos", "p3o,focops", "--seeds", "0-1", "--rng-seed", "3"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high"
+    assert out.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high,not_safe,reason"
     rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["algo"] for r in rows} == {"p3o", "focops"} and {r["setting"] for r in rows} == {"final_greedy"}
     ss = stats.select(stats.load_suffstats(cube), stats.Selection(algos=("p3o", "focops"), seeds=(0, 1)))
@@ -94,13 +94,14 @@ def test_singular_selection_aliases_and_flags(cube, capsys):
     assert main(["report", str(cube), "--per-condition", "--format", "csv", "--boot", "10",
                  "--task", "goal", "--bound", "15", "--algo", "p3o"]) == 0
     text = capsys.readouterr().out
-    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds"
+    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds,not_safe,reason"
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {(r["algo"], r["task"], float(r["bound"])) for r in rows} == {("p3o", "goal", 15.0)}
     assert main(["report", str(cube), "--cdf", "--format", "csv", "--boot", "10", "--algo", "p3o",
                  "--settings", "train"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "algo,setting,kappa,cdf,ci_low,ci_high" and all(x.startswith("p3o,train,") for x in lines[1:])
+    assert lines[0] == "algo,setting,kappa,cdf,ci_low,ci_high,not_safe,reason"
+    assert all(x.startswith("p3o,train,") for x in lines[1:])
 
 
 def test_poi_and_gap_from_the_cli_match_the_api(cube, capsys):
@@ -169,7 +170,7 @@ def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
     [
         (["--algos", "trpo"], "unknown algo trpo"),
         (["--settings", "final"], "unknown setting 'final'"),
-        (["--iterates", "9:12"], "no iterates in 9..12"),
+        (["--iterates", "9:12"], "reaches past the cube's last iterate"),
         (["--boot", "0"], "--boot must be >= 1"),
         (["--baseline", "ppo", "--algos", "p3o"], "--baseline ppo is not among the selected algorithms (p3o)"),
         (["--digits", "-1"], "--digits must be between 0 and 12"),
@@ -243,3 +244,20 @@ def test_invalid_costs_and_corrupt_chunks_are_one_line_errors(tiny_store, tiny_k
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: cannot read the cube's episodes") and "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_report_fits_the_terminal_and_cuts_no_number(cube, capsys, width):
+    """At 80 and 120 columns (a terminal's width, or --width) every line fits and every IQM is whole:
+    CIs move under the values or are left out, with a line saying how to see them."""
+    assert main(["report", str(cube), "--boot", "50", "--width", str(width)]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= width
+    table = stats.aggregate_table(stats.load_suffstats(cube), boot=50)
+    words = out.split()
+    for v in table["value"].values.ravel():
+        if np.isfinite(v):
+            assert f"{v:.2f}" in words
+    assert "…" not in out
+    assert main(["report", str(cube), "--boot", "50", "--width", str(width), "--no-ci"]) == 0
+    assert "[" not in capsys.readouterr().out.split("IQM over", 1)[1].split("\n", 2)[2]  # no CI anywhere

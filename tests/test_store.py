@@ -90,8 +90,18 @@ def test_iterate_vars_and_manifest(tiny_store: Path, tiny_key: RunKey) -> None:
     assert rows[("ppo", "goal", 15.0, 0)]["status"] == "pending"
 
 
-def _write_runs_in_process(path: str, seeds: list[int], algo: str) -> None:
+def _write_runs_in_process(path: str, seeds: list[int], algo: str, start: object = None, mine: object = None,
+                           other: object = None, times: object = None) -> None:
+    """Write every run of `algo`; with the synchronisation objects: start behind the barrier `start`, and after
+    the first run signal `mine` and wait for `other` (the other process's first run) before writing the rest,
+    so the two processes' writes overlap every time; the (start, end) monotonic ns go to `times`."""
+    import time
+
     writer = CubeWriter(path)
+    if start is not None:
+        start.wait()  # type: ignore[attr-defined]
+    began = time.monotonic_ns()
+    first = True
     for seed in seeds:
         for task in TINY_GRID["tasks"]:
             for bound in TINY_GRID["bounds"]:
@@ -100,19 +110,33 @@ def _write_runs_in_process(path: str, seeds: list[int], algo: str) -> None:
                     value = seed * 1000 + it * 10 + bound / 100
                     writer.write_episodes(key, "train", it, np.full(6, value), np.full(6, value))
                 writer.set_run_manifest(key, status="complete")
+                if first and mine is not None:
+                    first = False
+                    mine.set()  # type: ignore[attr-defined]
+                    assert other.wait(120)  # type: ignore[attr-defined]
+    if times is not None:
+        times.put((began, time.monotonic_ns()))  # type: ignore[attr-defined]
 
 
 def test_two_processes_write_different_runs_concurrently(tiny_store: Path) -> None:
+    """Two processes write different runs of one store at the same time: they start behind a barrier and each
+    waits, after its first run, for the other's first run, so their writes overlap on every run of the test
+    (checked by their time spans); nothing of either is lost."""
     ctx = mp.get_context("spawn")
+    start, times = ctx.Barrier(2), ctx.Queue()
+    events = [ctx.Event(), ctx.Event()]
     procs = [
-        ctx.Process(target=_write_runs_in_process, args=(str(tiny_store), [0, 1, 2], algo))
-        for algo in TINY_GRID["algos"]
+        ctx.Process(target=_write_runs_in_process,
+                    args=(str(tiny_store), [0, 1, 2], algo, start, events[i], events[1 - i], times))
+        for i, algo in enumerate(TINY_GRID["algos"])
     ]
     for p in procs:
         p.start()
+    spans = [times.get(timeout=120) for _ in procs]
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0
+    assert max(b for b, _ in spans) < min(e for _, e in spans)  # the two writers overlapped
     ds = open_cube(tiny_store).sel(mode="train").compute()
     assert int(ds.cost.count()) == 2 * 2 * 2 * 3 * 4 * 6
     expected = ds.seed * 1000 + ds.iterate * 10 + ds.bound / 100
@@ -302,8 +326,11 @@ def test_processes_writing_neighbouring_runs_lose_nothing(tiny_store: Path) -> N
 
 
 def test_write_sequences_read_from_files_equal_zarr(tiny_store: Path, tiny_key: RunKey) -> None:
-    """The fast reader of the writers' seqlock agrees with zarr, and a damaged sequence chunk is noticed."""
+    """The fast reader of the writers' seqlock agrees with zarr, and a damaged sequence chunk is an error
+    naming it. The flipped bit sits in the payload (the int64 itself), not in the zstd frame header: zstd
+    alone decodes that chunk to another number, so only the CRC check catches it."""
     import zarr
+    from numcodecs import Zstd
 
     from cube.store.locks import read_write_seqs
 
@@ -316,6 +343,9 @@ def test_write_sequences_read_from_files_equal_zarr(tiny_store: Path, tiny_key: 
     assert fast.sum() == 6 and int(fast[1, 1, 1, 1]) == 6
     chunk = tiny_store / "write_seq" / "c" / "1" / "1" / "1" / "1"
     data = bytearray(chunk.read_bytes())
-    data[0] ^= 1
+    data[len(data) - 4 - 8] ^= 0x10  # the first byte of the 8-byte payload (before the 4-byte CRC)
     chunk.write_bytes(bytes(data))
-    assert read_write_seqs(tiny_store) is None  # unreadable: the data read it guards reports the damage
+    body = bytes(data[:-4])
+    assert int(np.frombuffer(Zstd().decode(body), dtype="<i8")[0]) == 6 ^ 0x10  # zstd is fooled ...
+    with pytest.raises(CubeError, match=r"chunk write_seq/c/1/1/1/1 is damaged \(checksum mismatch\)"):
+        read_write_seqs(tiny_store)  # ... the checksum is not

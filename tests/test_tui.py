@@ -27,6 +27,7 @@ from saferl_tui.app import SaferlApp, build_app
 from saferl_tui.screens.main import MainScreen
 from saferl_tui.views import CdfView, ConditionsView, CurvesView, HistogramsView
 from saferl_tui.widgets import LoadingPanel
+from tests.tuiwait import until_quiet
 
 BOOT = 40
 SIZE = (120, 40)
@@ -42,11 +43,8 @@ def cube_path(small_demo_cube: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 async def settle(pilot: Pilot) -> None:
-    """Wait until every worker has finished and the resulting messages are handled."""
-    app = pilot.app
-    for _ in range(4):
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+    """Wait until every worker has finished, the views show their data and the messages are handled."""
+    await until_quiet(pilot)
 
 
 async def loaded(pilot: Pilot) -> MainScreen:
@@ -301,18 +299,19 @@ def test_histograms_view_counts(cube_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         await press(pilot, "5")
         view = screen.query_one(HistogramsView)
-        (task, bound), (hists, costs) = view.data
+        (task, bound), panels = view.data
         assert (task, bound) == ("goal", 15.0)
         assert len(view.query(".hist-plot")) == 4
-        for algo, (_edges, counts) in hists.items():
-            assert counts["expl"].sum() == counts["greedy"].sum() == 3 * 10  # 3 seeds x 10 final episodes
-            assert costs[algo]["expl"].size == 30
+        for p in panels.values():
+            assert p.counts["expl"].sum() == p.counts["greedy"].sum() == 3 * 10  # 3 seeds x 10 final episodes
+            assert p.n_episodes["expl"] == 30
+        safe = [p.edges for a, p in panels.items() if a != "ppo"]  # one x scale for the safe algorithms
+        assert all(np.array_equal(e, safe[0]) for e in safe)
         await press(pilot, "C")  # previous wraps to the last condition
         assert view.data[0] == ("circle", 25.0)
         await press(pilot, "plus")
         assert view.bins == 25
-        edges, _ = view.data[1][0]["ppo"]
-        assert edges.size == 26
+        assert view.data[1]["ppo"].edges.size == 26
         # fewer algorithms -> fewer plots
         await press(pilot, "f", "space", "escape", "5")
         assert len(view.query(".hist-plot")) == 3
@@ -430,8 +429,8 @@ def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Pat
     assert len(curves) == cur.sizes["algo"] * cur.sizes["iterate"]
     assert float(curves[0]["R_mean"]) == pytest.approx(float(cur["R_mean"].isel(algo=0, iterate=0)))
     _, hist = read_csv(tmp_path / f"saferl_hist_goal_d15_{tag}.csv")
-    (_, _), (hists, _) = shown["hist"]
-    assert sum(int(r["expl"]) for r in hist if r["algo"] == "ppo") == hists["ppo"][1]["expl"].sum()
+    (_, _), panels = shown["hist"]
+    assert sum(int(r["expl"]) for r in hist if r["algo"] == "ppo") == panels["ppo"].counts["expl"].sum()
     _, runs = read_csv(tmp_path / f"saferl_runs_{tag}.csv")
     assert len(runs) == 48 and runs[0]["status"] == "complete"
 
@@ -668,6 +667,20 @@ def test_enter_on_a_conditions_row_opens_its_curves(cube_path: Path) -> None:
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
 
+def test_enter_on_a_conditions_row_never_leaves_curves_computing(cube_path: Path) -> None:
+    """Enter asks Curves and Histograms for data at once (Curves not shown before): both requests are
+    answered; one never cancels the other (the Curves view used to say "computing ..." forever)."""
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "2", "enter")
+        assert screen.active_view().VIEW_ID == "curves"
+        curves, hists = screen.query_one(CurvesView), screen.query_one(HistogramsView)
+        assert curves.is_current() and curves.shown() is not None
+        assert hists.is_current() and hists.data[0] == hists.condition() == curves.condition()
+        assert not screen.busy
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
 def test_curves_follow_the_setting_and_env_steps(cube_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
         await press(pilot, "4")
@@ -883,8 +896,9 @@ def test_stale_data_is_never_redrawn_or_exported(cube_path: Path, tmp_path: Path
 
 # ------------------------------------------------------------------------------------------ figures
 def test_figure_key_writes_a_pdf_next_to_the_cube_never_overwriting(small_demo_cube: Path, tmp_path: Path) -> None:
-    """`P` (and the palette command) writes the current view's paper figure as a PDF beside the cube,
-    says where, and a second press writes a second file."""
+    """`P` (and the palette command) writes the current view's paper figure as a PDF into the export
+    folder (where `e` and `s` write; beside the cube by default), says where, and a second press writes a
+    second file."""
     pytest.importorskip("matplotlib")
     cube = tmp_path / "mine.zarr"
     shutil.copytree(small_demo_cube, cube)
@@ -900,7 +914,7 @@ def test_figure_key_writes_a_pdf_next_to_the_cube_never_overwriting(small_demo_c
 
     written = run_app(build_app(cube, boot=BOOT, export_dir=tmp_path / "exports"), scenario)
     names = [Path(p).name for p in written]
-    folder = tmp_path / "mine-figures"
+    folder = tmp_path / "exports"
     assert all(Path(p).parent == folder and Path(p).read_bytes().startswith(b"%PDF") for p in written)
     assert names[0].startswith("intervals_") and names[1].startswith("cdf_") and names[2].startswith("curves_")
     assert len(set(names)) == 4 and names[3].startswith("curves_") and names[3].endswith("-2.pdf")
@@ -916,3 +930,81 @@ def test_learning_view_equals_the_stats_function(cube_path: Path) -> None:
     expect = stats.aggregate_learning_curve(stats.load_suffstats(cube_path), boot=BOOT)
     np.testing.assert_allclose(shown["value"].values, expect["value"].values, equal_nan=True)
     np.testing.assert_allclose(shown["ci_low"].values, expect["ci_low"].values, equal_nan=True)
+
+
+def test_every_output_of_the_tui_lands_next_to_the_cube_and_shows_what_the_view_shows(cube_path: Path) -> None:
+    """`e`, `s` and `P` write to one folder, `<cube>-figures/` (as `saferl plot`), unless --export-dir;
+    `P` draws the settings and the condition on screen (one CDF setting; the highlighted run's curves)."""
+    from cube.outputs import figures_folder
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        assert screen.output_dir == figures_folder(cube_path)
+        await press(pilot, "s")
+        shots = list(figures_folder(cube_path).glob("saferl_summary_*.svg"))
+        assert len(shots) == 1
+        await press(pilot, "3")
+        assert screen.active_view().figure_settings() == (screen.selection.setting,)
+        await press(pilot, "6", "j", "j", "j")
+        view = screen.active_view()
+        row = view.shown_rows()[3]
+        assert view.figure_condition() == (row["task"], float(row["bound"]))
+        assert screen.view("summary").figure_settings() is None  # the Summary shows every setting
+        for shot in shots:
+            shot.unlink()
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
+def test_r_shows_the_papers_numbers_beside_the_cube(cube_path: Path) -> None:
+    """R: the Summary gets a section with our IQM beside the paper's (its Table 2 / CI tables) and the
+    Conditions a second line per cell with the paper's seed mean and z in units of the paper's seed std."""
+    from cube.io.reference import load_reference
+
+    ref = load_reference("paper")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "R")
+        assert screen.selection.reference == "paper"
+        rows = cells(screen.query_one("#summary-ref", DataTable))
+        lag = next(r for r in rows if name(r[0]) == "ppo_lag")
+        want = float(ref.aggregate["value"].sel(algo="ppo_lag", setting="train", metric="R"))
+        assert lag[1] == "train" and f"{want:.2f}" in lag[2]
+        await press(pilot, "2")
+        view = screen.query_one(ConditionsView)
+        row = next(r for r in view.rows() if (r["algo"], r["task"], r["bound"]) == ("ppo_lag", "goal", 15.0))
+        paper = ref.conditions.sel(algo="ppo_lag", task="goal", bound=15.0, setting="train")
+        assert row["C_ref_mean"] == pytest.approx(float(paper["C_mean"]))
+        assert row["C_z"] == pytest.approx((row["C"] - float(paper["C_mean"])) / float(paper["C_std"]))
+        text = " ".join(" ".join(r) for r in cells(screen.query_one("#conditions-table", DataTable)))
+        assert f"{float(paper['C_mean']):.2f}" in text
+        await press(pilot, "R", "1")
+        assert screen.selection.reference is None and not screen.query_one("#summary-ref", DataTable).display
+
+    run_app(build_app(cube_path, boot=BOOT), scenario)
+
+
+def test_labels_that_look_like_markup_are_shown_as_they_are(tmp_path: Path) -> None:
+    """An algorithm called `[/x]` or `ppo[lag]`, a task `[bold red]a` and a path with brackets: every view
+    opens and shows them literally (labels and paths are data, never markup)."""
+    from cube import CubeWriter, RunKey, create_store
+
+    path = tmp_path / "x[b].zarr"
+    algos, task = ["[/x]", "ppo[lag]"], "[bold red]a"
+    create_store(path, algos=algos, tasks=[task], bounds=[5.0], seeds=[0, 1], n_iterates=2, n_episodes=4)
+    writer, rng = CubeWriter(path), np.random.default_rng(0)
+    for a in algos:
+        for s in (0, 1):
+            key = RunKey(a, task, 5.0, s)
+            for j in range(2):
+                writer.write_episodes(key, "train", j, rng.normal(size=4), rng.gamma(2.0, 3.0, size=4))
+            writer.set_run_manifest(key, status="complete")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        assert screen.model.info is not None and not screen.load_failed
+        await press(pilot, "2")
+        rows = cells(screen.query_one("#conditions-table", DataTable))
+        assert {name(r[0]) for r in rows} == set(algos) and {r[1] for r in rows} == {task}
+        for key in ("3", "4", "5", "6", "7", "f"):
+            await press(pilot, key)  # no view may raise on a label
+
+    run_app(build_app(path, boot=BOOT), scenario)

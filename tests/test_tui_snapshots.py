@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 
 from cube import MODES, CubeWriter, RunKey, create_store
 from saferl_tui.app import build_app
+from tests.tuiwait import until_quiet
 
 BOOT = 40
 
@@ -78,9 +79,7 @@ async def drive(keys: Sequence[str], pilot: Pilot) -> None:
     for key in ("", *keys):
         if key:
             await pilot.press(key)
-        for _ in range(4):
-            await app.workers.wait_for_complete()
-            await pilot.pause()
+        await until_quiet(pilot)
     app.clear_notifications()
     await pilot.pause()
 

@@ -101,19 +101,28 @@ def test_final_costs_and_histograms_on_demo_cube(small_demo_cube: Path) -> None:
                     row = per_it[have[-1]]
                     expect.append(row[np.isfinite(row)])
             np.testing.assert_allclose(costs[str(algo)][mode], np.concatenate(expect))
-    hists = curves.cost_histograms(costs, bins=7, include=(15.0,))
-    for algo, (edges, counts) in hists.items():
-        assert edges.size == 8 and edges[0] <= 0.0 and edges[-1] >= 15.0
+    ss = stats.load_suffstats(small_demo_cube)
+    final = curves.final_episode_costs(ds["cost"].sel(task=["goal"], bound=[15.0]), ss["n"].sel(task=["goal"],
+                                                                                                 bound=[15.0]))
+    panels = curves.hist_panels(final, bins=7, tail=1.0, own_scale=("ppo",))
+    safe_edges = panels[("goal", 15.0, "p3o")].edges
+    for (_t, _d, algo), p in panels.items():
+        assert p.edges.size == 8 and p.edges[0] <= 0.0 and p.edges[-1] >= 15.0
+        if algo != "ppo":
+            np.testing.assert_array_equal(p.edges, safe_edges)  # one x scale for the safe algorithms
         for mode in ("expl", "greedy"):
-            assert counts[mode].sum() == costs[algo][mode].size
-            np.testing.assert_array_equal(counts[mode], np.histogram(costs[algo][mode], bins=edges)[0])
+            assert p.counts[mode].sum() == costs[algo][mode].size
+            np.testing.assert_array_equal(p.counts[mode], np.histogram(costs[algo][mode], bins=p.edges)[0])
 
 
-def test_cost_histograms_constant_values() -> None:
-    hists = curves.cost_histograms({"a": {"expl": np.array([0.0, 0.0]), "greedy": np.empty(0)}}, bins=4)
-    edges, counts = hists["a"]
-    assert edges[0] < 0.0 < edges[-1]
-    assert counts["expl"].sum() == 2 and counts["greedy"].sum() == 0
+def test_hist_panels_constant_values() -> None:
+    costs = xr.DataArray(np.zeros((1, 1, 1, 1, 2, 2)), dims=("algo", "task", "bound", "seed", "episode", "mode"),
+                         coords={"algo": ["a"], "task": ["t"], "bound": [0.0001], "seed": [0], "episode": [0, 1],
+                                 "mode": ["expl", "greedy"]})
+    costs[..., 1] = np.nan
+    p = curves.hist_panels(costs, bins=4)[("t", 0.0001, "a")]
+    assert p.edges[0] <= 0.0 < p.edges[-1]
+    assert p.counts["expl"].sum() == 2 and "greedy" not in p.counts
 
 
 def test_multiplier_curves_match_numpy(small_demo_cube: Path) -> None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from cube.errors import CubeError
+from cube.errors import CubeError, CubeWarning
 
 err_console = Console(stderr=True)
 
@@ -19,7 +19,7 @@ def progress_bar(console: Console | None = None) -> Progress:
     """The progress display used by every long CLI job."""
     console = console or err_console
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # descriptions name labels: never markup
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
@@ -56,3 +56,39 @@ def print_error(exc: BaseException) -> None:
     destroyed but it is pending!" for each at exit, after our one line: those are silenced."""
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
     err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    """`warning: <one line>` on stderr, the message printed literally."""
+    err_console.print(Text.assemble(("warning:", "bold yellow"), " ", " ".join(str(message).split())),
+                      highlight=False, soft_wrap=True)
+
+
+def print_recorded_warnings(caught: list) -> None:
+    """The warnings a command recorded (`warnings.catch_warnings(record=True)`) that are saferl's own
+    (`cube.errors.CubeWarning`, `cube.stats.StatsWarning`): each message once, one `warning:` line, printed
+    literally (labels are data, never markup)."""
+    from cube.stats.bootstrap import StatsWarning
+
+    ours = (CubeWarning, StatsWarning)
+    for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, ours)):
+        print_warning(message)
+
+
+def show_cube_warnings() -> None:
+    """Print saferl's own warnings (`cube.errors.CubeWarning`: an interrupted write left out, a statistics
+    cache that did not verify, node-local locks) as one `warning:` line each; others as Python does."""
+    import warnings
+
+    original = warnings.showwarning
+    if getattr(original, "saferl", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001 - warnings' signature
+        if isinstance(category, type) and issubclass(category, CubeWarning):
+            print_warning(str(message))
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    show.saferl = True  # type: ignore[attr-defined]
+    warnings.showwarning = show

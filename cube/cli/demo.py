@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cube.cli.console import progress_bar
+from cube.errors import CubeError
 from cube.selection import positive_int
 
 
@@ -20,9 +21,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_demo_size(args: argparse.Namespace) -> None:
+    """One line before any work for a demo no machine should write: too many iterates or episode slots for
+    a store (`cube.store.layout` limits), or more memory than available (a run's arrays are built whole)."""
+    from cube.compute import check_memory
+    from cube.store.layout import MAX_CHUNK_BYTES, MAX_EPISODE_SLOTS, MAX_ITERATES
+
+    slots = max(args.episodes, args.eval_episodes)
+    for flag, value, limit in (("--iterates", args.iterates, MAX_ITERATES), ("--episodes", args.episodes,
+                               MAX_EPISODE_SLOTS), ("--eval-episodes", args.eval_episodes, MAX_EPISODE_SLOTS)):
+        if value > limit:
+            raise CubeError(f"{flag} {value:,} is beyond the limit of {limit:,}; ask for fewer")
+    run_bytes = args.iterates * slots * 3 * 4  # one variable of one run, float32 (iterate, episode, mode)
+    if run_bytes > MAX_CHUNK_BYTES:
+        raise CubeError(f"--iterates {args.iterates:,} x --episodes {slots:,} make one run {run_bytes / 2**20:,.0f} "
+                        f"MiB, beyond the limit of {MAX_CHUNK_BYTES / 2**20:,.0f} MiB per run; ask for fewer")
+    # reward and cost of a run, float64 samples of its training episodes, the written chunk: ~6 copies
+    check_memory(6 * run_bytes + 4 * args.iterates * args.episodes * 8,
+                 f"--iterates {args.iterates:,} with --episodes {slots:,}", "ask for fewer iterates or episodes")
+
+
 def run(args: argparse.Namespace) -> int:
     from cube.io.demo import make_demo_cube
     from cube.store.fs import staged_store
+
+    check_demo_size(args)
 
     # Written beside the target and swapped in only once complete (see `staged_store`).
     with staged_store(args.path, force=args.force) as staging, progress_bar() as bar:

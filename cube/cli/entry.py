@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
 
-from cube.cli.console import err_console, print_error
+from cube.cli.console import err_console, print_error, show_cube_warnings
 from cube.errors import CubeError
 
 COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
@@ -74,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl`` console script: the one error boundary of every subcommand."""
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     warnings.filterwarnings("ignore", module="zarr")
+    show_cube_warnings()
     try:
         parser = build_parser()
     except CubeError as exc:

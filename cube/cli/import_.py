@@ -1,13 +1,17 @@
-"""`saferl import FORMAT SRC... --out CUBE`: results of other tools into a saferl cube.
+"""`saferl import FORMAT SRC... (--out CUBE | --into CUBE)`: results of other tools into a saferl cube.
 
     saferl import episodes episodes.csv --out mine.zarr                 # one row per episode
     saferl import saferl-eval results/ --out paper.zarr                 # SafeRLEval *_summary.csv (+ history)
     saferl import omnisafe runs/ --out omnisafe.zarr                    # progress.csv + config.json per run
     saferl import safepo runs/ --out safepo.zarr --bound 25             # the cost limit when config.json lacks it
+    saferl import omnisafe runs/ --into mine.zarr                       # add them to an existing cube
 
 Labels (algo, task, bound, seed) come from the files; --algo/--task/--bound/--seed override them for
-every run read. Sources that keep only windowed means (OmniSafe, SafePO, SafeRLEval's training log) are
-flagged as such: `saferl report` gives R, C and D_norm from them, never V, D_norm+, tiers or CDFs.
+every run read. Sources that keep only means of several episodes (OmniSafe's and SafePO's sliding
+windows, SafeRLEval's training log) are flagged as such, and each run's manifest says what the means are:
+`saferl report` gives R, C and D_norm from them, never V, D_norm+, tiers or CDFs. --into adds the runs to
+an existing cube (any source, or runs recorded with cube.Recorder) and refuses a run that already holds
+data there unless --replace is given.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import argparse
 
 from cube.errors import CubeError
-from cube.io.importers import FORMATS, apply_labels, read_runs, write_runs
+from cube.io.importers import FORMATS, apply_labels, read_runs, runs_without_violation
+from cube.io.writing import add_runs, write_runs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,28 +30,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("format", choices=FORMATS, help="the source format")
     p.add_argument("sources", nargs="+", metavar="SRC", help="files, or folders searched for them")
-    p.add_argument("--out", required=True, help="the cube to write (a new Zarr store)")
-    p.add_argument("--force", action="store_true", help="replace an existing store at --out")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--out", help="the cube to write (a new Zarr store)")
+    target.add_argument("--into", metavar="CUBE", help="an existing cube to add the runs to")
+    p.add_argument("--force", action="store_true", help="with --out: replace an existing store there")
+    p.add_argument("--replace", action="store_true",
+                   help="with --into: overwrite runs that already hold data there (all of their data)")
     p.add_argument("--algo", help="algorithm label for every run read")
     p.add_argument("--task", help="task label for every run read")
     p.add_argument("--bound", type=float, help="safety bound d for every run read (the cost limit)")
     p.add_argument("--seed", type=int, help="seed for every run read")
+    p.add_argument("--window", type=int, metavar="N",
+                   help="omnisafe/safepo: episodes in the tool's window of means when it is not the released "
+                        "default of 50 (OmniSafe after 0.5.0 uses config.json's logger_cfgs.window_lens)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from cube.cli.console import progress_bar
 
-    if args.bound is not None and not args.bound > 0:
-        raise CubeError(f"--bound must be a number > 0, got {args.bound:g}")
+    if args.force and args.into:
+        raise CubeError("--force replaces a whole store given with --out; with --into use --replace for runs")
+    if args.replace and args.out:
+        raise CubeError("--replace overwrites runs of an existing cube given with --into; with --out use --force")
     with progress_bar() as bar:
         task = bar.add_task(f"reading {args.format}", total=None)
-        runs = read_runs(args.format, args.sources, bound=args.bound)
+        runs = read_runs(args.format, args.sources, bound=args.bound, window=args.window)
         runs = apply_labels(runs, {"algo": args.algo, "task": args.task, "bound": args.bound, "seed": args.seed})
         bar.update(task, description=f"writing {len(runs)} run(s)", total=len(runs), completed=0)
-        write_runs(runs, args.out, fmt=args.format, force=args.force,
-                   progress=lambda done, total: bar.update(task, completed=done, total=total))
-    means = sum(1 for r in runs if r.means_only)
-    print(f"imported {len(runs)} run(s) from {args.format} into {args.out}"
-          + (f"; {means} hold only windowed means (no V, D_norm+, tiers or CDFs from those)" if means else ""))
+
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if args.into:
+            add_runs(runs, args.into, fmt=args.format, replace=args.replace, progress=advance)
+        else:
+            write_runs(runs, args.out, fmt=args.format, force=args.force, progress=advance)
+    print(summary_line(runs, args.format, args.into or args.out, added=bool(args.into)))
+    for note in dict.fromkeys(n for r in runs for n in [r.means_note()] if n):
+        print(f"note: {note}")
     return 0
+
+
+def summary_line(runs: list, fmt: str, target: str, added: bool = False) -> str:
+    """'imported 3 run(s) from omnisafe into omni.zarr; ...': what came in, what is means only, and (once)
+    where saferl's D_norm+ differs from SafeRLEval's printed number."""
+    line = f"imported {len(runs)} run(s) from {fmt} {'into' if not added else 'and added them to'} {target}"
+    means = sum(1 for r in runs if r.means_only)
+    if means:
+        line += f"; {means} hold only means of several episodes (no V, D_norm+, tiers or CDFs from those)"
+    no_violation = runs_without_violation(runs) if fmt == "saferl-eval" else 0
+    if no_violation:
+        line += (f"; {no_violation} run(s) have a final evaluation without a violating episode: their D_norm+ is 0 "
+                 "(the paper's definition), which SafeRLEval's printed point estimate leaves out, so its D_norm+ "
+                 "can be higher (docs/statistics.md)")
+    return line

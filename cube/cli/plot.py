@@ -2,7 +2,7 @@
 
     saferl plot CUBE KIND [--out FILE|DIR] [--format pdf|png|svg] [--style paper|screen]
                 [--algo ..] [--task ..] [--bound ..] [--seed 0-9] [--iterates J|LO:HI]
-                [--settings train,final_greedy] [--baseline ppo] [--boot 2000] [--rng-seed 0] [--ci 0.95]
+                [--settings train,final_greedy] [--baseline auto|none|ALGO] [--boot 2000] [--rng-seed 0] [--ci 0.95]
                 [--xmax 2|none] [--window 5] [--bins 20] [--by auto|iterate|env_steps] [--pair X,Y ...]
                 [--no-cache]
 
@@ -21,12 +21,13 @@ import argparse
 import warnings
 from pathlib import Path
 
-from cube.errors import CubeError
+from cube.errors import CubeError, CubeWarning
 from cube.outputs import figures_folder, write_text
 from cube.selection import (
     add_selection_arguments,
     add_statistics_arguments,
     check_statistics_arguments,
+    count_at_most,
     parse_pair,
     parse_settings,
     selection_from_args,
@@ -35,6 +36,8 @@ from cube.selection import (
 KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
 FORMATS = ("pdf", "png", "svg")
 DATA_SUFFIXES = {".csv": "csv", ".json": "json"}
+MAX_BINS = 1000
+"""More histogram bins than this are a typo (a panel is a few hundred points wide)."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -51,11 +54,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--style", choices=("paper", "screen"), default="paper",
                    help="paper: serif, 8 pt, 3.25/6.75 in wide, fonts embedded (default); screen: larger")
     add_selection_arguments(p)
-    add_statistics_arguments(p, "unconstrained baseline algorithm: drawn grey, never sets an axis (e.g. ppo)")
+    add_statistics_arguments(p, "the not-safe baseline, drawn grey and never setting an axis: auto (default: the "
+                                "unconstrained algorithms, e.g. ppo), none, or an algorithm")
     p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
                    "none = up to where every curve reaches 1 (Figure A.1)")
     p.add_argument("--window", type=int, default=5, help="curves: moving-average window in iterates (default 5)")
-    p.add_argument("--bins", type=int, default=20, help="hist: bins per panel (default 20)")
+    p.add_argument("--bins", type=count_at_most(MAX_BINS), default=20, help="hist: bins per panel (default 20)")
     p.add_argument("--by", choices=("auto", "iterate", "env_steps"), default="auto",
                    help="aggregate-curve x axis: iterates, env-step bins, or auto (env steps when runs differ "
                         "in steps per iterate)")
@@ -132,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from cube import stats
-    from cube.cli.console import err_console, progress_bar
+    from cube.cli.console import err_console, print_recorded_warnings, progress_bar
 
     _check(args)
     out, fmt = _target(args)
@@ -141,18 +145,19 @@ def _run(args: argparse.Namespace) -> int:
 
         require_matplotlib()
     from cube.render import figures
+    from cube.render.data import learning_curve_csv, learning_curve_json
     from cube.render.maker import FigureMaker, PlotOptions
-    from cube.render.text import learning_curve_csv, learning_curve_json
 
     selection = selection_from_args(args)
     settings = parse_settings(args.settings)
     settings = stats.settings_arg(settings) if settings is not None else None
-    options = PlotOptions(settings=settings, baseline=args.baseline, boot=args.boot, rng_seed=args.rng_seed,
+    options = PlotOptions(settings=settings, baseline=args.baseline or "auto", boot=args.boot, rng_seed=args.rng_seed,
                                   ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
                                   bins=args.bins, by=args.by, pairs=_pairs(args.pairs))
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
+        warnings.simplefilter("always", CubeWarning)
         with progress_bar() as bar:
             tasks: dict[str, object] = {}
 
@@ -181,11 +186,15 @@ def _run(args: argparse.Namespace) -> int:
                 written.append(out)
             else:
                 written.append(figures.save_figure(maker.figure(args.kind), out, fmt))
+    if maker.means_only:
+        err_console.print(f"note: V, D_norm+, tiers and CDFs are not available for the {maker.means_only} "
+                          "selected (run, mode) pair(s) that hold means of several episodes, not episodes; the "
+                          "figures say so",
+                          highlight=False, markup=False)
     if maker.synthetic:
         err_console.print("note: this cube is SYNTHETIC demo data, not training results; the figures say so",
                           highlight=False)
-    for msg in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)):
-        err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
+    print_recorded_warnings(caught)
     if len(written) == 1:
         print(f"wrote {written[0]}")
     else:

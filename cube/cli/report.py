@@ -1,15 +1,20 @@
 """`saferl report`: the paper's tables from a results cube (IQM + stratified-bootstrap CIs, tiers, CDFs).
 
-    saferl report CUBE [--format table|csv|json|markdown|latex] [--out FILE|DIR]
+    saferl report CUBE [--format table|csv|json|markdown|latex] [--style default|paper] [--out FILE|DIR]
                        [--per-condition] [--cdf] [--poi X,Y] [--gap] [--kind aggregate|conditions|cdf|poi|gap|all]
-                       [--settings train,final_greedy] [--algo ..] [--task ..] [--bound ..] [--seed 0-9]
-                       [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0] [--baseline ppo]
-                       [--digits 2] [--no-cache] [--scheduler ADDRESS]
+                       [--reference paper] [--settings train,final_greedy] [--algo ..] [--task ..] [--bound ..]
+                       [--seed 0-9] [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0]
+                       [--baseline auto|none|ALGO] [--no-ci] [--digits 2] [--no-cache] [--scheduler ADDRESS]
 
 Without options it prints the aggregate table (rich, like the paper's Table 2). --per-condition (= --kind
 conditions) and --cdf (= --kind cdf) pick other tables, --poi X,Y adds the probability that X improves on
 Y, --gap the greedy-minus-exploration gap; several of them print one after another. --algo/--task/--bound/
 --seed are the same as --algos/--tasks/--bounds/--seeds, --out the same as -o/--output.
+
+The not-safe baseline (--baseline; auto = the unconstrained algorithms such as ppo) is greyed or marked
+and never "best" in every format. On a terminal the table fits its width: CIs beside the values, under
+them, or left out (--no-ci leaves them out always). --format latex --style paper writes the paper's Table 2
+and its appendix CI table. --reference paper adds the paper's published numbers beside the cube's.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ import xarray as xr
 from rich.progress import Progress
 
 from cube import stats
-from cube.errors import CubeError
+from cube.errors import CubeError, CubeWarning
+from cube.io.reference import REFERENCES
 from cube.outputs import write_text
+from cube.render import latex
 from cube.render import text as export
 from cube.selection import (
     add_selection_arguments,
     add_statistics_arguments,
     check_statistics_arguments,
+    count_at_most,
     parse_pair,
     parse_settings,
     selection_from_args,
@@ -43,7 +51,9 @@ TITLES = {"aggregate": "Aggregate metrics (IQM over task-bound pairs, stratified
           "conditions": "Per-condition metrics (seed mean ± sample std)",
           "cdf": "Aggregate CDF of the normalized episodic cost deviation",
           "poi": "Probability of improvement",
-          "gap": "Greedy minus exploration gap"}
+          "gap": "Greedy minus exploration gap",
+          "reference_aggregate": "Beside the reference: aggregate metrics",
+          "reference_conditions": "Beside the reference: per-condition metrics"}
 ALL = ("aggregate", "conditions", "cdf")
 
 
@@ -63,7 +73,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=export.FORMATS, default=None,
                    help="output format (default: from --out's suffix, else table on screen)")
     add_selection_arguments(p)
-    add_statistics_arguments(p, "unconstrained baseline algorithm: greyed, never 'best' (e.g. ppo)")
+    add_statistics_arguments(p, "the not-safe baseline, greyed and never 'best': auto (default: the unconstrained "
+                                "algorithms, e.g. ppo), none, or an algorithm")
+    p.add_argument("--no-ci", action="store_true", help="values without CIs (or stds) in the terminal table")
+    p.add_argument("--width", type=count_at_most(10_000), default=None, metavar="COLUMNS",
+                   help="lay the terminal table out for this many columns (default: the terminal's; piped: as "
+                        "wide as it needs)")
+    p.add_argument("--style", choices=latex.STYLES, default="default",
+                   help="LaTeX layout: default (fits \\textwidth of a two-column paper) or paper (Table 2 and "
+                        "its appendix CI table)")
+    p.add_argument("--reference", choices=REFERENCES,
+                   help="show published numbers beside the cube's (paper: the paper's Table 2 and tables 4-7)")
     p.add_argument("--digits", type=int, default=2, help="decimals in table/markdown/latex output (default 2)")
     p.add_argument("-o", "--out", "--output", dest="output", metavar="FILE",
                    help="write to this file (a directory when several tables go to csv/json/latex)")
@@ -119,9 +139,12 @@ def _notes(ss: xr.Dataset) -> list[str]:
             notes.append(f"{incomplete} selected run(s) are not complete; they count with the episodes they have")
     means_only = stats.means_only_runs(ss)
     if means_only:
-        notes.append(f"{means_only} selected (run, mode) pair(s) hold only per-epoch means, not episodes: "
+        notes.append(f"{means_only} selected (run, mode) pair(s) hold means of several episodes, not episodes: "
                      "R̄, C̄ and D_norm come from the means; V, D_norm+, tiers and CDFs are not available "
                      "for them (left blank)")
+        described = ss.attrs.get("means_notes")
+        if isinstance(described, dict):  # what each source's means are (a sliding window, ...)
+            notes += [f"{source}: {text}" for source, text in described.items()]
     return notes
 
 
@@ -179,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cube.cli.console import err_console, progress_bar
+    from cube.cli.console import err_console, print_recorded_warnings, progress_bar
     from cube.compute import scheduler_context
 
     kinds = _kinds(args)
@@ -190,16 +213,15 @@ def _run(args: argparse.Namespace) -> int:
     _check_args(args, kinds, fmt)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
+        warnings.simplefilter("always", CubeWarning)
         with progress_bar() as bar:
             task = bar.add_task("sufficient statistics", total=None)
             with scheduler_context(args.scheduler):
                 ss = stats.load_suffstats(args.path, cache=not args.no_cache, background_write=True,
                                           progress=lambda d, t: bar.update(task, completed=d, total=t))
             bar.update(task, visible=False)
-            ss = stats.select(ss, selection)
-            if args.baseline and args.baseline not in ss["algo"].values:
-                raise CubeError(f"--baseline {args.baseline} is not among the selected algorithms "
-                                f"({', '.join(map(str, ss['algo'].values))})")
+            ss = stats.select(ss, selection.check_iterates(ss.sizes["iterate"]))
+            marked = stats.not_safe(ss["algo"].values, args.baseline or "auto")
             if settings is not None:
                 stats.require_data(ss, settings)
             use = stats.settings_arg(settings, ss)
@@ -207,26 +229,64 @@ def _run(args: argparse.Namespace) -> int:
             tables = _tables(ss, kinds, args, use, bar)
     for note in _notes(ss):
         err_console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
-    for msg in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, stats.StatsWarning)):
-        err_console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
+    print_recorded_warnings(caught)
+    comparisons = _comparisons(tables, args.reference) if args.reference else {}
     if fmt == "table" and not args.output:
-        return _print_rich(tables, args)
-    texts = {k: export.render(v, kind=k, fmt=fmt, baseline=args.baseline, digits=args.digits)
+        return _print_rich(tables, comparisons, marked, args)
+    texts = {k: export.render(v, kind=k, fmt=fmt, not_best=marked, digits=args.digits, style=args.style)
              for k, v in tables.items()}
+    texts.update({f"reference_{k}": _compare_text(k, v, fmt, args.digits, marked) for k, v in comparisons.items()})
     return _emit(texts, fmt, args)
 
 
-def _print_rich(tables: dict[str, xr.Dataset], args: argparse.Namespace) -> int:
-    """Rich tables to stdout (colours on a terminal; wide enough for the table when piped)."""
+def _comparisons(tables: dict[str, xr.Dataset], name: str) -> dict[str, xr.Dataset]:
+    """The cube's aggregate and condition tables beside the reference `name` (`cube.stats.reference`)."""
+    from cube.io.reference import load_reference
+    from cube.stats.reference import compare_aggregate, compare_conditions
+
+    ref = load_reference(name)
+    out = {}
+    if "aggregate" in tables:
+        out["aggregate"] = compare_aggregate(tables["aggregate"], ref.aggregate).assign_attrs(reference=name)
+    if "conditions" in tables:
+        out["conditions"] = compare_conditions(tables["conditions"], ref.conditions).assign_attrs(reference=name)
+    if not out:
+        raise CubeError("--reference compares the aggregate table and --per-condition; ask for one of them")
+    return out
+
+
+def _compare_text(kind: str, cmp: xr.Dataset, fmt: str, digits: int, marked: tuple[str, ...]) -> str:
+    from cube.render import compare
+
+    if fmt not in compare.FORMATS:
+        raise CubeError(f"--reference is shown as a table, markdown, csv or json, not {fmt}")
+    fn = compare.aggregate if kind == "aggregate" else compare.conditions
+    return fn(cmp, fmt, digits, not_safe=marked)
+
+
+def _print_rich(tables: dict[str, xr.Dataset], comparisons: dict[str, xr.Dataset], marked: tuple[str, ...],
+                args: argparse.Namespace) -> int:
+    """Rich tables to stdout, laid out to fit the terminal (or $COLUMNS) without cutting a number; as wide
+    as they need when piped without $COLUMNS."""
     from rich.console import Console
 
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console = Console(file=sys.stdout, width=400, color_system=None)
+    from cube.render import compare
+
+    if args.width is not None:
+        console, width = Console(file=sys.stdout, width=args.width), args.width
+    elif sys.stdout.isatty():  # rich takes the terminal's width ($COLUMNS where set)
+        console = Console(file=sys.stdout)
+        width = console.width
+    else:  # piped: as wide as the table needs, never cut
+        console, width = Console(file=sys.stdout, width=100_000, color_system=None), None
     for kind, obj in tables.items():
         if obj.attrs.get("synthetic"):
             console.print(export.SYNTHETIC_MARK["table"].strip(), style="bold red", highlight=False)
-        console.print(export.rich_table(obj, kind, baseline=args.baseline, digits=args.digits))
+        console.print(export.rich_table(obj, kind, not_best=marked, digits=args.digits, width=width,
+                                        ci=not args.no_ci))
+    for kind, cmp in comparisons.items():
+        fn = compare.aggregate if kind == "aggregate" else compare.conditions
+        console.print(fn(cmp, "table", args.digits, width, marked))
     return 0
 
 

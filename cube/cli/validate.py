@@ -15,11 +15,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cube.cli.console import print_warning
     from cube.store.summary import describe
     from cube.store.validate import validate
 
     episode_counts: dict[str, int] = {}
-    problems = validate(args.path, episode_counts)
+    notes: list[str] = []
+    problems = validate(args.path, episode_counts, notes)
+    for note in notes:
+        print_warning(f"{args.path}: {note}")
     if problems:
         for problem in problems:
             print(f"{args.path}: {problem}", file=sys.stderr)

@@ -46,17 +46,20 @@ from cube.render.style import (
     FORMATS,
     MULTIPLIER_SYMBOL,
     REFERENCE_COLOR,
+    TIER_GUIDE_LABELS,
     TIER_GUIDES,
     UNITS,
     WIDTH,
     algo_colors,
     algo_label,
     direction_text,
+    focus_limits,
     metric_axis_label,
     setting_label,
     styled,
     task_label,
     tex_symbol,
+    value_span,
 )
 from cube.stats.curves import HistPanel
 from cube.stats.metrics import METRIC, tier_label
@@ -97,6 +100,15 @@ def _mark_synthetic(fig: Figure, synthetic: bool) -> None:
              va="center", fontweight="bold", zorder=10, gid="synthetic")
 
 
+def _note_empty(ax: Axes, values: Sequence, note: str) -> None:
+    """Write `note` across a panel that has nothing to draw (no finite value in `values`), so an empty
+    panel says why (e.g. "not available: means only") instead of looking like a failure."""
+    if any(np.isfinite(np.asarray(v, dtype=np.float64)).any() for v in values):
+        return
+    ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize="small",
+            color=REFERENCE_COLOR, style="italic", gid="not-available")
+
+
 def _legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(),
             baseline: str | None = None) -> None:
     from matplotlib.lines import Line2D
@@ -129,7 +141,8 @@ def _order(algos: Sequence[str], baseline: str | None) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- CDF
 def cdf_figure(cdf: xr.Dataset, xmax: float | None = 2.0, baseline: str | None = None,
-               colors: Mapping[str, str] | None = None, style: str = "paper") -> Figure:
+               colors: Mapping[str, str] | None = None, style: str = "paper", empty_note: str = "no episodes"
+               ) -> Figure:
     """Figure 2 (``xmax=2``) / Figure A.1 (``xmax=None``) from `stats.cdf_curves` output: one panel per
     setting, one curve per algorithm with its CI band, kappa = 0 dashed (gid ``kappa0``)."""
     settings = [str(s) for s in cdf["setting"].values]
@@ -146,9 +159,11 @@ def cdf_figure(cdf: xr.Dataset, xmax: float | None = 2.0, baseline: str | None =
                 _line_band(ax, kappa, one["cdf"].values, one["ci_low"].values, one["ci_high"].values,
                            colors[a], f"{a}:{s}", a == baseline)
             ax.axvline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="kappa0")
+            _note_empty(ax, [cdf["cdf"].sel(setting=s).values], empty_note)
             ax.set_xlim(kappa.min(), right)
-            if xmax is None:  # Figure A.1: linear to 1, logarithmic beyond (the tail spans decades)
-                ax.set_xscale("symlog", linthresh=1.0, linscale=1.0)
+            if xmax is None:  # Figure A.1: the tail spans decades. asinh is linear near 0 and logarithmic far
+                # out with no kink between (symlog's switch at its threshold reads like a feature of the data)
+                ax.set_xscale("asinh", linear_width=0.5)
                 ticks = [t for t in (-1, -0.5, 0, 0.5, 1, 3, 10, 30, 100, 300, 1000) if t <= right]
                 ax.set_xticks(ticks, [f"{t:g}".replace("-", "\u2212") for t in ticks])
                 ax.set_xticks([], minor=True)
@@ -157,7 +172,8 @@ def cdf_figure(cdf: xr.Dataset, xmax: float | None = 2.0, baseline: str | None =
             ax.set_title(setting_label(s))
             ax.grid(True)
         fig.supxlabel(r"normalised episodic cost deviation $\kappa = (c - d)/d$"
-                      + (" (symlog axis)" if xmax is None else ""), fontsize="medium")
+                      + (" (asinh axis: linear near 0, logarithmic in the tail)" if xmax is None else ""),
+                      fontsize="medium")
         axes[0].set_ylabel(r"CDF: share of episodes $\leq \kappa$")
         extra = []
         from matplotlib.lines import Line2D
@@ -215,7 +231,9 @@ def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str 
                         else:
                             one = tc.sel(algo=a, task=t, bound=d)
                             m, s = one[f"{row}_mean"].values, one[f"{row}_std"].values
-                        _line_band(ax, xs, m, m - s, m + s, colors[a], f"{a}:{t}:{d:g}:{row}", a == baseline,
+                        # costs and multipliers are >= 0 by construction: a 1-sigma band stops at 0
+                        low = np.maximum(m - s, 0.0) if row in ("C", "mult") else m - s
+                        _line_band(ax, xs, m, low, m + s, colors[a], f"{a}:{t}:{d:g}:{row}", a == baseline,
                                    alpha=0.18)
                         if a == baseline:
                             base = m
@@ -341,46 +359,26 @@ def _darker(color: str, f: float = 0.65) -> tuple[float, float, float]:
 # ------------------------------------------------------------------------------------ intervals, poi
 def _interval_rows(ax: Axes, labels: Sequence[str], value, lo, hi, colors: Sequence[str], gid: str,
                    faded: Sequence[bool] = ()) -> None:
-    """rliable's interval estimate: a bar from lo to hi per row and a black tick at the point value."""
+    """rliable's interval estimate: a bar from lo to hi per row and a tick at the point value. The bar has
+    an outline in the algorithm's colour, so a narrow CI still shows as a coloured band; the tick is thin,
+    dark and taller than the bar, so it never hides the bar."""
     y = np.arange(len(labels))[::-1]
     for i in range(len(labels)):
         v, l_, h = float(value[i]), float(lo[i]), float(hi[i])
         if not np.isfinite(v):
             continue
-        alpha = 0.45 if (faded and faded[i]) else 0.8
+        alpha = 0.3 if (faded and faded[i]) else 0.55
         if np.isfinite(l_) and np.isfinite(h):
-            ax.barh(y[i], h - l_, left=l_, height=0.6, color=colors[i], alpha=alpha, lw=0, gid=f"ci:{gid}:{labels[i]}")
-        ax.vlines(v, y[i] - 0.3, y[i] + 0.3, color="black", lw=1.2, zorder=4, gid=f"point:{gid}:{labels[i]}")
+            ax.barh(y[i], h - l_, left=l_, height=0.5, color=colors[i], alpha=alpha, zorder=2,
+                    gid=f"ci:{gid}:{labels[i]}")
+            ax.barh(y[i], h - l_, left=l_, height=0.5, fill=False, edgecolor=colors[i], lw=1.2, zorder=3,
+                    gid=f"ci-edge:{gid}:{labels[i]}")
+        ax.vlines(v, y[i] - 0.36, y[i] + 0.36, color=_darker(colors[i], 0.45), lw=0.9, zorder=4,
+                  gid=f"point:{gid}:{labels[i]}")
     ax.set_yticks(y, [algo_label(lab) if ":" not in lab else lab for lab in labels])
     ax.set_ylim(-0.6, len(labels) - 0.4)
     ax.grid(True, axis="x")
     ax.grid(False, axis="y")
-
-
-def _span(values: np.ndarray, refs: Sequence[float] = ()) -> tuple[float, float] | None:
-    v = np.concatenate([np.ravel(np.asarray(values, dtype=np.float64)), np.asarray(refs, dtype=np.float64)])
-    v = v[np.isfinite(v)]
-    return (float(v.min()), float(v.max())) if v.size else None
-
-
-def _focus_limits(others: np.ndarray, base: np.ndarray | None, refs: Sequence[float] = (),
-                  pad: float = 0.08, far: float = 0.5) -> tuple[tuple[float, float] | None, int]:
-    """Axis limits that follow `others` (and the reference values `refs`) when the baseline's values lie
-    far outside them (more than `far` times their span beyond them): ((lo, hi), +1 above / -1 below),
-    else (None, 0)."""
-    o = _span(others, refs)
-    b = _span(base) if base is not None else None
-    if o is None or b is None:
-        return None, 0
-    lo, hi = o
-    span = max(hi - lo, 0.05 * max(abs(lo), abs(hi)), 1e-9)
-    if b[0] > hi + far * span:
-        side = 1
-    elif b[1] < lo - far * span:
-        side = -1
-    else:
-        return None, 0
-    return (lo - pad * span, hi + pad * span), side
 
 
 def _offscale_note(ax: Axes, baseline: str, value: float, side: int, axis: str = "y") -> None:
@@ -402,14 +400,14 @@ def _focus_y(ax: Axes, others: list[np.ndarray], base: np.ndarray | None, baseli
     """Let a panel's y axis follow the non-baseline curves when the baseline lies far outside them."""
     if baseline is None or base is None or not others:
         return
-    lims, side = _focus_limits(np.concatenate([np.ravel(o) for o in others]), base, refs)
+    lims, side = focus_limits(np.concatenate([np.ravel(o) for o in others]), base, refs)
     if lims is not None:
         ax.set_ylim(*lims)
         _offscale_note(ax, baseline, float(np.nanmedian(base)), side, "y")
 
 
 def intervals_figure(agg: xr.Dataset, baseline: str | None = None, colors: Mapping[str, str] | None = None,
-                     style: str = "paper") -> Figure:
+                     style: str = "paper", empty_note: str = "no episodes") -> Figure:
     """IQM and CI of every metric (columns) per algorithm (rows of a panel) and setting (panel rows) from
     `stats.aggregate_table`, with the tier (`metrics.tier_label`) written beside each algorithm. A column
     shares its x axis over the settings; when the baseline lies far outside the other algorithms, the
@@ -430,18 +428,23 @@ def intervals_figure(agg: xr.Dataset, baseline: str | None = None, colors: Mappi
             guides = TIER_GUIDES.get(m, ())
             lims, side = (None, 0)
             if baseline is not None and is_base.any() and (~is_base).any():
-                lims, side = _focus_limits(every[:, ~is_base], every[:, is_base], guides, far=1.5)
+                lims, side = focus_limits(every[:, ~is_base], every[:, is_base], guides, far=1.5)
             if lims is None:
-                span = _span(every, guides) or (0.0, 1.0)
+                span = value_span(every, guides) or (0.0, 1.0)
                 width = max(span[1] - span[0], 1e-9)
                 lims = (span[0] - 0.08 * width, span[1] + 0.08 * width)
             for si, s in enumerate(settings):
                 ax = axes[si, mi]
                 vals = [data[v][:, si] for v in ("value", "ci_low", "ci_high")]
                 _interval_rows(ax, algos, *vals, [colors[a] for a in algos], f"{s}:{m}", list(is_base))
+                _note_empty(ax, [vals[0]], empty_note)
+                ax.set_xlim(*lims)
                 for g in guides:
                     ax.axvline(g, color=REFERENCE_COLOR, ls=":", lw=0.7, zorder=1, gid=f"tier-guide:{m}")
-                ax.set_xlim(*lims)
+                    if si == 0 and lims[0] <= g <= lims[1]:
+                        ax.annotate(TIER_GUIDE_LABELS.get((m, g), ""), (g, 1.0), xycoords=("data", "axes fraction"),
+                                    xytext=(2, -1), textcoords="offset points", ha="left", va="top",
+                                    fontsize="x-small", color=REFERENCE_COLOR, gid=f"tier-guide-label:{m}:{g:g}")
                 if side:
                     i = algos.index(baseline)
                     v = float(vals[0][i])
@@ -523,7 +526,7 @@ def poi_figure(pois: Sequence[xr.Dataset], colors: Mapping[str, str] | None = No
 
 # -------------------------------------------------------------------------------- aggregate curve
 def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, colors: Mapping[str, str] | None = None,
-                           style: str = "paper") -> Figure:
+                           style: str = "paper", empty_note: str = "no episodes") -> Figure:
     """The aggregate learning curve (`learning_curves.aggregate_learning_curve`): one panel per metric,
     IQM over conditions per iterate (or env-step bin) with its CI band per algorithm."""
     metrics = [str(m) for m in curve["metric"].values]
@@ -550,6 +553,7 @@ def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, color
                     others += [v, lo, hi]
             if m == "Dnorm":
                 ax.axhline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="bound")
+            _note_empty(ax, [curve["value"].sel(metric=m).values], empty_note)
             _focus_y(ax, others, base, baseline, (0.0,) if m == "Dnorm" else ())
             ax.set_ylabel(f"IQM {metric_axis_label(m)}")
             ax.set_title(direction_text(m), fontsize="small", style="italic")

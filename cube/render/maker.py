@@ -9,7 +9,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import xarray as xr
@@ -42,7 +42,9 @@ class PlotOptions:
     """What the figures are computed with (the flags of `saferl plot`)."""
 
     settings: tuple[str, ...] | None = None
-    baseline: str | None = None
+    baseline: str | None = "auto"
+    """The not-safe baseline drawn grey that never sets an axis: "auto" (the unconstrained algorithms, e.g.
+    ppo; `cube.stats.metrics.not_safe`), None or "none", or an algorithm."""
     boot: int = 2000
     rng_seed: int = 0
     ci: float = 0.95
@@ -75,16 +77,18 @@ class FigureMaker:
         if ss is None:
             ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"))
         self.all_algos = [str(a) for a in ss["algo"].values]
-        self.ss = stats.select(ss, selection) if selection is not None else ss
-        base = self.options.baseline
-        if base is not None and base not in self.ss["algo"].values:
-            raise CubeError(f"--baseline {base} is not among the selected algorithms "
-                            f"({', '.join(map(str, self.ss['algo'].values))})")
+        self.ss = stats.select(ss, selection.check_iterates(ss.sizes["iterate"])) if selection is not None else ss
+        marked = stats.not_safe(self.ss["algo"].values, self.options.baseline)
+        base = marked[0] if marked else None
+        self.options = replace(self.options, baseline=base)
         if self.options.settings is not None:
             stats.require_data(self.ss, self.options.settings)
         self.settings = stats.settings_arg(self.options.settings, self.ss)
         self.colors = algo_colors(self.all_algos, base)
         self.synthetic = bool(self.ss.attrs.get("synthetic"))
+        self.means_only = stats.means_only_runs(self.ss)
+        """Selected (run, mode) pairs that hold only per-epoch means (imports): no V, D_norm+ or CDF there."""
+        self.empty_note = "not available: means only" if self.means_only else "no episodes"
         self._cache: dict[str, Future] = {}
         self._lock = threading.Lock()
 
@@ -203,13 +207,14 @@ class FigureMaker:
         o = self.options
         base, style = o.baseline, o.style
         if kind == "cdf":
-            return cdf_figure(self.cdf(), o.xmax if xmax == "option" else xmax, base, self.colors, style)
+            return cdf_figure(self.cdf(), o.xmax if xmax == "option" else xmax, base, self.colors, style,
+                              self.empty_note)
         if kind == "intervals":
-            return intervals_figure(self.aggregate(), base, self.colors, style)
+            return intervals_figure(self.aggregate(), base, self.colors, style, self.empty_note)
         if kind == "poi":
             return poi_figure(self.pois(), self.colors, style, base)
         if kind == "aggregate-curve":
-            return aggregate_curve_figure(self.learning_curve(), base, self.colors, style)
+            return aggregate_curve_figure(self.learning_curve(), base, self.colors, style, self.empty_note)
         if kind == "curves":
             tc, mult = self.training(), self.multipliers()
             sel = condition_selection(tc, task, bound)
@@ -222,7 +227,8 @@ class FigureMaker:
                 raise CubeError("no final evaluation episodes (modes expl/greedy) in the selection: "
                                 "nothing to histogram; evaluate the final policies first")
             costs = costs.sel(condition_selection(costs, task, bound))
-            return hist_figure(hist_panels(costs, o.bins), base, self.colors, style, self.synthetic,
+            return hist_figure(hist_panels(costs, o.bins, own_scale=(base,) if base else ()), base, self.colors,
+                               style, self.synthetic,
                                [str(a) for a in self.ss["algo"].values])
         raise CubeError(f"unknown figure {kind!r}: use one of {', '.join(KINDS)} or all")
 

@@ -8,6 +8,8 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cube.errors import CubeError
 from cube.stats.metrics import METRIC, SETTING
 
@@ -36,8 +38,11 @@ UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d",
          "Dplus": "(c − d)/d"}
 TASK_LABELS = {"goal": "Safe Goal Point", "circle": "Safe Circle Point", "push": "Safe Push Point",
                "button": "Safe Button Point"}
-# Dotted guide lines at the tier thresholds of Table 1, per metric.
+TIER_GUIDE_LABELS = {("Dnorm", 0.0): "tier ≥1", ("V", 0.1): "tier 3", ("V", 0.5): "tier ≥2",
+                     ("Dplus", 0.1): "tier 3"}
+"""What a tier guide line marks: the tier that needs the metric at or below it."""
 TIER_GUIDES = {"Dnorm": (0.0,), "V": (0.1, 0.5), "Dplus": (0.1,)}
+"""Dotted guide lines at the tier thresholds of Table 1, per metric."""
 MODE_LABELS = {"expl": "exploration", "greedy": "greedy"}
 
 
@@ -127,3 +132,32 @@ def setting_label(setting: str) -> str:
 
 def task_label(task: str) -> str:
     return TASK_LABELS.get(str(task), str(task))
+
+
+# ------------------------------------------------------------------------------------ axis ranges
+def value_span(values: np.ndarray, refs: Sequence[float] = ()) -> tuple[float, float] | None:
+    """(min, max) of the finite `values` and `refs`; None when there are none."""
+    v = np.concatenate([np.ravel(np.asarray(values, dtype=np.float64)), np.asarray(refs, dtype=np.float64)])
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
+
+
+def focus_limits(others: np.ndarray, base: np.ndarray | None, refs: Sequence[float] = (),
+                  pad: float = 0.08, far: float = 0.5) -> tuple[tuple[float, float] | None, int]:
+    """The one rule by which the not-safe baseline never sets an axis (figures and the TUI alike):
+    axis limits that follow `others` (and the reference values `refs`) when the baseline's values lie
+    far outside them (more than `far` times their span beyond them): ((lo, hi), +1 above / -1 below),
+    else (None, 0)."""
+    o = value_span(others, refs)
+    b = value_span(base) if base is not None else None
+    if o is None or b is None:
+        return None, 0
+    lo, hi = o
+    span = max(hi - lo, 0.05 * max(abs(lo), abs(hi)), 1e-9)
+    if b[0] > hi + far * span:
+        side = 1
+    elif b[1] < lo - far * span:
+        side = -1
+    else:
+        return None, 0
+    return (lo - pad * span, hi + pad * span), side

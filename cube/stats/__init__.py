@@ -23,7 +23,7 @@ from cube.stats.bootstrap import (
     stratified_bootstrap_weights,
 )
 from cube.stats.learning_curves import aggregate_learning_curve
-from cube.stats.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, tier
+from cube.stats.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, not_safe, tier
 from cube.stats.suffstats import load_suffstats
 from cube.stats.tables import (
     Progress,
@@ -49,5 +49,5 @@ __all__ = [
     "available_settings", "require_data", "stratified_bootstrap_means", "stratified_bootstrap_weights",
     "probability_of_improvement", "greedy_expl_gap", "runs_without", "StatsWarning", "TIER_TOL",
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
-    "means_only_runs", "aggregate_learning_curve",
+    "means_only_runs", "aggregate_learning_curve", "not_safe",
 ]

@@ -20,6 +20,7 @@ from cube.stats.tables import (
     run_metrics,
     select,
 )
+from cube.store.read import load_consistent
 
 __all__ = ["SaferlAccessor"]
 
@@ -28,6 +29,8 @@ __all__ = ["SaferlAccessor"]
 class SaferlAccessor:
     """`ds.saferl`: the statistics tables on a cube Dataset (episodes) or on its suffstats.
 
+    ds.saferl.load(): the cube (any selection of `cube.open_cube(...)`) in memory, every run one writer
+    state (`cube.store.read.load_consistent`), the way to read episodes while writers write.
     ds.saferl.suffstats, .select(Selection), .run_metrics(setting), .iterate_metrics(mode),
     .conditions(settings), .aggregate(settings, boot=..), .cdf(settings, boot=..), .poi(x, y, setting),
     .gap(boot=..): each returns the xarray object of the `cube.stats.tables` function of the same meaning.
@@ -36,6 +39,12 @@ class SaferlAccessor:
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
         self._ss: xr.Dataset | None = None
+
+    def load(self) -> xr.Dataset:
+        """An in-memory copy of this cube or selection of one in which every run is one writer state: runs a
+        writer wrote while they were read are read again consistently (`cube.store.read.load_consistent`);
+        a plain ``.load()`` / ``.values`` guarantees nothing across variables while writers write."""
+        return load_consistent(self._ds)
 
     @property
     def suffstats(self) -> xr.Dataset:

@@ -1,7 +1,21 @@
 """The statistics cache inside a store: `_derived/suffstats` (keyed by a fingerprint of the grid and
 one per run: size, mtime and tail of its reward and cost chunk files; stores not chunked one run per chunk
-are keyed by all their episode files) and `_derived/run_status.npz`. Written as a store of its own and moved
-in, so readers never see a partial cache; best effort (a read-only store is simply not cached).
+are keyed by all their episode files) and `_derived/run_status.npz`. Written whole as a store of its own and
+moved in, so readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
+conditions whose runs changed, one (algo, task, bound) per chunk), statistics first and fingerprints last,
+while readers read the fingerprints first. Best effort (a read-only store is simply not cached).
+
+Writers of the cache (whole or patched) hold `_derived/.suffstats.lock` and, under it, take the fingerprint
+of every run they write again: a run written since its statistics were read keeps what the cache holds
+(or an unknown fingerprint, never trusted), so no writer puts older statistics under a current fingerprint,
+and a reader that mixes the fingerprints of one writer with the statistics of another still only trusts
+statistics of the data its fingerprint names.
+
+The cache is checked like the data: every chunk carries a CRC-32C (and every chunk is written, so no
+value comes from a fill value), the dtypes and shapes it was written with are kept in its attributes, and
+`run_status.npz` holds a digest of its values. A cache that does not verify is not used: the statistics
+are computed again from the episodes, with one `CacheWarning` line. `_derived` is never followed when it
+is a link (it would make the cache write, and delete, outside the store).
 """
 
 from __future__ import annotations
@@ -12,18 +26,55 @@ import os
 import shutil
 import threading
 import uuid
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 import zarr
 
+from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
-from cube.stats.kernel import CELL_DIMS
-from cube.store.fs import pid_alive, side_folder
+from cube.stats.bootstrap import StatsWarning
+from cube.stats.kernel import CELL_DIMS, SUM_VARS
+from cube.store.fs import pid_alive, refuse_links, side_folder
+from cube.store.grid import open_view
+from cube.store.layout import CHUNK_COMPRESSORS
 
 CACHE_GROUP = "_derived/suffstats"
+CACHE_LOCK = "_derived/.suffstats.lock"
 SUFFSTATS_VERSION = 1
+UNKNOWN_FP = np.uint64(0)
+"""The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
+with odds of 2^-64): written for a run that changed while its statistics were computed."""
+
+
+class CacheWarning(CubeWarning, StatsWarning):
+    """The statistics cache did not verify (or sits behind a link) and is not used (a StatsWarning too, so the
+    commands that show the statistics' warnings show it)."""
+
+
+def _cache_folder_ok(path: Path) -> bool:
+    """Whether `_derived` (and the cache group) may be used: no link planted in their place (one warning)."""
+    try:
+        refuse_links(path, path / CACHE_GROUP)
+    except CubeError as exc:
+        warnings.warn(f"the statistics cache is not used: {exc}", CacheWarning, stacklevel=3)
+        return False
+    return True
+
+
+def layout_digest(ds: xr.Dataset) -> str:
+    """Hash of every variable's name, dtype and shape (coordinates included; strings as one kind): what the
+    cache's metadata must still say when it is read back."""
+    h = hashlib.sha256()
+    for name in sorted(map(str, ds.variables)):
+        var = ds.variables[name]
+        kind = "str" if var.dtype.kind in "OUST" else var.dtype.str
+        h.update(f"{name}:{kind}:{tuple(var.shape)};".encode())
+    return h.hexdigest()[:32]
 
 
 # ------------------------------------------------------------------------------------------ cache
@@ -75,13 +126,18 @@ def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:
         return None
     shape = tuple(ds.sizes[d] for d in RUN_DIMS)
     out = np.empty(shape, dtype=np.uint64)
-    tail = "/".join("0" * 3)
     for idx in np.ndindex(*shape):
-        key = "/".join(map(str, idx)) + "/" + tail
-        h = hashlib.blake2b(_stat_key(path / "reward" / "c" / key) + b"|" + _stat_key(path / "cost" / "c" / key),
-                            digest_size=8)
-        out[idx] = int.from_bytes(h.digest(), "little")
+        out[idx] = run_fingerprint(path, idx)
     return out
+
+
+def run_fingerprint(path: Path, index: tuple[int, ...]) -> np.uint64:
+    """The fingerprint of the run at `index` (positions along the run dims) of a store chunked one run per
+    chunk (`run_fingerprints`)."""
+    key = "/".join(map(str, index)) + "/" + "/".join("0" * 3)
+    h = hashlib.blake2b(_stat_key(path / "reward" / "c" / key) + b"|" + _stat_key(path / "cost" / "c" / key),
+                        digest_size=8)
+    return np.uint64(int.from_bytes(h.digest(), "little"))
 
 
 def store_fingerprint(path: Path) -> str:
@@ -101,47 +157,197 @@ def _hash_files(h, path: Path, name: str) -> None:
 
 
 def read_cache(path: Path) -> xr.Dataset | None:
+    """The cached statistics, verified (checksums of every chunk, the dtypes and shapes they were written
+    with); None when there is none, and None with one `CacheWarning` when it does not verify."""
     wait_for_cache_writes(path)
-    if not (path / CACHE_GROUP / "zarr.json").exists():
+    if not _cache_folder_ok(path) or not (path / CACHE_GROUP / "zarr.json").exists():
         return None
     try:
-        cached = xr.open_zarr(path, group=CACHE_GROUP, consolidated=False, chunks=None).load()
-    except Exception:  # a broken or half-replaced cache is simply recomputed
+        cached = xr.open_zarr(path / CACHE_GROUP, consolidated=False, chunks=None)
+        if "run_fp" in cached:  # the fingerprints first: patches write them last (module docstring)
+            run_fp = cached["run_fp"].values
+            cached = cached.drop_vars("run_fp").load()
+            cached["run_fp"] = (RUN_DIMS, run_fp)
+        else:
+            cached = cached.load()
+        layout = cached.attrs.get("layout")
+        if layout is not None and layout != layout_digest(cached):
+            raise ValueError("its dtypes or shapes changed")
+    except Exception as exc:  # a damaged or half-replaced cache is recomputed, saying so
+        if layout_written(path):
+            warnings.warn(f"the statistics cache of {path} does not verify ({_reason(exc)}); computing the "
+                          "statistics from the episodes again", CacheWarning, stacklevel=3)
         return None
+    if "layout" not in cached.attrs:
+        return None  # written before caches were checked: no checksums to trust, so computed again
     return cached.assign_coords({d: np.array([str(v) for v in cached[d].values]) for d in ("algo", "task", "mode")})
+
+
+def layout_written(path: Path) -> bool:
+    """Whether the cache's metadata reads and says it was written with checks (older caches were not)."""
+    try:
+        return "layout" in json.loads((path / CACHE_GROUP / "zarr.json").read_text()).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:100] if str(exc).strip() else ""
+    return "checksum mismatch" if "checksum" in text.lower() else f"{type(exc).__name__}{': ' + text if text else ''}"
+
+
+@contextmanager
+def cache_lock(path: Path) -> Iterator[bool]:
+    """Hold the cache writers' lock (an exclusive flock on `_derived/.suffstats.lock`); yields False, holding
+    nothing, where it cannot be made (a read-only store: nothing is written then)."""
+    import fcntl
+
+    try:
+        side_folder((path / CACHE_GROUP).parent)
+        handle = open(path / CACHE_LOCK, "a+")  # noqa: SIM115 - closed below
+    except OSError:
+        yield False
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+STATS_VARS = (*SUM_VARS, "le")
+"""The cached statistics (besides the labels and the per-run fingerprints `run_fp`)."""
+
+
+def _cache_encoding(out: xr.Dataset) -> dict[str, dict]:
+    """One chunk per condition (algo, task, bound: all seeds, iterates and modes): few, large chunks read back
+    several times faster than zarr's default, and a patch of a few runs rewrites few of them. Every chunk is
+    checksummed and written (none left to a fill value in metadata that is not)."""
+    enc: dict[str, dict] = {v: {"compressors": CHUNK_COMPRESSORS} for v in out.variables}
+    for v in out.data_vars:
+        if out[v].ndim >= len(RUN_DIMS) and out[v].dims[: len(RUN_DIMS)] == RUN_DIMS:
+            enc[v]["chunks"] = (1, 1, 1, *out[v].shape[3:])
+    return enc
 
 
 def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None) -> None:
     """Write the cache to a temporary group, then swap it in, so readers never see a partial cache.
 
-    Best effort: a read-only store or a concurrent writer just leaves the cache as it is.
+    `run_fp`: the runs' fingerprints taken before their episodes were read. Under the cache lock they are
+    taken again: a run written meanwhile keeps the current cache's statistics where those are of its data
+    now, else gets UNKNOWN_FP. Best effort: a read-only store just leaves the cache as it is.
     """
     out = ss.drop_vars(["run_status", "run_fp"], errors="ignore")
-    if run_fp is not None:
-        out["run_fp"] = (RUN_DIMS, run_fp)
-    out.attrs = dict(attrs)
     for name in ("algo", "task", "mode"):
         out[name] = out[name].astype(object)
         out[name].encoding = {}
+    if not _cache_folder_ok(path):
+        return
     _remove_dead_writers_leftovers(path)
     tmp_group = f"{CACHE_GROUP}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     target, tmp, trash = path / CACHE_GROUP, path / tmp_group, path / f"{tmp_group}.old"
+    with cache_lock(path) as locked:
+        if not locked:
+            return
+        try:
+            if run_fp is not None:
+                out = _settle_moved_runs(path, out, run_fp, attrs.get("grid"))
+            out.attrs = {**attrs, "layout": layout_digest(out)}
+            # Written as a store of its own, then moved in as the group: written as a group of the cube, zarr
+            # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
+            # warn about on stderr, where the TUI draws).
+            side_folder(target.parent)
+            out.to_zarr(tmp, mode="w", consolidated=False, encoding=_cache_encoding(out), zarr_format=3,
+                        write_empty_chunks=True)
+            if target.exists():
+                os.replace(target, trash)
+            os.replace(tmp, target)
+        except OSError:
+            pass
+        finally:
+            for leftover in (tmp, trash):
+                shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None) -> xr.Dataset:
+    """`out` with its fingerprints `run_fp` (taken before the episodes were read), where runs written since
+    then keep the statistics of the cache on disk when its fingerprint is theirs now, else UNKNOWN_FP."""
+    now = np.empty_like(run_fp)
+    for idx in np.ndindex(*run_fp.shape):
+        now[idx] = run_fingerprint(path, idx)
+    fp = np.array(run_fp, dtype=np.uint64, copy=True)
+    moved = np.argwhere(now != fp)
+    if moved.shape[0]:
+        fp[tuple(moved.T)] = UNKNOWN_FP
+        old = _open_cache(path, grid)
+        if old is not None:
+            keep = moved[old["run_fp"][tuple(moved.T)] == now[tuple(moved.T)]]
+            if keep.shape[0]:
+                out = out.copy(deep=False)
+                for v in STATS_VARS:
+                    values = np.array(out[v].values, copy=True)
+                    for idx in map(tuple, keep):
+                        values[idx] = old[v][idx]
+                    out[v] = (out[v].dims, values)
+                fp[tuple(keep.T)] = now[tuple(keep.T)]
+    out["run_fp"] = (RUN_DIMS, fp)
+    return out
+
+
+def _open_cache(path: Path, grid: str | None) -> zarr.Group | None:
+    """The cache on disk as zarr arrays when it is of grid `grid` and keeps run fingerprints, else None."""
     try:
-        # One chunk per algorithm: few, large chunks read back several times faster than zarr's default.
-        enc = {v: {"chunks": (1, *out[v].shape[1:])} for v in out.data_vars if out[v].ndim >= len(CELL_DIMS)}
-        # Written as a store of its own, then moved in as the group: written as a group of the cube, zarr
-        # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
-        # warn about on stderr, where the TUI draws).
-        side_folder(target.parent)
-        out.to_zarr(tmp, mode="w", consolidated=False, encoding=enc)
-        if target.exists():
-            os.replace(target, trash)
-        os.replace(tmp, target)
-    except OSError:
-        pass
-    finally:
-        for leftover in (tmp, trash):
-            shutil.rmtree(leftover, ignore_errors=True)
+        group = zarr.open_group(path / CACHE_GROUP, mode="r+")
+        if grid is None or group.attrs.get("grid") != grid or "run_fp" not in group:
+            return None
+        return group
+    except Exception:  # noqa: BLE001 - no cache, or one that does not open: nothing to keep or patch
+        return None
+
+
+def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray, grid: str) -> bool:
+    """Write the statistics of `runs` ((n, 4) positions) of `ss` into the cache on disk, chunk by chunk: the
+    chunks of their conditions, statistics first and fingerprints (`run_fp`, (n,), taken before the runs'
+    episodes were read) last, under the cache lock, leaving every other run as the cache holds it. A run
+    written since its fingerprint was taken is left out. False (nothing written) when the cache on disk is
+    not of this grid (`grid_fingerprint`) or cannot be patched: write it whole then."""
+    blocks = _patch_blocks(ss, runs, run_fp)
+    if not _cache_folder_ok(path):
+        return True  # no cache is used here: nothing to patch, nothing to write
+    with cache_lock(path) as locked:
+        if not locked:
+            return True
+        group = _open_cache(path, grid)
+        if group is None:
+            return False
+        try:
+            fps = np.asarray(group["run_fp"][...])
+            if fps.shape != ss["n"].shape[: len(RUN_DIMS)]:
+                return False
+            for condition, seeds in blocks.items():
+                current = [s for s, fp in seeds.items() if run_fingerprint(path, (*condition, s)) == fp]
+                if not current:
+                    continue
+                for v in STATS_VARS:
+                    chunk = np.asarray(group[v][condition])
+                    for s in current:
+                        chunk[s] = ss[v].values[(*condition, s)]
+                    group[v][condition] = chunk
+                for s in current:
+                    fps[(*condition, s)] = seeds[s]
+                group["run_fp"][condition] = fps[condition]
+        except Exception:  # noqa: BLE001 - a damaged chunk or a full disk: rewrite the cache whole
+            return False
+    return True
+
+
+def _patch_blocks(ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray) -> dict[tuple[int, ...], dict[int, np.uint64]]:
+    """{(a, t, b) condition: {seed position: fingerprint}} of the runs to patch."""
+    out: dict[tuple[int, ...], dict[int, np.uint64]] = {}
+    for idx, fp in zip(map(tuple, np.asarray(runs).reshape(-1, len(RUN_DIMS))), run_fp, strict=True):
+        out.setdefault(tuple(int(i) for i in idx[:3]), {})[int(idx[3])] = np.uint64(fp)
+    return out
 
 
 def _remove_dead_writers_leftovers(path: Path) -> None:
@@ -159,16 +365,23 @@ def write_cache_in_background(path: Path, ss: xr.Dataset, attrs: dict[str, str],
     """`write_cache` in a (non-daemon) thread, so the caller works on the statistics meanwhile; the
     next cache read of the store, `wait_for_cache_writes` and interpreter exit wait for it. The
     statistics are not modified in place by anyone, so the writer can share their arrays."""
-    wait_for_cache_writes(path)
     out = ss.copy(deep=False)
+    in_background(path, lambda: write_cache(path, out, attrs, run_fp))
 
-    def write() -> None:
+
+def in_background(path: Path, job: Callable[[], None]) -> None:
+    """Run a cache write `job` of the store at `path` in a (non-daemon) thread, after the store's earlier
+    one; `wait_for_cache_writes` waits for it. Best effort, as the writes themselves: a cache that is not
+    written is recomputed."""
+    wait_for_cache_writes(path)
+
+    def run() -> None:
         try:
-            write_cache(path, out, attrs, run_fp)
-        except Exception:  # best effort, as write_cache itself: a cache that is not written is recomputed
+            job()
+        except Exception:  # noqa: BLE001 - best effort (see above)
             pass
 
-    thread = threading.Thread(target=write, name=f"saferl-cache-write:{path.name}")
+    thread = threading.Thread(target=run, name=f"saferl-cache-write:{path.name}")
     _PENDING_WRITES[path.resolve()] = thread
     thread.start()
 
@@ -192,7 +405,7 @@ def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataAr
     The values are kept in `_derived/run_status.npz` keyed by the names, sizes and mtimes of the array's
     files (stat calls only), so an unchanged status is not decoded again chunk by chunk."""
     try:
-        arr = zarr.open_array(path / "run_status", mode="r")
+        arr = open_view(path, ds.encoding.get("saferl_grid"))["run_status"]  # the grid `ds` was read with
         if tuple(arr.metadata.dimension_names or ()) != RUN_DIMS:
             return None
         key = _files_fingerprint(path, "run_status")
@@ -212,23 +425,35 @@ def _files_fingerprint(path: Path, name: str) -> str:
     return h.hexdigest()[:32]
 
 
+def _status_digest(key: str, values: np.ndarray) -> str:
+    return hashlib.sha256(f"{key}:{values.dtype.str}:{values.shape}:".encode() + values.tobytes()).hexdigest()[:32]
+
+
 def _cached_status(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The cached run status if it is for these files and verifies (its digest); else None."""
+    import zipfile
+
+    if not _cache_folder_ok(path):
+        return None
     try:
         with np.load(path / STATUS_CACHE) as z:
-            if str(z["key"]) == key and z["values"].shape == shape:
-                return z["values"]
-    except (OSError, KeyError, ValueError):
+            values = z["values"]
+            if str(z["key"]) == key and values.shape == shape and str(z["digest"]) == _status_digest(key, values):
+                return values
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
         pass
     return None
 
 
 def _save_status(path: Path, key: str, values: np.ndarray) -> None:
     """Best effort (a read-only store is simply not cached); written to a temporary file, then renamed."""
+    if not _cache_folder_ok(path):
+        return
     target = path / STATUS_CACHE
     tmp = target.with_name(f".run_status.{uuid.uuid4().hex[:8]}.npz")
     try:
         side_folder(target.parent)
-        np.savez(tmp, key=np.array(key), values=values)
+        np.savez(tmp, key=np.array(key), values=values, digest=np.array(_status_digest(key, values)))
         os.replace(tmp, target)
     except OSError:
         tmp.unlink(missing_ok=True)

@@ -7,14 +7,14 @@ presentation layers and these functions can be tested on their own:
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
   statistics are ``cube.stats.tables.seed_mean_std``, as in the condition table).
 * :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu).
-* :func:`final_costs` / :func:`cost_histograms` (with ``cube.schema.final_iterate``): the final evaluation
+* :func:`final_costs` / :func:`hist_panels` (with ``cube.schema.final_iterate``): the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from cube.schema import RUN_DIMS, final_iterate
 from cube.stats.tables import seed_mean_std
 
 __all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs",
-           "final_episode_costs", "cost_histograms"]
+           "final_episode_costs", "hist_panels", "HistPanel"]
 
 
 def moving_average(x: np.ndarray, window: int, axis: int = -1) -> np.ndarray:
@@ -149,28 +149,6 @@ def final_costs(ds: xr.Dataset, ss: xr.Dataset, task: str, bound: float, modes: 
     return out
 
 
-def cost_histograms(costs: Mapping[str, Mapping[str, np.ndarray]], bins: int = 20,
-                    include: Sequence[float] = ()) -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """Histogram counts per algorithm, on edges shared by that algorithm's modes.
-
-    ``costs`` is :func:`final_costs` output. For each algorithm the ``bins + 1`` edges span
-    min(0, costs, include)..max(costs, include) (``include``: values that must be on the axis, e.g.
-    the bound d; a unit range around a constant). Returns ``{algo: (edges, {mode: counts})}``; the
-    counts of a mode sum to its number of episodes.
-    """
-    out = {}
-    for algo, modes in costs.items():
-        pooled = [v for v in modes.values() if v.size] + [np.asarray(include, dtype=np.float64)]
-        allv = np.concatenate(pooled) if pooled else np.zeros(1)
-        allv = allv if allv.size else np.zeros(1)
-        lo, hi = min(0.0, float(allv.min())), float(allv.max())
-        if hi <= lo:
-            lo, hi = lo - 0.5, hi + 0.5
-        edges = np.linspace(lo, hi, bins + 1)
-        out[algo] = (edges, {m: np.histogram(v, bins=edges)[0] for m, v in modes.items()})
-    return out
-
-
 # ------------------------------------------------------------------------------------- histograms
 @dataclass(frozen=True)
 class HistPanel:
@@ -182,43 +160,69 @@ class HistPanel:
     std: dict[str, np.ndarray]
     n_seeds: dict[str, int]
     n_episodes: dict[str, int]
+    counts: dict[str, np.ndarray]
+    """Per mode: episodes per bin pooled over seeds (costs beyond the last edge in the last bin)."""
 
 
-def hist_panels(costs: xr.DataArray, bins: int = 20, tail: float = 0.99) -> dict[tuple[str, float, str], HistPanel]:
-    """From final-iterate costs with dims (algo, task, bound, seed, episode, mode) (NaN = no episode;
-    :meth:`FigureMaker.final_costs`): per (task, bound, algo) the per-seed histograms on edges shared by
-    the modes. The edges span 0 (or the minimum) to the `tail` quantile of the pooled costs (at least d
+def _edges(vals: np.ndarray, d: float, bins: int, tail: float) -> np.ndarray:
+    """`bins + 1` edges from 0 (or the minimum) to the `tail` quantile of `vals` (at least d and a bit
+    beyond)."""
+    top = float(np.quantile(vals, tail)) if tail < 1 else float(vals.max())
+    lo, hi = min(0.0, float(vals.min())), max(top, 1.05 * float(d))
+    return np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+
+
+def hist_panels(costs: xr.DataArray, bins: int = 20, tail: float = 0.99,
+                own_scale: Sequence[str] = ()) -> dict[tuple[str, float, str], HistPanel]:
+    """The one histogram engine of final costs (figures and the TUI). From final-iterate costs with dims
+    (algo, task, bound, seed, episode, mode) (NaN = no episode; :func:`final_episode_costs`): per (task,
+    bound, algo) the per-seed histograms (`mean`, `std`: share of a seed's episodes per bin) and the
+    pooled `counts`, on edges shared by every algorithm of the condition and its modes, so panels compare
+    at a glance. The edges span 0 (or the minimum) to the `tail` quantile of the pooled costs (at least d
     and a bit beyond); costs above it count in the last bin, so a long tail does not squeeze the bulk
-    (`tail=1`: up to the maximum)."""
+    (`tail=1`: up to the maximum). Algorithms in `own_scale` (the not-safe baseline, whose costs are often
+    far above the rest) get edges of their own and do not widen the others'."""
     costs = costs.transpose("algo", "task", "bound", "seed", "episode", "mode")
     arr = np.asarray(costs.values, dtype=np.float64)
     modes = [str(m) for m in costs["mode"].values]
+    algos = [str(a) for a in costs["algo"].values]
+    shared = np.array([a not in own_scale for a in algos])
     out = {}
-    for ai, a in enumerate(costs["algo"].values):
-        for ti, t in enumerate(costs["task"].values):
-            for bi, d in enumerate(costs["bound"].values.astype(np.float64)):
+    for ti, t in enumerate(costs["task"].values):
+        for bi, d in enumerate(costs["bound"].values.astype(np.float64)):
+            pooled = arr[shared, ti, bi]
+            pooled = pooled[np.isfinite(pooled)]
+            common = _edges(pooled, d, bins, tail) if pooled.size else None
+            for ai, a in enumerate(algos):
                 block = arr[ai, ti, bi]  # (K, E, M)
                 vals = block[np.isfinite(block)]
                 if not vals.size:
                     continue
-                top = float(np.quantile(vals, tail)) if tail < 1 else float(vals.max())
-                lo, hi = min(0.0, float(vals.min())), max(top, 1.05 * float(d))
-                edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
-                mean, std, n_seeds, n_eps = {}, {}, {}, {}
-                for mi, mode in enumerate(modes):
-                    per_seed = []
-                    for k in range(block.shape[0]):
-                        c = block[k, :, mi]
-                        c = c[np.isfinite(c)]
-                        if c.size:
-                            per_seed.append(np.histogram(np.clip(c, edges[0], edges[-1]), bins=edges)[0] / c.size)
-                    if not per_seed:
-                        continue
-                    h = np.stack(per_seed)
-                    mean[mode] = h.mean(0)
-                    std[mode] = h.std(0, ddof=1) if len(per_seed) > 1 else np.full(bins, np.nan)
-                    n_seeds[mode] = len(per_seed)
-                    n_eps[mode] = int(np.isfinite(block[:, :, mi]).sum())
-                if mean:
-                    out[(str(t), float(d), str(a))] = HistPanel(edges, mean, std, n_seeds, n_eps)
+                edges = common if shared[ai] and common is not None else _edges(vals, d, bins, tail)
+                panel = _panel(block, edges, modes)
+                if panel is not None:
+                    out[(str(t), float(d), a)] = panel
     return out
+
+
+def _panel(block: np.ndarray, edges: np.ndarray, modes: Sequence[str]) -> HistPanel | None:
+    """One (task, bound, algo) panel of `hist_panels` from its costs (K seeds, E episodes, M modes)."""
+    bins = edges.size - 1
+    mean, std, n_seeds, n_eps, counts = {}, {}, {}, {}, {}
+    for mi, mode in enumerate(modes):
+        per_seed = []
+        for k in range(block.shape[0]):
+            c = block[k, :, mi]
+            c = c[np.isfinite(c)]
+            if c.size:
+                per_seed.append(np.histogram(np.clip(c, edges[0], edges[-1]), bins=edges)[0])
+        if not per_seed:
+            continue
+        h = np.stack(per_seed).astype(np.float64)
+        share = h / h.sum(1, keepdims=True)
+        mean[mode] = share.mean(0)
+        std[mode] = share.std(0, ddof=1) if len(per_seed) > 1 else np.full(bins, np.nan)
+        n_seeds[mode] = len(per_seed)
+        n_eps[mode] = int(h.sum())
+        counts[mode] = h.sum(0).astype(np.int64)
+    return HistPanel(edges, mean, std, n_seeds, n_eps, counts) if mean else None

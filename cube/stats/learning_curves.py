@@ -19,7 +19,7 @@ Each metric counts the seeds that have a value for it (V and D_norm+ need every 
 that hold only per-epoch means, flagged `means_only`, count for R̄, C̄ and D_norm only).
 A column where an included condition has fewer than 2 seeds gets a NaN CI (a `StatsWarning` says so), as
 everywhere in `cube.stats`. Columns without any training episode (outside a `--iterates` window) are
-dropped. `cube.render.text.learning_curve_csv` / `learning_curve_json` export the result.
+dropped. `cube.render.data.learning_curve_csv` / `learning_curve_json` export the result.
 """
 
 from __future__ import annotations

@@ -120,6 +120,28 @@ def best_label(values: Mapping[str, float], metric: str, exclude: Sequence[str] 
     return pick(ok, key=ok.__getitem__)
 
 
+UNCONSTRAINED: frozenset[str] = frozenset({"ppo", "trpo", "sac", "ddpg", "td3", "a2c", "dqn"})
+"""Algorithm names (case-insensitive) that are not safe RL: they optimise reward with no cost constraint,
+like the paper's PPO baseline."""
+
+
+def not_safe(algos: Sequence[str], baseline: str | None = "auto") -> tuple[str, ...]:
+    """The one rule for the not-safe baseline of every table, figure and view: these algorithms are
+    greyed or marked, never "best", and never set an axis range.
+
+    `baseline`: "auto" (default) -> the unconstrained algorithms among `algos` (`UNCONSTRAINED`); "none"
+    or None -> no algorithm; an algorithm name -> that one (CubeError if it is not among `algos`)."""
+    algos = [str(a) for a in algos]
+    if baseline is None or str(baseline).lower() == "none":
+        return ()
+    if str(baseline).lower() == "auto":
+        return tuple(a for a in algos if a.lower() in UNCONSTRAINED)
+    if baseline not in algos:
+        raise CubeError(f"--baseline {baseline} is not among the selected algorithms ({', '.join(algos)}); "
+                        "give one of them, auto (the unconstrained ones, e.g. ppo) or none")
+    return (str(baseline),)
+
+
 # ------------------------------------------------------------------------------- point estimates
 def iqm(x: np.ndarray, axis: int = -1, ignore_nan: bool = False) -> np.ndarray:
     """Interquartile mean = scipy.stats.trim_mean(x, 0.25, axis): drop floor(n/4) values at each end.

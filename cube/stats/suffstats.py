@@ -3,14 +3,21 @@
 For every (algo, task, bound, seed, iterate, mode) cell the pass computes the statistics of
 `cube.stats.kernel` (counts, sums, violations, overshoot and CDF counts). Through the cache
 (`cube.stats.cache`), after new episodes are written only the runs that changed are recomputed (all of
-them when the grid changed, or when more than half the runs did); the patched cache is written back once
-more than WRITE_BACK_FRACTION of the runs differ from it. Runs a writer wrote while the pass read them are
-recomputed from a consistent read (`cube.store.locks.StillRunReader`), so a report never mixes two writes.
+them when the grid changed, or when more than half the runs did), and the cache on disk is patched for
+those runs only (`patch_cache`). Runs a writer wrote while the pass read them are recomputed from a
+consistent read (`cube.store.locks.RunReader`), so a report never mixes two writes.
+
+Following a store being written (the TUI's follow mode): `load_suffstats_at` gives the statistics and the
+write sequences they are at, and `update_suffstats` brings them up to date by reading again only the runs
+whose write sequence moved since (each one writer state), growing them with the grid (new labels: runs
+without episodes; new iterates or episode slots) and patching the cache run by run; the result equals a
+full pass (`load_suffstats(path, cache=False)`) of the store as it was read.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,9 +28,11 @@ import xarray as xr
 
 from cube.compute import Progress, compute
 from cube.errors import CubeError
-from cube.schema import MEANS_ONLY, RUN_DIMS
+from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS, RunKey
 from cube.stats.cache import (
     grid_fingerprint,
+    in_background,
+    patch_cache,
     read_cache,
     run_fingerprints,
     store_fingerprint,
@@ -32,12 +41,9 @@ from cube.stats.cache import (
     zarr_run_status,
 )
 from cube.stats.kernel import CELL_DIMS, SUM_VARS, BadEpisodes, cell_stats, kappa_grid
-from cube.store.locks import StillRunReader, read_write_seqs, runs_written_since
-from cube.store.read import damaged_store_error, open_cube
-
-# A patched cache is written back only when more than this share of runs changed: re-patching a few
-# runs costs milliseconds, rewriting the cache (hundreds of MB at the paper's scale) seconds.
-WRITE_BACK_FRACTION = 0.02
+from cube.store.grid import Sizes
+from cube.store.locks import RunReader, read_write_seqs, runs_written_since
+from cube.store.read import InterruptedWriteWarning, damaged_store_error, open_cube
 
 
 def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable[[tuple[int, ...]], str]:
@@ -84,11 +90,11 @@ class WrittenSince:
     """Picklable test for `_map_block`: was the run at a position written since `before` (the writers'
     seqlock read before the pass; see `cube.store.layout.read_write_seqs`)?"""
 
-    def __init__(self, path: Path, before: np.ndarray) -> None:
-        self.path, self.before = str(path), before
+    def __init__(self, path: Path, before: np.ndarray, sizes: Sizes | None = None) -> None:
+        self.path, self.before, self.sizes = str(path), before, sizes
 
     def __call__(self, run: tuple[int, ...]) -> bool:
-        now = read_write_seqs(self.path)
+        now = read_write_seqs(self.path, self.sizes)
         return now is not None and bool(runs_written_since(self.before[run][None], now[run][None]))
 
 
@@ -205,12 +211,29 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 return cached.drop_vars("run_fp")
             if stale.shape[0] <= run_fp.size // 2:
                 ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written)
-                if stale.shape[0] > WRITE_BACK_FRACTION * run_fp.size:
-                    write(path, ss, attrs, run_fp)
+                _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
     ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
     write(path, ss, attrs, run_fp)
     return ss
+
+
+def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray, runs: np.ndarray,
+                background: bool) -> None:
+    """Patch the cache on disk with the runs `runs` ((n, 4) positions; `run_fp` every run's fingerprint,
+    taken before its episodes were read), or write it whole where it cannot be patched (another grid, a
+    damaged chunk); in a background thread when `background`."""
+    out = ss.copy(deep=False)
+    fps = run_fp[tuple(np.asarray(runs).T)]
+
+    def job() -> None:
+        if not patch_cache(path, out, runs, fps, attrs["grid"]):
+            write_cache(path, out, attrs, run_fp)
+
+    if background:
+        in_background(path, job)
+    else:
+        job()
 
 
 FULL_PASS_BLOCK_BYTES = 64 * 2**20
@@ -226,7 +249,7 @@ def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
     seeds = int(max(1, min(ds.sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
     if seeds == 1 or not path.is_dir():
         return ds
-    return open_cube(path, chunks={"seed": seeds})
+    return open_cube(path, chunks={"seed": seeds}, sizes=ds.encoding.get("saferl_grid"))  # the same grid
 
 
 
@@ -241,34 +264,59 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
     `background_write`, a new or patched cache is written by a background thread while the caller goes
     on (a second of the paper-scale report); `wait_for_cache_writes()` waits for it, and so does exit.
     """
+    return load_suffstats_at(source, progress, kappa, cache, background_write)[0]
+
+
+def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
+                      kappa: np.ndarray | None = None, cache: bool = True,
+                      background_write: bool = False) -> tuple[xr.Dataset, np.ndarray | None]:
+    """`load_suffstats`, and the write sequences it is at ((algo, task, bound, seed) int64): every run's
+    statistics are of its data at that sequence or later. The baseline of `update_suffstats`; None for
+    sources without write sequences (Datasets, netCDF files, foreign stores)."""
     kappa = kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
-        return _attach_run_info(compute_suffstats(source, kappa, progress), source)
+        return _attach_run_info(compute_suffstats(source, kappa, progress), source), None
     path = Path(source)
-    ds = open_cube(path)
-    before = read_write_seqs(path)  # the writers' seqlock, read before any episode
-    written = WrittenSince(path, before) if before is not None else None
+    ds = open_cube(path)  # one grid snapshot (`cube.store.grid`) for every read of this pass
+    sizes = ds.encoding.get("saferl_grid")
+    before = read_write_seqs(path, sizes)  # the writers' seqlock, read before any episode
+    written = WrittenSince(path, before, sizes) if before is not None else None
     if cache and path.is_dir():
         ss = _from_cache(path, ds, kappa, progress, background_write, written)
     else:
         ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
+    interrupted: list[tuple[int, ...]] = []
     if before is not None:
-        ss = _settle_written_runs(ss, path, ds, before)
-    return _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
+        ss = _settle_written_runs(ss, path, ds, before, interrupted)
+    ss = _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
+    if interrupted and "run_status" in ss:
+        for index in interrupted:  # a run holding an interrupted write is partial, whatever it says
+            ss["run_status"].values[index] = min(int(ss["run_status"].values[index]), RUN_STATUS["partial"])
+    return ss, before
 
 
-def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray) -> xr.Dataset:
+def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray,
+                         interrupted: list[tuple[int, ...]] | None = None) -> xr.Dataset:
     """Recompute, from a consistent read, the runs a writer wrote while they were being read (their write
     sequence moved or was odd): so a report never mixes the rewards of one write with the costs of
-    another. A cache written meanwhile holds such a run under its older fingerprint and is patched next time."""
-    dirty = runs_written_since(before, read_write_seqs(path))
+    another. A cache written meanwhile holds such a run under its older fingerprint and is patched next time.
+    A write its writer died in is left out, with one `InterruptedWriteWarning` line; its run's position
+    goes to `interrupted`."""
+    sizes = ds.encoding.get("saferl_grid")
+    dirty = runs_written_since(before, read_write_seqs(path, sizes))
     if not dirty:
         return ss
-    reader = StillRunReader(path)
+    reader = RunReader(path, ("reward", "cost"), sizes)
     kappa, bounds, labels = ss["kappa"].values, _check_bounds(ds), _labels(ds)
     ss = ss.copy(deep=True)
     for index in dirty:
-        reward, cost = reader.read(index)
+        got = reader.read(index)
+        reward, cost = got.arrays["reward"], got.arrays["cost"]
+        if got.interrupted is not None:
+            warnings.warn(reader.interrupted_text(RunKey.at(labels, index), got.interrupted),
+                          InterruptedWriteWarning, stacklevel=3)
+            if interrupted is not None:
+                interrupted.append(index)
         sums, le = _map_block(reward, cost, bounds[index[2]], kappa, labels, (*index, 0, 0, 0), ss["le"].dtype)
         for f, v in enumerate(SUM_VARS):
             ss[v].values[index] = sums[..., f]
@@ -287,4 +335,142 @@ def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None, c
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
     if ds.attrs.get("imported_from"):
         ss.attrs["imported_from"] = str(ds.attrs["imported_from"])
+    if isinstance(ds.attrs.get("means_notes"), dict):  # what an import's means are (a sliding window, ...)
+        ss.attrs["means_notes"] = dict(ds.attrs["means_notes"])
     return ss
+
+
+# --------------------------------------------------------------------------------------------- following
+def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.ndarray | None, *,
+                     seqs_after: np.ndarray | None = None, cache: bool = True, background_write: bool = False
+                     ) -> tuple[xr.Dataset, np.ndarray, np.ndarray | None]:
+    """The statistics `ss` of the store at `path` brought up to date: only the runs whose write sequence
+    moved since `seqs_before` (the sequences `ss` is at: `load_suffstats_at`, or an earlier update) are read
+    again, each as one writer state (`RunReader`: a write its writer died in is left out, with one
+    `InterruptedWriteWarning`, and its run counts as partial); a grown grid (labels appended, more iterates or
+    episode slots) adds runs and cells without episodes; the cache on disk is patched for the runs read (or
+    written whole for a new grid), in a background thread when `background_write`. `seqs_after`: the
+    sequences now, when the caller just read them (a `cube.store.locks.SeqWatch`).
+
+    Returns (statistics: a new Dataset, `ss` is left as it is; the positions (n, 4) of the runs read again,
+    in the new grid; the sequences the result is at). Falls back to `load_suffstats_at` (every run) for a
+    store without write sequences, a grid that lost or reordered labels, or when more than half the runs
+    changed. CubeError (one line) when the store is gone or cannot be read."""
+    from cube.stats.cache import run_fingerprint
+    from cube.store.grid import open_view, published_sizes
+    from cube.store.layout import read_coords
+
+    path = Path(path)
+    sizes = published_sizes(path) if path.is_dir() else None
+    if sizes is None:
+        raise CubeError(f"{path} is no longer a results store (deleted or moved away)")
+    group = open_view(path, sizes)
+    coords = read_coords(group)
+    after = read_write_seqs(path, sizes) if seqs_after is None else seqs_after
+    grown = _regrid(ss, seqs_before, coords) if seqs_before is not None and after is not None else None
+    n_runs = int(np.prod([len(coords[d]) for d in RUN_DIMS]))
+    if grown is not None:
+        ss, before = grown
+        changed = np.argwhere(before != after)
+        if changed.shape[0] > max(n_runs // 2, 1):
+            grown = None
+    if grown is None:
+        fresh, at = load_suffstats_at(path, kappa=ss["kappa"].values, cache=cache, background_write=background_write)
+        changed = np.argwhere(np.ones(tuple(len(coords[d]) for d in RUN_DIMS), dtype=bool))
+        return fresh, changed, at
+    regridded = not all(np.array_equal(ss[d].values, coords[d]) for d in CELL_DIMS) or seqs_before.shape != after.shape
+    if changed.shape[0] == 0 and not regridded:
+        return ss, changed, after
+    one_run = cache and _chunked_per_run(path, coords)
+    fps = [run_fingerprint(path, tuple(i)) for i in changed] if one_run else []  # before any episode is read
+    ss = _reread_runs(ss, path, group, sizes, coords, changed)
+    if one_run:
+        grid = grid_fingerprint(coords, ss["kappa"].values)
+        fps_all = _fingerprints_now(path, ss, after, sizes, changed, fps)
+        attrs = {"grid": grid, "store": ""}
+        _save_patch(path, ss, attrs, fps_all, changed, background_write)
+    return ss, changed, after
+
+
+def _regrid(ss: xr.Dataset, before: np.ndarray, coords: dict[str, np.ndarray]
+            ) -> tuple[xr.Dataset, np.ndarray] | None:
+    """`ss` and its sequences `before` on the grid `coords` (labels appended to `ss`'s: runs and cells
+    without episodes, sequence 0); None when a label of `ss` is gone or moved (then read everything)."""
+    if before.shape != ss["n"].shape[: len(RUN_DIMS)]:
+        return None
+    positions = {}
+    for d in CELL_DIMS:
+        old, new = [str(v) for v in ss[d].values.tolist()], [str(v) for v in coords[d].tolist()]
+        if new[: len(old)] != old:
+            return None
+        positions[d] = np.arange(len(old))
+    le_dtype = _le_dtype(len(coords["episode"]))
+    if all(len(coords[d]) == ss.sizes[d] for d in CELL_DIMS) and ss["le"].dtype == le_dtype:
+        return ss, before
+    grown = ss.reindex({d: coords[d] for d in CELL_DIMS}, fill_value=0)
+    grown["le"] = grown["le"].astype(np.promote_types(ss["le"].dtype, le_dtype))
+    if MEANS_ONLY in grown:
+        grown[MEANS_ONLY] = grown[MEANS_ONLY].astype(bool)
+    for v in ss.data_vars:
+        grown[v] = grown[v].astype(ss[v].dtype) if v != "le" else grown[v]
+    moved = np.zeros(tuple(len(coords[d]) for d in RUN_DIMS), dtype=before.dtype)
+    moved[np.ix_(*(positions[d] for d in RUN_DIMS))] = before
+    return grown, moved
+
+
+def _chunked_per_run(path: Path, coords: dict[str, np.ndarray]) -> bool:
+    """Whether the store keeps one run per chunk (its cache is keyed, and patched, run by run)."""
+    from cube.stats.cache import one_run_chunks
+
+    return one_run_chunks(path, {d: len(v) for d, v in coords.items()})
+
+
+def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[str, np.ndarray],
+                 runs: np.ndarray) -> xr.Dataset:
+    """A copy of `ss` with the runs at `runs` read again, each as one writer state."""
+    names = ["reward", "cost", *[n for n in ("run_status", MEANS_ONLY) if n in group and n in ss]]
+    out = ss.copy(deep=False)
+    for v in (*SUM_VARS, "le", *names[2:]):
+        out[v] = (ss[v].dims, np.array(ss[v].values, copy=True))
+    if not runs.shape[0]:
+        return out
+    reader = RunReader(path, names, sizes)
+    kappa, labels = ss["kappa"].values, {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
+    bounds = _check_bounds(xr.Dataset(coords={"bound": coords["bound"]}))
+    for index in map(tuple, runs):
+        got = reader.read(index)
+        if got.interrupted is not None:
+            warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
+                          InterruptedWriteWarning, stacklevel=3)
+        sums, le = _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], kappa, labels,
+                              (*index, 0, 0, 0), out["le"].dtype)
+        for f, v in enumerate(SUM_VARS):
+            out[v].values[index] = sums[..., f]
+        out["le"].values[index] = le
+        if "run_status" in names:
+            status = int(got.arrays["run_status"])
+            out["run_status"].values[index] = min(status, RUN_STATUS["partial"]) if got.interrupted else status
+        if MEANS_ONLY in names:
+            out[MEANS_ONLY].values[index] = np.asarray(got.arrays[MEANS_ONLY]).astype(bool)
+    return out
+
+
+def _fingerprints_now(path: Path, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
+                      fps: list) -> np.ndarray:
+    """Every run's fingerprint for a cache write of `ss` (at sequences `after`): those of `runs` as taken
+    before they were read (`fps`); the others now, where their sequence still is `after` and even (so
+    `ss` holds their data now), else UNKNOWN_FP."""
+    from cube.stats.cache import UNKNOWN_FP, run_fingerprint
+
+    shape = ss["n"].shape[: len(RUN_DIMS)]
+    out = np.empty(shape, dtype=np.uint64)
+    for idx in np.ndindex(*shape):
+        out[idx] = run_fingerprint(path, idx)
+    still = read_write_seqs(path, sizes)
+    if still is None or still.shape != after.shape:
+        out[...] = UNKNOWN_FP
+    else:
+        out[(still != after) | (after % 2 == 1)] = UNKNOWN_FP
+    for idx, fp in zip(map(tuple, runs), fps, strict=True):
+        out[idx] = fp
+    return out

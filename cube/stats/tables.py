@@ -48,7 +48,7 @@ from cube.stats.metrics import (
 __all__ = [
     "select", "run_metrics", "iterate_metrics", "condition_table", "aggregate_table", "cdf_curves",
     "probability_of_improvement", "greedy_expl_gap", "settings_arg", "available_settings", "require_data",
-    "runs_without", "some_labels", "seed_mean_std", "Progress",
+    "runs_without", "some_labels", "seed_mean_std", "not_available_text", "Progress",
 ]
 
 
@@ -142,9 +142,19 @@ def _mark_means_only(out: xr.Dataset, ss: xr.Dataset, settings: Sequence[str], o
              for s in settings]
     out["means_only"] = xr.concat(parts, dim=xr.DataArray(list(settings), dims="setting", name="setting")
                                   ).transpose(*over, "setting")
-    source = ss.attrs.get("imported_from") or "the source"
-    out.attrs["not_available"] = f"not available: {source} logs only per-epoch means"
+    out.attrs["not_available"] = not_available_text(ss.attrs)
     return out
+
+
+def not_available_text(attrs: dict) -> str:
+    """Why V, D_norm+, tiers and CDFs are missing for means-only runs, from a cube's (or its suffstats')
+    attrs: what the stored means are (`means_notes`, written by `saferl import`), else which source kept
+    only means."""
+    notes = attrs.get("means_notes")
+    if isinstance(notes, dict) and notes:
+        return "not available from means of several episodes: " + "; ".join(str(n) for n in notes.values())
+    source = attrs.get("imported_from") or "the source"
+    return f"not available: {source} keeps only means of several episodes, not episodes"
 
 
 def means_only_runs(ss: xr.Dataset) -> int:
@@ -443,9 +453,10 @@ def cdf_curves(ss: xr.Dataset, settings=None, boot: int = 2000, rng_seed: int = 
         if est is not None:
             lo[ai, si], hi[ai, si], _ = est
     dims = ("algo", "setting", "kappa")
-    return _table({"cdf": (dims, cdf), "ci_low": (dims, lo), "ci_high": (dims, hi)},
-                  {"algo": algos, "setting": list(settings), "kappa": kappa}, ss,
-                  boot=boot, rng_seed=rng_seed, ci=ci)
+    out = _table({"cdf": (dims, cdf), "ci_low": (dims, lo), "ci_high": (dims, hi)},
+                 {"algo": algos, "setting": list(settings), "kappa": kappa}, ss,
+                 boot=boot, rng_seed=rng_seed, ci=ci)
+    return _mark_means_only(out, ss, settings, ("algo",))
 
 
 def _ratio(sums: np.ndarray) -> np.ndarray:
@@ -499,30 +510,46 @@ def probability_of_improvement(ss: xr.Dataset, x: str, y: str, setting: str | Se
     higher = np.array([METRIC[m].higher_is_better for m in metrics])
     shape = (len(settings), len(metrics))
     value, lo, hi = _nan(*shape), _nan(*shape), _nan(*shape)
-    n_cond = np.zeros(len(settings), dtype=np.int64)
+    n_cond = np.zeros(shape, dtype=np.int64)
     for si, s in enumerate(settings):
         rm = run_metrics(ss, s, iterates)[list(metrics)]
-        (vx, okx), (vy, oky) = _stacked(rm, x, metrics), _stacked(rm, y, metrics)
-        keep = okx.any(1) & oky.any(1)
-        n_cond[si] = int(keep.sum())
-        if not keep.any():
-            continue
-        (px, kx), (py, ky) = strata(vx[keep], okx[keep]), strata(vy[keep], oky[keep])
-        scores = _improves(px, py, higher)
-        # Padding rows are zeroed by the valid masks, so they add nothing to U.
-        mx = (np.arange(px.shape[1]) < kx[:, None]).astype(np.float64)
-        my = (np.arange(py.shape[1]) < ky[:, None]).astype(np.float64)
-        value[si] = (np.einsum("pi,pijf,pj->pf", mx, scores, my) / (kx * ky)[:, None]).mean(0)
-        est = interval([(kx, px.shape[1]), (ky, py.shape[1])], boot, bootstrap_rng(rng_seed, f"{x}>{y}", s), ci,
-                       _poi_statistic(scores, kx, ky), f"CI of P({x} > {y}), {s}")
-        if est is not None:
-            lo[si], hi[si], _ = est
+        vx, vy = _stacked(rm, x, metrics)[0], _stacked(rm, y, metrics)[0]
+        # Each metric over the runs that hold it (means-only runs hold R, C, D_norm, not V, D_norm+): the
+        # first group draws from the classic stream, so cubes of episodes give exactly the one-group result.
+        for g, (cols, okx, oky) in enumerate(_pair_groups(vx, vy)):
+            keep = okx.any(1) & oky.any(1)
+            n_cond[si, cols] = int(keep.sum())
+            if not keep.any():
+                continue
+            (px, kx), (py, ky) = strata(vx[keep][..., cols], okx[keep]), strata(vy[keep][..., cols], oky[keep])
+            scores = _improves(px, py, higher[cols])
+            # Padding rows are zeroed by the valid masks, so they add nothing to U.
+            mx = (np.arange(px.shape[1]) < kx[:, None]).astype(np.float64)
+            my = (np.arange(py.shape[1]) < ky[:, None]).astype(np.float64)
+            value[si, cols] = (np.einsum("pi,pijf,pj->pf", mx, scores, my) / (kx * ky)[:, None]).mean(0)
+            tag = s if g == 0 else f"{s}:{','.join(metrics[c] for c in cols)}"
+            est = interval([(kx, px.shape[1]), (ky, py.shape[1])], boot, bootstrap_rng(rng_seed, f"{x}>{y}", tag),
+                           ci, _poi_statistic(scores, kx, ky), f"CI of P({x} > {y}), {s}")
+            if est is not None:
+                lo[si, cols], hi[si, cols], _ = est
     dims = ("setting", "metric")
-    return _table({"value": (dims, value), "ci_low": (dims, lo), "ci_high": (dims, hi),
-                   "n_conditions": ("setting", n_cond)},
-                  {"setting": list(settings), "metric": list(metrics)}, ss,
-                  x=x, y=y, boot=boot, rng_seed=rng_seed, ci=ci,
-                  convention=f"P(x improves on y): {directions('name')}; ties count 1/2")
+    out = _table({"value": (dims, value), "ci_low": (dims, lo), "ci_high": (dims, hi),
+                  "n_conditions": ("setting", n_cond.max(1)), "n_conditions_metric": (dims, n_cond)},
+                 {"setting": list(settings), "metric": list(metrics)}, ss,
+                 x=x, y=y, boot=boot, rng_seed=rng_seed, ci=ci,
+                 convention=f"P(x improves on y): {directions('name')}; ties count 1/2")
+    return _mark_means_only(out, ss.sel(algo=[x, y]), settings, ())
+
+
+def _pair_groups(vx: np.ndarray, vy: np.ndarray) -> list[tuple[list[int], np.ndarray, np.ndarray]]:
+    """Metric columns of two algorithms' values (P, K, F) grouped by the runs of both that hold them:
+    [(columns, valid x (P, Kx), valid y (P, Ky))]; columns no run of x or of y holds are left out."""
+    hx, hy = ~np.isnan(vx), ~np.isnan(vy)
+    groups: dict[bytes, list[int]] = {}
+    for f in range(vx.shape[-1]):
+        if hx[..., f].any() and hy[..., f].any():
+            groups.setdefault(hx[..., f].tobytes() + b"|" + hy[..., f].tobytes(), []).append(f)
+    return [(cols, hx[..., cols[0]], hy[..., cols[0]]) for cols in groups.values()]
 
 
 def greedy_expl_gap(ss: xr.Dataset, boot: int = 2000, rng_seed: int = 0, ci: float = 0.95,

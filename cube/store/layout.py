@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,10 @@ from cube.schema import (
     RunKey,
     as_str_array,
     same_bound,
+    seed_label,
 )
-from cube.store.fs import PathLike
+from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
+from cube.store.grid import GRID_ATTR, Sizes, open_view, publish, published_sizes
 from cube.store.locks import WRITE_SEQ, grid_lock
 
 # Every chunk is zstd-compressed (zarr's default) and then carries a CRC-32C checksum, so a flipped bit
@@ -64,12 +66,7 @@ def clean_labels(dim: str, labels: Iterable[Any]) -> np.ndarray:
         if bad.size:
             raise CubeError(f"safety bound d must be a finite number > 0, got {bad[0]:g}; pass bounds like 15,25,50")
     else:
-        try:
-            arr = np.array([int(v) for v in values], dtype=np.int64)
-        except (TypeError, ValueError):
-            raise CubeError(f"{dim} labels must be integers, got {values!r}") from None
-        if dim == "seed" and any(float(v) != int(v) for v in values):
-            raise CubeError(f"seeds must be integers, got {values!r}")
+        arr = np.array([seed_label(v) for v in values], dtype=np.int64)
     if len(set(arr.tolist())) != len(arr):
         dupes = sorted({v for v in arr.tolist() if arr.tolist().count(v) > 1}, key=str)
         raise CubeError(f"{dim} {dupes[0]!r} is given twice; each {dim} label must be unique")
@@ -135,6 +132,8 @@ def create_store(
             raise CubeError(f"no {dim} given; a cube needs at least one label per dimension")
     if n_iterates < 1 or n_episodes < 1:
         raise CubeError(f"n_iterates and n_episodes must be >= 1, got {n_iterates} and {n_episodes}")
+    check_grid_size(n_iterates=n_iterates, n_episodes=n_episodes, chunk_iterates=chunk_iterates,
+                    chunk_episodes=chunk_episodes, n_modes=len(modes))
     bad_modes = [m for m in modes if m not in MODES]
     if bad_modes or not modes:
         raise CubeError(f"unknown mode {bad_modes[:1] or modes!r}; modes are {', '.join(MODES)}")
@@ -144,7 +143,8 @@ def create_store(
             return
         raise CubeError(f"{path} already exists; choose another path or remove it first")
 
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    remove_stale_staging(path)
+    tmp = staging_path(path, "tmp")
     try:
         chunk = (chunk_iterates or n_iterates, chunk_episodes or n_episodes)
         _build_store(tmp, labels, n_iterates, n_episodes, tuple(modes), tuple(iterate_vars), attrs or {}, chunk)
@@ -181,11 +181,12 @@ def _build_store(
         "description": "saferl results cube: episodic reward and cost per run, iterate and mode",
     }
     root_attrs.update(attrs)
-    group = zarr.open_group(path, mode="w", zarr_format=3, attributes=root_attrs)
     coords = dict(labels)
     coords["iterate"] = np.arange(n_iterates, dtype=np.int64)
     coords["episode"] = np.arange(n_episodes, dtype=np.int64)
     coords["mode"] = np.array(modes, dtype=object)
+    root_attrs[GRID_ATTR] = {dim: len(coords[dim]) for dim in DIMS}  # the published grid (`cube.store.grid`)
+    group = zarr.open_group(path, mode="w", zarr_format=3, attributes=root_attrs)
     for dim in DIMS:
         _create_coord(group, dim, coords[dim])
 
@@ -269,14 +270,17 @@ def _check_same_grid(
         )
 
 
-def open_group(path: PathLike, mode: str = "r+") -> zarr.Group:
+def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> zarr.Group:
+    """The store's root group seen through its published grid (`cube.store.grid.GridView`; `sizes`: a
+    snapshot taken earlier). The grid's sizes change only through `extend_store` / `grow_store`. CubeError
+    for a missing, foreign or corrupt store."""
     path = Path(path)
     if not path.exists():
         raise CubeError(f"{path} does not exist; create it first (saferl demo / saferl train)")
     if not (path / "zarr.json").exists():
         raise CubeError(f"{path} is not a saferl Zarr v3 store (no zarr.json); give the path of a results store")
     try:
-        group = zarr.open_group(path, mode=mode)
+        group = open_view(path, sizes, mode="r" if mode == "r" else "r+")
     except Exception as exc:  # zarr raises many types for damaged metadata
         raise CubeError(f"{path} is a corrupt Zarr store ({type(exc).__name__}); restore it from a copy") from None
     for name in (*DIMS, "reward", "cost"):
@@ -331,15 +335,15 @@ def extend_store(
     """Add labels to run dimensions without rewriting existing data; labels already present are skipped.
 
     Arrays are resized along each grown dimension (chunk length 1 there, so existing chunk keys are
-    unchanged) and the new labels are appended to the coordinate. Do not run this while other
-    processes are writing to the store. Returns the labels actually added per dimension.
+    unchanged), the new labels are written, and the new sizes are published last (`_grow`): safe while
+    other processes read, write and grow the store. Returns the labels actually added per dimension.
     """
     wanted = {"algo": algos, "task": tasks, "bound": bounds, "seed": seeds}
     cleaned = {dim: clean_labels(dim, new) for dim, new in wanted.items() if len(new)}
     added: dict[str, list[Any]] = {}
     with grid_lock(path):
-        group = open_group(path)
-        coords = read_coords(group)
+        coords = read_coords(open_group(path, mode="r"))
+        fresh_labels: dict[str, list[Any]] = {}
         for dim, clean in cleaned.items():
             have = coords[dim]
             if dim == "bound":
@@ -348,35 +352,60 @@ def extend_store(
                 have_str = set(have.astype(str).tolist())
                 fresh = [v for v in clean if str(v) not in have_str]
             if fresh:
-                _grow_dim(group, dim, len(have), fresh)
+                fresh_labels[dim] = fresh
                 added[dim] = [v.item() if hasattr(v, "item") else v for v in fresh]
+        if fresh_labels:
+            _grow(path, labels=fresh_labels)
     return added
 
 
 def grow_store(path: PathLike, *, n_iterates: int = 0, n_episodes: int = 0,
-               iterate_vars: Sequence[str] = ()) -> bool:
+               iterate_vars: Sequence[str] = (), means_only_flags: bool = False) -> bool:
     """Make room for at least `n_iterates` iterates and `n_episodes` episode slots, and add missing
-    per-iterate variables, without rewriting any chunk (arrays are resized; new slots are NaN).
+    per-iterate variables (and, with `means_only_flags`, the means-only flags, all 0), without rewriting
+    any chunk (arrays are resized; new slots are NaN).
 
-    Safe while other processes write and grow the same store (under the store's grid lock); writers
-    that hold a `CubeWriter` call `refresh()` afterwards. Returns whether anything changed."""
+    Safe while other processes read, write and grow the same store (under the store's grid lock; the new
+    sizes are published last, see `_grow`); writers that hold a `CubeWriter` call `refresh()` afterwards.
+    Returns whether anything changed."""
+    check_grid_size(n_iterates=n_iterates, n_episodes=n_episodes)
+    for name in iterate_vars:
+        check_iterate_var_name(name)
     with grid_lock(path):
-        group = open_group(path)
-        sizes = {d: group[d].shape[0] for d in ("iterate", "episode")}
-        changed = False
-        for dim, wanted in (("iterate", n_iterates), ("episode", n_episodes)):
-            if wanted > sizes[dim]:
-                _grow_dim(group, dim, sizes[dim], list(range(sizes[dim], wanted)))
-                sizes[dim] = wanted
-                changed = True
-        run_shape = tuple(group[d].shape[0] for d in RUN_DIMS)
-        chunk_iterates = group["cost"].chunks[len(RUN_DIMS)]
-        for name in iterate_vars:
-            check_iterate_var_name(name)
-            if name not in group:
-                _create_iterate_var(group, name, (*run_shape, sizes["iterate"]), chunk_iterates)
-                changed = True
-    return changed
+        group = open_group(path, mode="r")
+        sizes = published_sizes(path) or {}
+        counts = {d: n for d, n in (("iterate", n_iterates), ("episode", n_episodes)) if n > sizes.get(d, 0)}
+        missing = [name for name in dict.fromkeys(iterate_vars) if name not in group]
+        flags = means_only_flags and MEANS_ONLY not in group and LEGACY_MEANS_ONLY not in group
+        if not counts and not missing and not flags:
+            return False
+        _grow(path, counts=counts, new_vars=missing, means_only_flags=flags)
+    return True
+
+
+MAX_ITERATES = 1_000_000
+"""Iterates a store may hold: far above any training run (the paper's runs have ~1,000); a larger index
+is a unit mix-up (env steps given as the iterate), refused before anything is written."""
+MAX_EPISODE_SLOTS = 1_000_000
+"""Episode slots per (run, iterate, mode) a store may hold."""
+MAX_CHUNK_BYTES = 512 * 2**20
+"""One chunk of reward or cost must fit in memory with room to spare (every write of an iterate reads and
+rewrites its chunk)."""
+
+
+def check_grid_size(*, n_iterates: int = 0, n_episodes: int = 0, chunk_iterates: int | None = None,
+                    chunk_episodes: int | None = None, n_modes: int = len(MODES)) -> None:
+    """CubeError (one line naming the value and the limit) for a grid no store should hold: more iterates
+    or episode slots than MAX_ITERATES / MAX_EPISODE_SLOTS, or reward/cost chunks above MAX_CHUNK_BYTES."""
+    limits = (("iterates", n_iterates, MAX_ITERATES), ("episode slots", n_episodes, MAX_EPISODE_SLOTS))
+    for what, value, limit in limits:
+        if not 0 <= int(value) <= limit:
+            raise CubeError(f"{int(value):,} {what} is beyond the limit of {limit:,} per store: "
+                            "check the iterate / episode counts (env steps are not iterates)")
+    chunk = (chunk_iterates or n_iterates) * (chunk_episodes or n_episodes) * n_modes * 4
+    if chunk > MAX_CHUNK_BYTES:
+        raise CubeError(f"one run's reward/cost chunk would hold {chunk / 2**20:,.0f} MiB (limit "
+                        f"{MAX_CHUNK_BYTES / 2**20:,.0f} MiB): pass chunk_iterates / chunk_episodes to split it")
 
 
 def check_iterate_var_name(name: str) -> None:
@@ -386,18 +415,63 @@ def check_iterate_var_name(name: str) -> None:
         raise CubeError(f"{name!r} is a reserved or invalid name; choose another name for a per-iterate variable")
 
 
-def _grow_dim(group: zarr.Group, dim: str, old_size: int, fresh: list[Any]) -> None:
-    """Resize every array along `dim` by len(fresh) and append the labels `fresh` to its coordinate."""
-    new_size = old_size + len(fresh)
-    for name in group.array_keys():
-        arr = group[name]
+def _grow(path: PathLike, *, labels: dict[str, list[Any]] | None = None, counts: dict[str, int] | None = None,
+          new_vars: Sequence[str] = (), means_only_flags: bool = False) -> None:
+    """Grow the grid under the grid lock, all-or-nothing for readers: append `labels` along run dims, make
+    `counts` (iterate / episode) the new sizes, add the per-iterate variables `new_vars` (and the means-only
+    flags with `means_only_flags`), each in one rename (`_add_array`).
+
+    Every array (coordinates included) is resized to the new sizes and the new labels are written while
+    readers still see the published sizes (`cube.store.grid.GridView`); publishing the new sizes is one
+    atomic rename at the end. A grower killed before that leaves arrays longer than published: nobody sees
+    them, and this function, run next, resizes every array to the sizes it publishes (cutting such
+    leftovers back, where it grows less), so the store never stays half-grown."""
+    raw = zarr.open_group(Path(path), mode="r+")  # the plain store: growers see (and fix) every real shape
+    published = published_sizes(path)
+    if published is None:
+        raise CubeError(f"{path} has no readable coordinate arrays; restore it from a copy")
+    if GRID_ATTR not in raw.attrs:
+        publish(path, published)  # a store from before the published grid: publish what readers see now
+    sizes: Sizes = dict(published)
+    for dim, fresh in (labels or {}).items():
+        sizes[dim] = published[dim] + len(fresh)
+    for dim, n in (counts or {}).items():
+        sizes[dim] = max(published[dim], int(n))
+    for name in list(raw.array_keys()):
+        arr = raw[name]
         dims = tuple(arr.metadata.dimension_names or ())
-        if dim in dims and name != dim:
-            shape = list(arr.shape)
-            shape[dims.index(dim)] = new_size
-            arr.resize(tuple(shape))
-    coord = group[dim]
-    coord.resize((new_size,))
-    coord[old_size:] = np.array(fresh, dtype=object if dim in ("algo", "task") else None).astype(
-        str if dim in ("algo", "task") else coord.dtype
-    )
+        if len(dims) != arr.ndim or not set(dims) <= set(sizes):
+            continue  # not an array of the grid (a foreign extra): left as it is
+        want = tuple(sizes[d] for d in dims)
+        if arr.shape != want:
+            arr.resize(want)
+    for dim in DIMS:
+        if sizes[dim] == published[dim]:
+            continue
+        coord = raw[dim]
+        fresh = (labels or {}).get(dim)
+        values = np.array(fresh if fresh is not None else range(published[dim], sizes[dim]),
+                          dtype=object if dim in ("algo", "task") else None)
+        coord[published[dim]:sizes[dim]] = values.astype(str if dim in ("algo", "task") else coord.dtype)
+    run_shape = tuple(sizes[d] for d in RUN_DIMS)
+    chunk_iterates = raw["cost"].chunks[len(RUN_DIMS)]
+    for name in new_vars:
+        if name not in raw:
+            _add_array(path, name, lambda g, n=name: _create_iterate_var(g, n, (*run_shape, sizes["iterate"]),
+                                                                          chunk_iterates))
+    if means_only_flags and MEANS_ONLY not in raw and LEGACY_MEANS_ONLY not in raw:
+        _add_array(path, MEANS_ONLY, lambda g: g.create_array(
+            MEANS_ONLY, shape=(*run_shape, sizes["mode"]), chunks=(1, 1, 1, 1, sizes["mode"]), dtype="int8",
+            fill_value=0, dimension_names=(*RUN_DIMS, "mode"), compressors=CHUNK_COMPRESSORS))
+    publish(path, sizes)
+
+
+def _add_array(path: PathLike, name: str, create: Callable[[zarr.Group], Any]) -> None:
+    """Add an (empty) array to the store in one rename: made in a group of its own under `_locks`, then moved
+    in, so a reader listing the store never meets its folder without its metadata."""
+    staging = Path(tempfile.mkdtemp(prefix=".new-array-", dir=side_folder(Path(path) / "_locks")))
+    try:
+        create(zarr.open_group(staging, mode="w", zarr_format=3))
+        os.rename(staging / name, Path(path) / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

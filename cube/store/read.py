@@ -1,18 +1,27 @@
-"""Reading a store: the lazy cube (`open_cube`), run manifests, damaged-chunk diagnosis, netCDF export."""
+"""Reading a store: the lazy cube (`open_cube`), its consistent load (`load_consistent`, `ds.saferl.load()`),
+run manifests, damaged-chunk diagnosis, netCDF export.
+
+What each read guarantees while writers write: `open_cube` sees one published grid (`cube.store.grid`),
+never a half-grown one, but a plain lazy read of its variables guarantees nothing across them (the rewards
+of one write with the costs of another). `load_consistent` gives every run as one writer state, and the
+statistics pass and validate settle runs written meanwhile the same way (`cube.store.locks`).
+"""
 
 from __future__ import annotations
 
 import json
+import stat
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
-import zarr
 
-from cube.errors import CubeError
+from cube.errors import CubeError, CubeWarning
 from cube.outputs import atomic_output
 from cube.schema import (
+    DIMS,
     RUN_DIMS,
     RUN_STATUS_NAMES,
     RunKey,
@@ -20,22 +29,41 @@ from cube.schema import (
     structure_problems,
 )
 from cube.store.fs import PathLike
+from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
 from cube.store.layout import open_group, read_coords
-from cube.store.locks import WRITE_SEQ
+from cube.store.locks import WRITE_SEQ, RunReader, read_write_seqs, runs_written_since
 
 
 def read_manifests(path: PathLike) -> list[dict[str, Any]]:
-    """Every run of the grid as a dict: its labels, ``status`` and the stored manifest fields."""
-    group = open_group(path, mode="r")
+    """Every run of the grid as a dict: its labels, ``status`` and the stored manifest fields (each run's
+    manifest and status of one writer state)."""
+    sizes = published_sizes(path) if Path(path).is_dir() else None
+    group = open_group(path, mode="r", sizes=sizes)
     coords = read_coords(group)
+    before = read_write_seqs(path, sizes)
     status = np.asarray(group["run_status"][:]) if "run_status" in group else None
     texts = np.asarray(group["run_manifest"][:]) if "run_manifest" in group else None
+    names = [n for n, arr in (("run_status", status), ("run_manifest", texts)) if arr is not None]
+    dirty = runs_written_since(before, read_write_seqs(path, sizes)) if before is not None and names else []
+    if dirty:  # a run's manifest and status are one bracket: read those runs again, consistently
+        reader = RunReader(path, names, sizes)
+        for index in dirty:
+            got = reader.read(index).arrays
+            if status is not None:
+                status[index] = got["run_status"]
+            if texts is not None:
+                texts[index] = got["run_manifest"]
     rows = []
     for index in np.ndindex(*(len(coords[d]) for d in RUN_DIMS)):
         row: dict[str, Any] = {d: coords[d][i].item() for d, i in zip(RUN_DIMS, index, strict=True)}
         row["status"] = RUN_STATUS_NAMES.get(int(status[index]), "unknown") if status is not None else "unknown"
         if texts is not None and texts[index]:
-            stored = json.loads(str(texts[index]))
+            try:
+                stored = json.loads(str(texts[index]))
+            except ValueError:
+                stored = None
+            if not isinstance(stored, dict):
+                stored = {"manifest_error": "the stored manifest is not a JSON object"}
             stored.pop("status", None)
             stored.pop("run", None)
             row.update(stored)
@@ -47,22 +75,85 @@ def unreadable_chunk(source: str | Path | None) -> str | None:
     """Name the first chunk of a Zarr store that cannot be read (checksum mismatch, bad compression):
     'chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/15.0/2 is damaged (checksum mismatch)'; None if every chunk reads or the
     source is not a Zarr directory. Reads the store chunk by chunk: for error messages, not hot paths."""
+    problems = damaged_chunks(source, first_only=True)
+    return problems[0] if problems else None
+
+
+def damaged_chunks(source: str | Path | None, first_only: bool = False, skip: tuple[str, ...] = ()) -> list[str]:
+    """Every chunk of a Zarr store's arrays (coordinates included; the arrays `skip` only for their files)
+    that cannot be read, one line each ('chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/d=15/seed=2 is damaged (checksum
+    mismatch)'), and chunk keys that are not plain files (a folder or a link where a chunk should be).
+    Reads every chunk: for validate and error messages, not hot paths."""
     if source is None or not (Path(source) / "zarr.json").exists():
-        return None
-    group = zarr.open_group(str(source), mode="r")
-    labels = {d: group[d][:] for d in RUN_DIMS}
-    for name, arr in group.arrays():
-        if arr.ndim < len(RUN_DIMS) or tuple(arr.metadata.dimension_names or ())[:4] != RUN_DIMS:
+        return []
+    group = open_view(source)
+    try:
+        labels = {d: np.asarray(group[d][:]) for d in RUN_DIMS}
+    except Exception:  # noqa: BLE001 - a damaged coordinate is reported below
+        labels = None
+    problems: list[str] = []
+    for name, arr in sorted(group.arrays(), key=lambda item: item[0]):
+        problems.extend(_odd_chunk_files(Path(source), name, arr.ndim))
+        if name in skip:
             continue
-        for index in np.ndindex(*arr.shape[: len(RUN_DIMS)]):
+        try:
+            arr[...]  # one concurrent read of every chunk: the usual case, where all of them decode
+            continue
+        except Exception:  # noqa: BLE001 - find which chunk it was, run by run
+            pass
+        run_dims = tuple(arr.metadata.dimension_names or ())[:4] == RUN_DIMS and arr.ndim >= len(RUN_DIMS)
+        if run_dims:
+            blocks = [(index, index) for index in np.ndindex(*arr.shape[: len(RUN_DIMS)])]
+        elif arr.ndim == 1:
+            size = arr.chunks[0]
+            blocks = [((k,), (slice(k * size, (k + 1) * size),)) for k in range(-(-arr.shape[0] // size))]
+        else:
+            blocks = [((), (Ellipsis,))]
+        for key, index in blocks:
             try:
                 arr[index]
             except Exception as exc:  # noqa: BLE001 - any decode failure is what we are looking for
-                chunk = "/".join(["c", *map(str, index), *["0"] * (arr.ndim - len(RUN_DIMS))])
-                run = RunKey.at(labels, index)
                 kind = "checksum mismatch" if "checksum" in str(exc).lower() else type(exc).__name__
-                return f"chunk {name}/{chunk} of run {run} is damaged ({kind})"
-    return None
+                chunk = "/".join(["c", *map(str, key), *["0"] * (arr.ndim - len(key))])
+                run = f" of run {RunKey.at(labels, key)}" if run_dims and labels is not None else ""
+                problems.append(f"chunk {name}/{chunk}{run} is damaged ({kind})")
+            if problems and first_only:
+                return problems[:1]
+    return problems
+
+
+def _odd_chunk_files(root: Path, name: str, ndim: int) -> list[str]:
+    """Entries of an array's chunk tree (`name/c/...`, '/'-separated keys, `ndim` levels) that are not what
+    zarr would write there: links, folders where chunk files belong, files where folders belong."""
+    problems = []
+    base = root / name / "c"
+    if base.is_symlink():
+        return [f"{name}/c is a symbolic link, not a folder of chunks; remove it"]
+    if not base.exists():
+        return []
+    stack = [(base, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(folder.iterdir())
+        except OSError as exc:
+            problems.append(f"{name}/{folder.relative_to(root / name)} cannot be listed ({exc.strerror})")
+            continue
+        for entry in entries:
+            rel = f"{name}/{entry.relative_to(root / name)}"
+            if entry.name.endswith(".partial"):
+                continue  # a chunk write a kill cut short (zarr writes a temporary file, then renames it)
+            mode = entry.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                problems.append(f"{rel} is a symbolic link where a chunk should be; remove it")
+            elif depth == ndim - 1 and not stat.S_ISREG(mode):
+                problems.append(f"{rel} is {'a folder' if stat.S_ISDIR(mode) else 'not a file'} where a chunk "
+                                "file should be; remove it and rewrite that run")
+            elif depth < ndim - 1 and not stat.S_ISDIR(mode):
+                problems.append(f"{rel} is a file where a folder of chunks should be; remove it")
+            elif depth < ndim - 1:
+                stack.append((entry, depth + 1))
+    return sorted(problems)
 
 
 def damaged_store_error(exc: BaseException, source: str | Path | None, what: str = "read the cube's episodes"
@@ -89,52 +180,167 @@ def damaged_store_error(exc: BaseException, source: str | Path | None, what: str
 
 
 def open_cube(
-    source: PathLike | xr.Dataset, *, check: bool = True, chunks: dict[str, int] | None = None
+    source: PathLike | xr.Dataset, *, check: bool = True, chunks: dict[str, int] | None = None,
+    lazy: bool = True, sizes: Sizes | None = None,
 ) -> xr.Dataset:
     """Open a cube lazily (dask) from a Zarr directory or a netCDF file, checking its structure.
 
     ``chunks`` sets dask chunk sizes per dimension (default: the store's chunks, one run each); larger
-    dask chunks let one task fetch many store chunks in a single (concurrent) zarr read.
+    dask chunks let one task fetch many store chunks in a single (concurrent) zarr read. ``lazy=False``
+    opens without dask (lazily indexed arrays: reads of a few runs go straight to zarr). ``sizes``: the
+    grid snapshot to see (default: the store's published grid now; kept in ``ds.encoding["saferl_grid"]``
+    so later reads of the same pass see the same grid).
 
     Returns a Dataset whose string coordinates are plain numpy strings. Only the seven dimensions and
     ``reward``/``cost`` are required. Raises ``CubeError`` (one line) for a missing, corrupt or
     malformed store; value checks that need a pass over the data live in ``cube.store.validate``.
+    While writers write, a lazy read guarantees one grid but nothing across variables: use
+    ``ds.saferl.load()`` (`load_consistent`) for every run as one writer state.
     """
     if isinstance(source, xr.Dataset):
         ds = source
         where = "dataset"
     else:
-        ds = _open_dataset(Path(source), chunks or {})
+        path = Path(source)
+        if sizes is None and path.is_dir():
+            sizes = published_sizes(path)
+        ds = _open_dataset(path, chunks or {}, lazy, sizes)
         where = str(source)
     if check:
         problems = structure_problems(ds)
+        if not isinstance(source, xr.Dataset):
+            problems += missing_coordinate_arrays(Path(source), ds)
         if problems:
             more = (f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)"
                     if len(problems) > 1 else "")
             raise CubeError(f"{where} is not a valid saferl cube: {problems[0]}{more}")
         ds = normalise(ds)
     ds = ds.drop_vars(WRITE_SEQ, errors="ignore")  # the writers' seqlock, read by `read_write_seqs` only
+    ds.attrs.pop(GRID_ATTR, None)
     if not isinstance(source, xr.Dataset):
         ds.encoding["saferl_source"] = str(source)  # lets ``ds.saferl`` reuse the store's cached statistics
+        if sizes:
+            ds.encoding["saferl_grid"] = dict(sizes)
     return ds
 
 
-def _open_dataset(path: Path, chunks: dict[str, int]) -> xr.Dataset:
+def missing_coordinate_arrays(path: Path, ds: xr.Dataset) -> list[str]:
+    """For a saferl Zarr store (it has a schema version): a problem line per dimension without its
+    coordinate array (a store keeps labels for every dimension; foreign cubes may lack iterate/episode)."""
+    if not (path / "zarr.json").exists() or "saferl_schema_version" not in ds.attrs:
+        return []
+    return [f"the store has no '{dim}' coordinate array (a saferl store keeps labels for every dimension); "
+            "restore it from a copy" for dim in DIMS if not (path / dim / "zarr.json").exists()]
+
+
+def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: Sizes | None = None) -> xr.Dataset:
     if not path.exists():
         raise CubeError(f"{path} does not exist; give the path of a results store (.zarr directory or .nc file)")
+    mode = path.stat().st_mode
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+        raise CubeError(f"{path} is {kind}; give the path of a results store (.zarr directory or .nc file)")
+    dask_chunks = chunks if lazy else None
     try:
         if path.is_dir():
             if (path / "zarr.json").exists():
-                return xr.open_zarr(path, consolidated=False, chunks=chunks)
+                return xr.open_zarr(view_store(path, sizes), consolidated=False, chunks=dask_chunks)
             if (path / ".zgroup").exists():
-                return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks=chunks)
+                return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks=dask_chunks)
             raise CubeError(f"{path} is a directory but not a Zarr store (no zarr.json); give a results store path")
-        return xr.open_dataset(path, chunks=chunks)
+        return xr.open_dataset(path, chunks=dask_chunks)
     except CubeError:
         raise
     except Exception as exc:  # backends raise many types for unreadable files
+        try:
+            where = unreadable_chunk(path) if (path / "zarr.json").exists() else None
+        except Exception:  # noqa: BLE001 - the original error is the one to report then
+            where = None
+        if where:
+            raise CubeError(f"cannot read {path}, the store is corrupt: {where}: restore it from a copy "
+                            "(saferl validate lists every problem)") from None
         reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise CubeError(f"cannot read {path} as a Zarr store or netCDF file ({reason}); is it corrupt?") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# the consistent load
+
+
+class InterruptedWriteWarning(CubeWarning):
+    """A run holds a write its writer died in the middle of: those slots are left out (see `cube.store.locks`)."""
+
+
+def _run_positions(ds: xr.Dataset, coords: dict[str, np.ndarray]) -> list[tuple[str, Any, np.ndarray]]:
+    """Per run dim: (dim, label(s) in `ds` (an array along a kept dim, a scalar for a selected one), the
+    store positions of those labels). CubeError when a run dim's labels were dropped."""
+    out = []
+    for dim in RUN_DIMS:
+        if dim not in ds.coords:
+            raise CubeError(f"cannot load runs consistently without the '{dim}' labels: select with .sel/.isel "
+                            "and keep the coordinates")
+        labels = np.atleast_1d(ds[dim].values)
+        store = coords[dim]
+        if dim == "bound":
+            pos = np.array([int(np.flatnonzero(np.isclose(store, float(v), rtol=1e-9, atol=0))[0]) for v in labels])
+        else:
+            lookup = {str(v): i for i, v in enumerate(store.tolist())}
+            pos = np.array([lookup[str(v)] for v in labels.tolist()])
+        out.append((dim, ds[dim].values, pos))
+    return out
+
+
+def load_consistent(ds: xr.Dataset, tries: int = 200) -> xr.Dataset:
+    """An in-memory copy of `ds` (a cube of `open_cube`, or any .sel/.isel of one) in which every run is
+    one writer state: the runs a writer wrote while they were read (their write sequence moved or was
+    odd) are read again alone while no writer is inside (holding writers off against one that never
+    pauses, `cube.store.locks.RunReader`). A run whose writer died mid-write has the half-written slots
+    blank and an `InterruptedWriteWarning` naming them. Datasets not read from a Zarr store with a
+    seqlock (netCDF, in memory) are simply loaded."""
+    source = ds.encoding.get("saferl_source")
+    if not source or not Path(source).is_dir():
+        return ds.compute()
+    sizes = ds.encoding.get("saferl_grid") or published_sizes(source)
+    before = read_write_seqs(source, sizes)
+    out = ds.compute()
+    if before is None:
+        return out
+    dirty = runs_written_since(before, read_write_seqs(source, sizes))
+    if not dirty:
+        return out
+    group = open_view(source, sizes)
+    coords = read_coords(group)
+    wanted = {dim: set(pos.tolist()) for dim, _, pos in _run_positions(out, coords)}
+    selected = [index for index in dirty if all(index[k] in wanted[d] for k, d in enumerate(RUN_DIMS))]
+    dims = {n: tuple(group[n].metadata.dimension_names or ()) for n in out.data_vars if n in group}
+    dims = {n: d[len(RUN_DIMS):] for n, d in dims.items() if d[: len(RUN_DIMS)] == RUN_DIMS}
+    if not selected or not dims:
+        return out
+    reader = RunReader(source, list(dims), sizes)
+    inner = {d: coords[d] for d in ("iterate", "episode", "mode")}
+    for index in selected:
+        got = reader.read(index, tries)
+        if got.interrupted is not None:
+            warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
+                          InterruptedWriteWarning, stacklevel=2)
+        _place_run(out, got.arrays, dims, {d: coords[d][i] for d, i in zip(RUN_DIMS, index, strict=True)}, inner)
+    return out
+
+
+def _place_run(out: xr.Dataset, arrays: dict[str, np.ndarray], dims: dict[str, tuple[str, ...]],
+               run: dict[str, Any], inner: dict[str, np.ndarray]) -> None:
+    """Write one run's re-read arrays ({name: values without the run dims, along the store dims `dims`})
+    into `out` at the run's labels `run`, keeping `out`'s selection along iterate, episode and mode."""
+    for name, values in arrays.items():
+        var = out[name]
+        run_da = xr.DataArray(values, dims=dims[name], coords={d: inner[d] for d in dims[name]})
+        sub = run_da.sel({d: out[d].values for d in run_da.dims if d in out.coords})
+        loc = {d: run[d] for d in RUN_DIMS if d in var.dims}
+        if loc:
+            var.loc[loc] = sub.transpose(*[d for d in var.dims if d not in loc]).values
+        else:
+            var.values[...] = sub.values
 
 
 def _netcdf_attr(value: Any) -> Any:
@@ -149,11 +355,74 @@ def _netcdf_attr(value: Any) -> Any:
 def export_netcdf(source: PathLike, out: PathLike) -> Path:
     """Write the cube (all variables and attrs) to a netCDF4 file; returns the path written.
 
-    Written beside `out` and renamed into place; a target that is not a regular file is refused."""
+    Every run in the file is one writer state: the file is written from a lazy read, then the runs a writer
+    wrote meanwhile are read again consistently (`cube.store.locks.RunReader`) and rewritten in the file
+    before it is renamed into place. Written beside `out`; a target that is not a regular file is refused.
+    A full disk is one line saying so."""
     ds = open_cube(source)
+    if Path(source).is_dir() and (Path(source) / "zarr.json").exists():
+        odd = [line for name in ds.variables if name in ds.data_vars or name in ds.dims
+               for line in _odd_chunk_files(Path(source), str(name), ds[name].ndim)]
+        if odd:
+            raise CubeError(f"cannot export {source}, the store is damaged: {odd[0]}"
+                            f"{f' (and {len(odd) - 1} more)' if len(odd) > 1 else ''} (saferl validate lists "
+                            "every problem)")
     attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
     ds = ds.assign_attrs(attrs)
     encoding = {name: {"zlib": True, "complevel": 1} for name in ("reward", "cost")}
+    sizes = ds.encoding.get("saferl_grid")
+    before = read_write_seqs(source, sizes) if Path(source).is_dir() else None
     with atomic_output(out) as tmp:
-        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
+        try:
+            ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
+        except Exception as exc:  # the netCDF library reports a full disk as an HDF error or EACCES
+            if _no_space_left(Path(out)):
+                raise OSError(28, "No space left on device", str(out)) from None
+            if isinstance(exc, OSError):
+                raise
+            raise damaged_store_error(exc, source, f"export {source}") from None
+        if before is not None:
+            dirty = runs_written_since(before, read_write_seqs(source, sizes))
+            if dirty:
+                _rewrite_runs(tmp, ds, source, dirty, sizes)
     return Path(out)
+
+
+def _no_space_left(target: Path, margin: int = 1 << 20) -> bool:
+    """Whether the file system of `target` has (almost) no space left for us."""
+    import os
+
+    try:
+        st = os.statvfs(target.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < margin
+
+
+def _rewrite_runs(nc_path: Path, ds: xr.Dataset, source: PathLike, dirty: list[tuple[int, ...]],
+                  sizes: Sizes | None) -> None:
+    """Rewrite the runs at the store positions `dirty` in the netCDF file `nc_path` (written from `ds`)
+    from a consistent read of each."""
+    import netCDF4
+
+    group = open_view(source, sizes)
+    coords = read_coords(group)
+    names = [n for n in ds.data_vars if n in group
+             and tuple(group[n].metadata.dimension_names or ())[: len(RUN_DIMS)] == RUN_DIMS]
+    reader = RunReader(source, names, sizes)
+    with netCDF4.Dataset(nc_path, "a") as nc:
+        for index in dirty:
+            got = reader.read(index)
+            if got.interrupted is not None:
+                warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
+                              InterruptedWriteWarning, stacklevel=3)
+            for name, values in got.arrays.items():
+                var = nc.variables[name]
+                store_dims = tuple(group[name].metadata.dimension_names or ())[len(RUN_DIMS):]
+                inner = [d for d in var.dimensions if d not in RUN_DIMS]
+                values = np.transpose(values, [store_dims.index(d) for d in inner]) if inner else values
+                key = tuple(index[RUN_DIMS.index(d)] if d in RUN_DIMS else slice(None) for d in var.dimensions)
+                if values.ndim == 0:
+                    var[key] = str(values) if values.dtype.kind in "OUST" else values.item()
+                else:
+                    var[key] = values

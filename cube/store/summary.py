@@ -9,8 +9,9 @@ import dask
 import numpy as np
 import xarray as xr
 from rich.table import Table
+from rich.text import Text
 
-from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, final_iterate
+from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS_NAMES, final_iterate
 from cube.store.read import open_cube
 
 
@@ -21,7 +22,9 @@ def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -
     """
     ds = open_cube(source)
     synthetic = bool(ds.attrs.get("synthetic", False))
-    title = f"{source}" + ("  [bold yellow]SYNTHETIC DEMO DATA[/]" if synthetic else "")
+    title = Text(str(source))  # paths and labels are data, never rich markup
+    if synthetic:
+        title.append("  SYNTHETIC DEMO DATA", style="bold yellow")
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("item")
     table.add_column("value")
@@ -30,21 +33,35 @@ def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -
         shown = ", ".join(f"{v:g}" if isinstance(v, float | np.floating) else str(v) for v in labels[:8])
         if len(labels) > 8:
             shown += f", ... ({len(labels)})"
-        table.add_row(dim, f"{len(labels)}: {shown}" if dim not in ("episode",) else str(len(labels)))
+        table.add_row(dim, Text(f"{len(labels)}: {shown}" if dim not in ("episode",) else str(len(labels))))
     if episode_counts is None:
         (counts,) = dask.compute(ds["cost"].notnull().sum(dim=[d for d in ds["cost"].dims if d != "mode"]).data)
         episode_counts = {str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(counts), strict=True)}
+    means = _means_counts(ds)
     for mode, count in episode_counts.items():
-        table.add_row(f"episodes ({mode})", f"{count:,}")
+        held = means.get(mode, 0)
+        if count - held or not held:
+            table.add_row(Text(f"episodes ({mode})"), f"{count - held:,}")
+        if held:  # an import's means of several episodes are no episodes (docs/statistics.md)
+            table.add_row(Text(f"means ({mode})"), f"{held:,}")
     n_runs = int(np.prod([ds.sizes[d] for d in RUN_DIMS]))
     if "run_status" in ds:
         codes, freq = np.unique(ds["run_status"].values, return_counts=True)
         status = ", ".join(f"{RUN_STATUS_NAMES.get(int(c), c)} {n}" for c, n in zip(codes, freq, strict=True))
-        table.add_row("runs", f"{n_runs} ({status})")
+        table.add_row("runs", Text(f"{n_runs} ({status})"))
     else:
         table.add_row("runs", str(n_runs))
-    table.add_row("schema version", str(ds.attrs.get("saferl_schema_version", "none (foreign cube)")))
+    table.add_row("schema version", Text(str(ds.attrs.get("saferl_schema_version", "none (foreign cube)"))))
     return table
+
+
+def _means_counts(ds) -> dict[str, int]:
+    """Per mode, how many stored values are means of several episodes (runs flagged `means_only`)."""
+    if MEANS_ONLY not in ds or not bool(ds[MEANS_ONLY].any()):
+        return {}
+    flag = ds[MEANS_ONLY].astype(bool)
+    (counts,) = dask.compute((ds["cost"].notnull() & flag).sum(dim=[d for d in ds["cost"].dims if d != "mode"]).data)
+    return {str(m): int(n) for m, n in zip(ds["mode"].values, np.asarray(counts), strict=True)}
 
 
 def config_summary(manifest: str, width: int = 60) -> str:

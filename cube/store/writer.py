@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,21 @@ from cube.schema import (
     EPISODE_RULE_HINT,
     LEGACY_MEANS_ONLY,
     MEANS_ONLY,
+    RUN_DIMS,
     RUN_STATUS,
     RUN_STATUS_NAMES,
     RunKey,
     first_broken_episode,
     manifest_json,
 )
-from cube.store.fs import PathLike, side_folder
+from cube.store.fs import PathLike, refuse_links, side_folder, store_write_error
 from cube.store.layout import mode_index, open_group, read_coords, run_index
-from cube.store.locks import WRITE_SEQ, publishing
+from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing
+from cube.store.mounts import check_store_locks
+
+EXISTING = ("refuse", "resume", "replace")
+"""What a writer does with a run that already holds data: refuse (the default), resume after its last
+recorded iterate, or replace it as a whole."""
 
 # --------------------------------------------------------------------------------------------------
 # writing runs
@@ -43,6 +50,12 @@ def _check_episode_values(reward: np.ndarray, cost: np.ndarray, where: str) -> N
         rule, mask = broken
         first = (cost if "cost" in rule.name else reward)[mask].flat[0]
         raise CubeError(f"{where}: {rule.count_text(int(mask.sum()))} (first {first:g}); {EPISODE_RULE_HINT}")
+    limit = float(np.finfo(np.float32).max)
+    for name, values in (("reward", reward), ("cost", cost)):
+        big = np.abs(np.asarray(values, dtype=np.float64)) > limit
+        if big.any():
+            raise CubeError(f"{where}: {name} {values[big].flat[0]:g} does not fit the store's float32 (at most "
+                            f"{limit:.4g}); it would be stored as infinite: {EPISODE_RULE_HINT}")
 
 
 class CubeWriter:
@@ -54,7 +67,9 @@ class CubeWriter:
 
     def __init__(self, path: PathLike) -> None:
         self.path = Path(path)
+        self._open_brackets: set[tuple[int, ...]] = set()
         self.refresh()
+        check_store_locks(self.path)
 
     def refresh(self) -> None:
         """Re-read the grid (labels, sizes, arrays): after this or another process grew the store."""
@@ -64,10 +79,123 @@ class CubeWriter:
         self._lock_folder: Path | None = None
 
     def _array(self, name: str) -> zarr.Array:
-        """The store's array ``name``, opened once per writer (each open reads its metadata)."""
+        """The store's array ``name``, opened once per writer (each open reads its metadata); a link
+        planted in its place is refused (writes would land outside the store)."""
         if name not in self._arrays:
+            refuse_links(self.path, self.path / name / "c")
             self._arrays[name] = self.group[name]
         return self._arrays[name]
+
+    # ------------------------------------------------------------------------------- write brackets
+    @contextmanager
+    def bracket(self, key: RunKey, intent: Intent = EVERYTHING) -> Iterator[None]:
+        """Make the writes of the block one writer state of run `key` for readers (one seqlock bracket,
+        `cube.store.locks.publishing`): they see all of them or none. `intent` names what the block writes
+        (default: anything of the run), so a kill inside is undone. Brackets nest (the outer one counts).
+        OS errors (a full disk, a read-only store) end as one CubeError line."""
+        with self._bracket(run_index(self.coords, key), intent, key):
+            yield
+
+    @contextmanager
+    def _bracket(self, index: tuple[int, ...], intent: Intent, key: Any) -> Iterator[None]:
+        if index in self._open_brackets:
+            yield
+            return
+        try:
+            seq = self._seq()
+            with publishing(self.path, seq, index, intent) as dead:
+                self._open_brackets.add(index)
+                try:
+                    if dead is not None:
+                        self._blank(index, dead)  # a dead writer's half-written slots: empty for good
+                    yield
+                finally:
+                    self._open_brackets.discard(index)
+        except OSError as exc:
+            raise store_write_error(exc, self.path, f"write run {key}") from None
+
+    def _seq(self) -> zarr.Array | None:
+        """The run sequences (None for stores written before the seqlock); creates `_locks` once."""
+        if WRITE_SEQ not in self.group:
+            return None
+        if self._lock_folder is None:
+            self._lock_folder = side_folder(self.path / "_locks")
+        return self._array(WRITE_SEQ)
+
+    def _run_arrays(self) -> list[str]:
+        """The float arrays holding one value or more per run and iterate (episodes, per-iterate variables)."""
+        names = []
+        for name in self.group.array_keys():
+            arr = self.group[name]
+            dims = tuple(arr.metadata.dimension_names or ())
+            if dims[: len(RUN_DIMS)] == RUN_DIMS and "iterate" in dims and arr.dtype.kind == "f":
+                names.append(name)
+        return names
+
+    def _blank(self, index: tuple[int, ...], intent: Intent) -> None:
+        """Write NaN into the slots `intent` names of the run at `index` (inside its bracket)."""
+        for name in self._run_arrays():
+            if intent.names is not None and name not in intent.names:
+                continue
+            arr = self._array(name)
+            its = slice(None) if intent.iterates is None else slice(intent.iterates[0], intent.iterates[1] + 1)
+            if arr.ndim == len(DIMS):
+                for m in (intent.modes if intent.modes is not None else range(arr.shape[-1])):
+                    arr[(*index, its, slice(None), int(m))] = np.nan
+            else:
+                arr[(*index, its)] = np.nan
+
+    def clear_run(self, key: RunKey, from_iterate: int = 0) -> None:
+        """Empty run `key` from iterate `from_iterate` on: its episodes (every mode) and per-iterate
+        variables become NaN, in one bracket (inside an open bracket of the run, part of that one)."""
+        intent = Intent(tuple(self._run_arrays()), None if from_iterate == 0 else
+                        (from_iterate, max(from_iterate, len(self.coords["iterate"]) - 1)), None)
+        index = run_index(self.coords, key)
+        with self._bracket(index, intent, key):
+            self._blank(index, intent)
+
+    # ----------------------------------------------------------------------------- what a run holds
+    def recorded_iterates(self, key: RunKey) -> int:
+        """How many iterates of run `key` hold data (the last one with an episode or a per-iterate value,
+        + 1; 0 for an empty run), as of one writer state."""
+        index = run_index(self.coords, key)
+        last = -1
+        for name in self._run_arrays():
+            values = np.asarray(self._array(name)[index], dtype=np.float64)
+            has = ~np.isnan(values).reshape(values.shape[0], -1).all(axis=1)
+            if has.any():
+                last = max(last, int(np.flatnonzero(has)[-1]))
+        return last + 1
+
+    def existing_run(self, key: RunKey, existing: str = "refuse", what: str = "record") -> int:
+        """Apply the policy `existing` (see EXISTING) to run `key` before writing it; returns the first
+        iterate to write: 0 for an empty run or for "replace" (the caller replaces the run as a whole,
+        see `replace_run` / `clear_run` inside a `bracket`), the iterate after the last recorded one for
+        "resume". CubeError, one line naming the choices, for "refuse" when the run holds data."""
+        if existing not in EXISTING:
+            raise CubeError(f"existing={existing!r} is not a choice: use one of {', '.join(EXISTING)}")
+        done = self.recorded_iterates(key) if key_in_grid(self.coords, key) else 0
+        if done == 0 or existing == "replace":
+            return 0
+        if existing == "resume":
+            stored = self.run_manifest(key).get("iterates_done")
+            return int(stored) if isinstance(stored, int | float) and 0 <= stored <= done else done
+        raise CubeError(f"run {key} already holds data in {self.path} ({done} iterate(s), status "
+                        f"{self.run_status(key)}); to {what} it, choose existing='resume' (go on after iterate "
+                        f"{done - 1}) or existing='replace' (replace the whole run)")
+
+    def replace_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray,
+                    iterate_vars: dict[str, np.ndarray] | None = None, *, status: str = "complete",
+                    manifest: dict[str, Any] | None = None) -> None:
+        """Replace run `key` as a whole in one bracket: readers see the old run or the new one, never a mix.
+        reward, cost: (J, E, M) as in `write_run`; iterate_vars: {name: (J,) values}; every other
+        per-iterate variable of the run becomes NaN."""
+        with self.bracket(key, EVERYTHING):
+            self.clear_run(key)
+            self.write_run(key, reward, cost)
+            if iterate_vars:
+                self.write_iterate_vars(key, 0, iterate_vars)
+            self.set_run_manifest(key, status=status, manifest=manifest)
 
     def write_episodes(
         self,
@@ -102,21 +230,12 @@ class CubeWriter:
             raise CubeError(f"{where}: iterates {iterate}..{iterate + k - 1} outside the grid's 0..{n_iter - 1}")
         if n > n_eps:
             raise CubeError(f"{where}: {n} episodes do not fit the store's {n_eps} episode slots")
-        with self._publishing(index):
+        with self._bracket(index, Intent(("reward", "cost"), (iterate, iterate + k - 1), (m,)), key):
             for name, values in (("reward", reward), ("cost", cost)):
                 arr = self._array(name)  # its shape, not the labels read earlier: the store may have grown
                 block = np.full((k, max(arr.shape[-2], n)), np.nan, dtype=np.float32)
                 block[:, :n] = values
                 arr[(*index, slice(iterate, iterate + k), slice(0, block.shape[1]), m)] = block
-
-    def _publishing(self, index: tuple[int, ...]):
-        """The run's write bracket (`cube.store.locks.publishing`); stores written before the seqlock have
-        no sequence to bump."""
-        if WRITE_SEQ not in self.group:
-            return publishing(self.path, None, index)
-        if self._lock_folder is None:
-            self._lock_folder = side_folder(self.path / "_locks")
-        return publishing(self.path, self._array(WRITE_SEQ), index)
 
     def write_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray) -> None:
         """Write all episodes of one run at once: arrays (J, E, M) in the store's iterate/episode/mode order.
@@ -136,7 +255,7 @@ class CubeWriter:
         if (~np.isnan(reward) & ~present).any():
             raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
         _check_episode_values(reward[present], cost[present], where)
-        with self._publishing(index):
+        with self._bracket(index, Intent(("reward", "cost")), key):
             self._array("reward")[index] = reward
             self._array("cost")[index] = cost
 
@@ -159,8 +278,12 @@ class CubeWriter:
                 raise CubeError(f"{name} for run {key}: iterates {iterate}..{iterate + arr.size - 1} "
                                 f"outside 0..{n_iter - 1}")
             arrays[name] = arr
-        for name, arr in arrays.items():
-            self._array(name)[(*index, slice(iterate, iterate + arr.size))] = arr
+        if not arrays:
+            return
+        size = max(arr.size for arr in arrays.values())
+        with self._bracket(index, Intent(tuple(arrays), (iterate, iterate + size - 1)), key):
+            for name, arr in arrays.items():
+                self._array(name)[(*index, slice(iterate, iterate + arr.size))] = arr
 
 
     def set_run_manifest(
@@ -173,8 +296,9 @@ class CubeWriter:
         body = dict(manifest or {})
         body["status"] = status
         body.setdefault("run", key.as_dict())
-        self._array("run_manifest")[index] = manifest_json(body)
-        self._array("run_status")[index] = RUN_STATUS[status]
+        with self._bracket(index, Intent(("run_manifest", "run_status")), key):
+            self._array("run_manifest")[index] = manifest_json(body)
+            self._array("run_status")[index] = RUN_STATUS[status]
 
     def set_means_only(self, key: RunKey, mode: str, means_only: bool = True) -> None:
         """Flag one run's `mode` as holding per-epoch means instead of episodes (store needs the flag
@@ -182,8 +306,9 @@ class CubeWriter:
         name = next((n for n in (MEANS_ONLY, LEGACY_MEANS_ONLY) if n in self.group), None)
         if name is None:
             raise CubeError(f"{self.path} has no '{MEANS_ONLY}' flags; create it with means_only_flags=True")
-        index = run_index(self.coords, key)
-        self._array(name)[(*index, mode_index(self.coords, mode))] = int(means_only)
+        index, m = run_index(self.coords, key), mode_index(self.coords, mode)
+        with self._bracket(index, Intent((name,), None, (m,)), key):
+            self._array(name)[(*index, m)] = int(means_only)
 
     def run_status(self, key: RunKey) -> str:
         """A run's stored status (``pending``/``partial``/``complete``), read from its own chunk only."""
@@ -196,10 +321,24 @@ class CubeWriter:
         if "run_manifest" not in self.group:
             return {}
         text = str(self._array("run_manifest")[run_index(self.coords, key)])
-        body = json.loads(text) if text else {}
+        try:
+            body = json.loads(text) if text else {}
+        except ValueError:
+            body = {}
+        if not isinstance(body, dict):
+            body = {}
         body.pop("status", None)
         body.pop("run", None)
         return body
+
+
+def key_in_grid(coords: dict[str, np.ndarray], key: RunKey) -> bool:
+    """Whether the labels of `key` are all in the grid `coords`."""
+    try:
+        run_index(coords, key)
+    except CubeError:
+        return False
+    return True
 
 
 def write_episodes(

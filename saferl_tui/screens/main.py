@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,6 +32,7 @@ from saferl_tui.messages import (
     ViewFailed,
     ViewParamsChanged,
     ViewReady,
+    ViewShown,
 )
 from saferl_tui.model import CubeModel, UISelection, load_model
 from saferl_tui.screens.help import HelpScreen, help_rows, key_text
@@ -53,7 +55,8 @@ MIN_SIZE = (60, 20)
 """Below this terminal size the header says the views cannot all be readable."""
 FIRST_KEYS = (("?", "Help"), ("f", "Selection"), ("e", "Export"), ("q", "Quit"))
 """What a newcomer needs first: always at the left of the key bar."""
-REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("s", "Screenshot"), ("o", "Open"), ("^p", "Palette"))
+REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("R", "Paper"), ("s", "Screenshot"), ("o", "Open"),
+             ("^p", "Palette"))
 
 
 def display_path(path: str) -> str:
@@ -86,10 +89,12 @@ class MainScreen(Screen):
         Binding("s", "screenshot", "Screenshot (SVG)", id="export.screenshot"),
         Binding("P", "figure", "Figure of this view (PDF next to the cube)", id="export.figure"),
         Binding("o", "open_path", "Open another cube", id="file.open"),
+        Binding("R", "toggle_reference", "The paper's numbers beside the cube's (Summary, Conditions)",
+                id="selection.reference"),
         Binding("slash", "filter", "Filter the table (Conditions, Runs)", id="table.filter"),
     ]
 
-    def __init__(self, model: CubeModel, *, export_dir: Path, demo_builder: DemoBuilder | None = None,
+    def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
                  scheduler: str | None = None) -> None:
         super().__init__()
         self.model = model
@@ -102,6 +107,18 @@ class MainScreen(Screen):
         self._requested_at: dict[str, float] = {}
         self.render_times: dict[str, float] = {}
         """Seconds from request to rendered data, per view (last request; read by the benchmark)."""
+        self.load_failed = False
+
+    def notify_text(self, message: str, **kwargs: Any) -> None:
+        """A notification whose text is shown as it is: paths, labels and errors are data, never markup
+        (a hint like `pip install 'saferl[plot]'` keeps its brackets)."""
+        self.notify(message, markup=False, **kwargs)
+
+    @property
+    def output_dir(self) -> Path:
+        """Where `e`, `s` and `P` write: --export-dir, else `<cube>-figures/` next to the cube (the folder
+        `saferl plot` writes to), so every output of a cube lands in one place."""
+        return self.export_dir if self.export_dir is not None else figures_folder(self.model.path)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -184,10 +201,11 @@ class MainScreen(Screen):
         self.query_one(LoadingPanel).progress(msg.fraction, msg.text)
 
     def on_load_failed(self, msg: LoadFailed) -> None:
+        self.load_failed = True
         self.query_one(LoadingPanel).display = True
         self.query_one(LoadingPanel).failed(msg.error)
         self.query_one("#tabs").display = False
-        self.notify(msg.error, severity="error", title="Cannot open cube", timeout=10)
+        self.notify_text(msg.error, severity="error", title="Cannot open cube", timeout=10)
 
     def on_cube_loaded(self, msg: CubeLoaded) -> None:
         self.query_one(LoadingPanel).display = False
@@ -200,7 +218,7 @@ class MainScreen(Screen):
         self.query_one(SelectionPanel).populate(msg.info, self.selection)
         self._header()
         if msg.info.synthetic:
-            self.notify("This cube holds SYNTHETIC DEMO DATA, not training results.", title="Demo cube",
+            self.notify_text("This cube holds SYNTHETIC DEMO DATA, not training results.", title="Demo cube",
                         severity="warning", timeout=4)
         self.request(self.active_view())
         self.active_view().focus_body()
@@ -230,11 +248,20 @@ class MainScreen(Screen):
         self._pending[view.VIEW_ID] = token
         self._requested_at[view.VIEW_ID] = time.perf_counter()
         view.set_status("computing …")
-        self.compute(view.VIEW_ID, type(view).fetch, self.selection, view.params(), token)
+        # One worker group per view: a newer request of the same view replaces its older one, and never
+        # cancels another view's (Enter on Conditions asks Curves and Histograms at once).
+        self.run_worker(partial(self.compute, view.VIEW_ID, type(view).fetch, self.selection, view.params(), token),
+                        name=f"compute:{view.VIEW_ID}", group=f"compute:{view.VIEW_ID}", exclusive=True, thread=True)
 
-    @work(thread=True, exclusive=True, group="compute")
+    @property
+    def busy(self) -> bool:
+        """Whether the screen still waits for something: the cube (until it loaded or failed) or the data
+        of a view it asked for. Tests and scripts wait for this to turn False."""
+        loading = self.model.info is None and not self.load_failed
+        return loading or bool(self._pending)
+
     def compute(self, view_id: str, fetch: Any, sel: UISelection, params: tuple, token: tuple) -> None:
-        """Run a view's blocking ``fetch`` (store reads, reductions, bootstrap) in a thread."""
+        """Run a view's blocking ``fetch`` (store reads, reductions, bootstrap) in a worker thread."""
         worker = get_current_worker()
         try:
             data = fetch(self.model, sel, params)
@@ -258,6 +285,7 @@ class MainScreen(Screen):
         self._shown[msg.view_id] = msg.token
         self._pending.pop(msg.view_id, None)
         self.render_times[msg.view_id] = time.perf_counter() - self._requested_at.get(msg.view_id, 0.0)
+        self.post_message(ViewShown(msg.view_id))
 
     def on_view_failed(self, msg: ViewFailed) -> None:
         if self._pending.get(msg.view_id) != msg.token:
@@ -325,7 +353,7 @@ class MainScreen(Screen):
         if self.model.info is None:
             return
         if not self.active_view().start_filter():
-            self.notify("/ filters the tables of 2 Conditions and 6 Runs.", title="Filter", timeout=4)
+            self.notify_text("/ filters the tables of 2 Conditions and 6 Runs.", title="Filter", timeout=4)
         self._keys()
 
     def action_cycle_setting(self) -> None:
@@ -342,6 +370,11 @@ class MainScreen(Screen):
         i = options.index(self.selection.baseline) if self.selection.baseline in options else -1
         self.set_selection(replace(self.selection, baseline=options[(i + 1) % len(options)]))
 
+    def action_toggle_reference(self) -> None:
+        """Show the paper's published numbers beside the cube's in Summary and Conditions, or hide them."""
+        if self.selection is not None:
+            self.set_selection(replace(self.selection, reference=None if self.selection.reference else "paper"))
+
     def export_meta(self, view: ResultView) -> dict:
         """What an export records: the cube, view, selection, bootstrap settings and view parameters."""
         sel = view.selection or self.selection
@@ -354,19 +387,19 @@ class MainScreen(Screen):
         the selection recorded in each file)."""
         view = self.active_view()
         if view.data is not None and not view.is_current():
-            self.notify("The view is being updated for the new selection: export again when it shows.",
+            self.notify_text("The view is being updated for the new selection: export again when it shows.",
                         severity="warning", title="Export")
             return
         try:
             files = view.export_tables()
         except CubeError as exc:
-            self.notify(str(exc), severity="error", title="Export")
+            self.notify_text(str(exc), severity="error", title="Export")
             return
         if not files or view.selection is None:
-            self.notify("Nothing to export yet: wait for the view to show data.", severity="warning",
+            self.notify_text("Nothing to export yet: wait for the view to show data.", severity="warning",
                         title="Export")
             return
-        out_dir = self.export_dir
+        out_dir = self.output_dir
         tag = view.selection.tag(self.model.info)
         meta = self.export_meta(view)
         names = []
@@ -381,15 +414,15 @@ class MainScreen(Screen):
                     fh.write(with_selection(name, text, meta))
                 written.append(str(path))
         except OSError as exc:
-            self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Export")
+            self.notify_text(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Export")
             return
         self.post_message(Exported(tuple(written)))
-        self.notify("\n".join(written), title=f"Exported {view.TITLE}", timeout=8)
+        self.notify_text("\n".join(written), title=f"Exported {view.TITLE}", timeout=8)
 
     def action_screenshot(self) -> None:
         """Save an SVG screenshot of the screen in the export directory (never overwriting; the
         selection recorded in an XML comment)."""
-        out_dir = self.export_dir
+        out_dir = self.output_dir
         view = self.active_view()
         tag = view.selection.tag(self.model.info) if view.selection is not None else "nocube"
         try:
@@ -400,36 +433,38 @@ class MainScreen(Screen):
             with open(path, "x", encoding="utf-8") as fh:
                 fh.write(with_selection(path.name, svg, meta))
         except OSError as exc:
-            self.notify(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Screenshot")
+            self.notify_text(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Screenshot")
             return
         self.post_message(Exported((str(path),)))
-        self.notify(str(path), title="Screenshot saved", timeout=8)
+        self.notify_text(str(path), title="Screenshot saved", timeout=8)
 
     def action_figure(self) -> None:
         """Write the paper-style figure of the current view and selection as a PDF next to the cube
-        (`<cube>-figures/`, never overwriting), in a worker: matplotlib takes a moment."""
+        (`<cube>-figures/` unless --export-dir, never overwriting), of what the view shows (its settings, its
+        condition), in a worker: matplotlib takes a moment."""
         view = self.active_view()
         if view.selection is None or self.model.ss is None:
-            self.notify("Nothing to draw yet: wait for the view to show data.", severity="warning", title="Figure")
+            self.notify_text("Nothing to draw yet: wait for the view to show data.", severity="warning", title="Figure")
             return
-        condition = view.condition() if isinstance(view, ConditionCycler) else None
-        self.notify("Drawing the figure …", title="Figure", timeout=3)
-        self._write_figure(view.VIEW_ID, view.selection, condition)
+        self.notify_text("Drawing the figure …", title="Figure", timeout=3)
+        self._write_figure(view.VIEW_ID, view.selection, view.figure_condition(), view.figure_settings())
 
     @work(thread=True, exclusive=True, group="figure")
-    def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None) -> None:
+    def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None,
+                      settings: tuple[str, ...] | None) -> None:
         from cube.render.maker import PlotOptions
         from saferl_tui.exports import figure_for_view, figure_kind
 
         cube_path = Path(self.model.path)
-        folder = figures_folder(cube_path)
+        folder = self.output_dir
         suffix = (f"_{condition[0]}_d{condition[1]:g}"
                   if condition and figure_kind(view_id) in ("curves", "hist") else "")
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (out,) = free_names(folder,
                                 [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
-            options = PlotOptions(baseline=sel.baseline, boot=self.model.boot, rng_seed=self.model.rng_seed)
+            options = PlotOptions(baseline=sel.not_safe[0] if sel.not_safe else None, settings=settings,
+                                  boot=self.model.boot, rng_seed=self.model.rng_seed)
             path = figure_for_view(view_id, cube_path, sel.cube_selection(), out, ss=self.model.ss,
                                    condition=condition, options=options)
         except (CubeError, OSError) as exc:

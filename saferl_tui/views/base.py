@@ -163,6 +163,14 @@ class ResultView(Vertical):
         status.set_class(error, "-error")
         self.set_class(error, "-failed")
 
+    def figure_condition(self) -> tuple[str, float] | None:
+        """The (task, bound) a figure of this view draws (`P`); None: every condition of the selection."""
+        return None
+
+    def figure_settings(self) -> tuple[str, ...] | None:
+        """The settings a figure of this view draws (`P`): the ones on screen; None: all with episodes."""
+        return None
+
     def export_tables(self) -> Files:
         """(file name, text) pairs holding exactly what the view shows, in CSV and LaTeX."""
         return []

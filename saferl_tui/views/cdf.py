@@ -62,6 +62,9 @@ class CdfView(PlotView):
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
         return model.cdf(sel, SETTINGS if params[0] else (sel.setting,))
 
+    def figure_settings(self) -> tuple[str, ...] | None:
+        return self.shown_settings() if self.selection is not None else None
+
     def shown_settings(self) -> tuple[str, ...]:
         """The settings drawn: all three, or the current one."""
         assert self.selection is not None

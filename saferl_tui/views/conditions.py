@@ -13,13 +13,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from cube.errors import CubeError
+from cube.render.compare import Z_HIGHLIGHT
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.exports import Files, rendered_files
 from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import ResultView
-from saferl_tui.views.format import fmt, fmt_tier, incomplete_note, rich_color, setting_title
+from saferl_tui.views.format import fmt, fmt_signed, fmt_tier, incomplete_note, rich_color, setting_title
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
 
 
@@ -52,7 +54,18 @@ class ConditionsView(SortableTable, ResultView):
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        return model.conditions(sel, (sel.setting,))
+        ct = model.conditions(sel, (sel.setting,))
+        if not sel.reference:
+            return ct
+        try:  # the reference's mean, std and z beside ours, as variables of the table
+            cmp = model.reference_conditions(sel, sel.setting)
+        except CubeError as exc:
+            return ct.assign_attrs(reference_error=str(exc))
+        cmp = cmp.drop_vars([c for c in cmp.coords if c not in cmp.dims])
+        like = ct["R_mean"]
+        extra = {f"{k}_{m}": cmp[k].sel(metric=m, drop=True).reindex_like(like) for k in ("ref_mean", "ref_std", "z")
+                 for m in cmp["metric"].values}
+        return ct.assign(extra).assign_attrs(reference=sel.reference)
 
     def describe_params(self) -> dict:
         return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
@@ -75,6 +88,8 @@ class ConditionsView(SortableTable, ResultView):
                     for m in METRICS:
                         row[m] = float(p[f"{m}_mean"])
                         row[f"{m}_std"] = float(p[f"{m}_std"])
+                        for k in ("ref_mean", "ref_std", "z"):
+                            row[f"{m}_{k}"] = float(p[f"{k}_{m}"]) if f"{k}_{m}" in p else math.nan
                     rows.append(row)
 
         def key(r: dict) -> tuple:
@@ -106,12 +121,12 @@ class ConditionsView(SortableTable, ResultView):
             labels.append("◐")
         colors = self.colors_of(sel.algos)
         sep = "\n±" if narrow else " ± "
+        with_ref = "reference" in ct.attrs
         shown, all_cells = [], []
         for r in all_rows:
             cells = [Text(r["algo"], style=f"bold {rich_color(colors[r['algo']])}"), Text(r["task"]),
                      Text(f"{r['bound']:g}")]
-            cells += [Text(NOT_AVAILABLE if r["means_only"] and METRIC[m].needs_episodes else
-                           f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", justify="right") for m in METRICS]
+            cells += [self._cell(r, m, sep, with_ref) for m in METRICS]
             if not narrow:
                 cells.append(Text(str(r["n_seeds"]), justify="right"))
             cells.append(Text(NOT_AVAILABLE if r["means_only"] else fmt_tier(r["tier"]), justify="right"))
@@ -127,7 +142,7 @@ class ConditionsView(SortableTable, ResultView):
         self._shown_rows = shown
         add_columns(table, list(zip(labels, keys, strict=True)), all_cells)
         for i, cells in enumerate(all_cells):
-            table.add_row(*cells, key=str(i), height=2 if narrow else 1)
+            table.add_row(*cells, key=str(i), height=(3 if narrow else 2) if with_ref else (2 if narrow else 1))
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1))
         seeds = sorted({r["n_seeds"] for r in all_rows})
@@ -136,7 +151,28 @@ class ConditionsView(SortableTable, ResultView):
                      f" · sorted by {self.sort_key} {'desc' if self.sort_desc else 'asc'} (> next, r reverse)"
                      f" · enter: curves{self.filter_suffix(len(shown), len(all_rows))}")
         title.append_text(incomplete_note(self.incomplete))
+        if with_ref:
+            name = ct.attrs["reference"]
+            title.append(f" · second line: the {name}'s seed mean, z = (ours − {name}) / {name}'s seed std "
+                         f"(|z| > {Z_HIGHLIGHT:g} red; R hides)", style="dim")
+        if "not_available" in ct.attrs and any(r["means_only"] for r in all_rows):
+            title.append(f" · {NOT_AVAILABLE} = {ct.attrs['not_available']}", style="italic")
+        if "reference_error" in ct.attrs:
+            title.append(f" · beside the paper: not available ({ct.attrs['reference_error']})", style="italic")
         self.query_one("#conditions-title", Static).update(title)
+
+    @staticmethod
+    def _cell(r: dict, m: str, sep: str, with_ref: bool) -> Text:
+        """Our seed mean ± std of metric `m`; with the reference, its mean and z on the next line."""
+        if r["means_only"] and METRIC[m].needs_episodes:
+            return Text(NOT_AVAILABLE, justify="right")
+        text = Text(f"{fmt(r[m])}{sep}{fmt(r[m + '_std'])}", justify="right")
+        if with_ref:
+            z = r[f"{m}_z"]
+            zs = f" z{fmt_signed(z, 1)}" if math.isfinite(z) else ""  # no z where the paper's std is 0
+            text.append(f"\n{fmt(r[f'{m}_ref_mean'])}{zs}",
+                        style="bold red" if math.isfinite(z) and abs(z) > Z_HIGHLIGHT else "dim")
+        return text
 
     def action_drill(self) -> None:
         """Open the highlighted condition's curves and histograms."""
@@ -148,6 +184,9 @@ class ConditionsView(SortableTable, ResultView):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_drill()
+
+    def figure_settings(self) -> tuple[str, ...] | None:
+        return (self.selection.setting,) if self.selection is not None else None
 
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:

@@ -18,7 +18,7 @@ from cube.stats.metrics import METRIC, SETTING
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label, legend_text, nan_none, padded_range
-from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
+from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, focused_range, set_ticks
 
 WINDOWS = (1, 2, 3, 5, 10, 20, 50)
 """Moving-average windows (iterates) that + / − step through."""
@@ -107,15 +107,16 @@ class CurvesView(ConditionCycler):
             plt = widget.plt
             plt.clear_figure()
             plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
-            ys = []
+            ys: dict[str, list[np.ndarray]] = {}
+            floor = 0.0 if var == "C" else None  # costs are >= 0: the ± std band stops at 0
             for a, c in colors.items():
                 m, s = cur[f"{var}_mean"].sel(algo=a).values, cur[f"{var}_std"].sel(algo=a).values
-                _band(plt, xs[a], m, s if bands else None, c)
-                ys += [m - s, m + s] if bands else [m]
-            ylo, yhi = padded_range(*ys, *([np.array([bound])] if var == "C" else []))
+                _band(plt, xs[a], m, s if bands else None, c, floor)
+                ys[a] = [_floored(m - s, floor), m + s] if bands else [m]
+            ylo, yhi, off = focused_range(ys, sel.not_safe, (bound,) if var == "C" else ())
             if var == "C":
                 plt.hline(bound, REF_COLOR)
-            plt.title(title)
+            plt.title(title + (f" · {', '.join(off)} off scale" if off else ""))
             plt.xlabel(xlabel)
             plt.ylabel(f"{METRIC[var].label} per episode")
             set_ticks(plt, "x", *_xrange(xall), 5, integer=not self.by_steps)
@@ -149,9 +150,9 @@ class CurvesView(ConditionCycler):
             for a, c in colors.items():
                 m = mult["mult_mean"].sel(algo=a).values
                 if np.isfinite(m).any():
-                    s = mult["mult_std"].sel(algo=a).values
-                    _band(plt, self._x(it, a, cond), m, s if bands else None, c)
-                    ys += [m - s, m + s] if bands else [m]
+                    s = mult["mult_std"].sel(algo=a).values  # a multiplier is >= 0: its band stops at 0
+                    _band(plt, self._x(it, a, cond), m, s if bands else None, c, 0.0)
+                    ys += [np.maximum(m - s, 0.0), m + s] if bands else [m]
                     any_mult = True
             x_mult = np.concatenate([self._x(it, a, cond) for a in colors]) if colors else xall
         else:
@@ -209,16 +210,21 @@ def _xrange(x: np.ndarray) -> tuple[float, float]:
     return (float(x.min()), float(x.max())) if x.size else (0.0, 1.0)
 
 
-def _band(plt: Any, x: np.ndarray, mean: np.ndarray, std: np.ndarray | None, color: Any) -> None:
+def _floored(x: np.ndarray, floor: float | None) -> np.ndarray:
+    return x if floor is None else np.maximum(x, floor)
+
+
+def _band(plt: Any, x: np.ndarray, mean: np.ndarray, std: np.ndarray | None, color: Any,
+          floor: float | None = None) -> None:
     """Plot a mean line and (``std`` not None) mean ± std as dotted lines of the same colour (points where
-    x and the mean are finite; a lone point gets a marker)."""
+    x and the mean are finite; a lone point gets a marker); the lower edge no lower than `floor`."""
     x = np.asarray(x, float)
     ok = np.isfinite(x) & np.isfinite(mean)
     if not ok.any():
         return
     xs = x[ok].tolist()
     if std is not None and np.isfinite(std[ok]).any():
-        lo, hi = (mean - std)[ok], (mean + std)[ok]
+        lo, hi = _floored(mean - std, floor)[ok], (mean + std)[ok]
         plt.plot(xs, nan_none(lo), color=color, marker="·")
         plt.plot(xs, nan_none(hi), color=color, marker="·")
     plt.plot(xs, mean[ok].tolist(), color=color, marker="hd" if ok.sum() > 1 else "●")

@@ -1,5 +1,7 @@
 """The Histograms view (key 5): final episodic cost distribution of one condition, expl vs greedy, one
-plot per algorithm in its colour (expl ░, greedy █), the bound d marked.
+plot per algorithm in its colour (expl ░ and greedy ▓ side by side in each bin, neither hiding the other),
+on one x scale for the safe algorithms (the not-safe baseline on its own), the bound d marked. The bins
+come from the one histogram engine the figures use (`cube.stats.curves.hist_panels`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label
 from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
 
-EXPL_MARK, GREEDY_MARK = "░", "█"
+EXPL_MARK, GREEDY_MARK = "░", "▓"
 
 
 class HistogramsView(ConditionCycler):
@@ -74,39 +76,40 @@ class HistogramsView(ConditionCycler):
             self.run_worker(self._render_async(data), exclusive=True, group="hist-render")
 
     async def _render_async(self, data: Any) -> None:
-        _cond, (hists, _costs) = data
-        await self._ensure_plots(list(hists))
+        _cond, panels = data
+        await self._ensure_plots(list(panels))
         self.render_data(data)
 
     def render_data(self, data: Any) -> None:
         sel = self.selection
         assert sel is not None
-        (task, bound), (hists, costs) = data
+        (task, bound), panels = data
         self.arrange_plots()
-        colors = self.colors_of(list(hists))
-        top = max((int(max(c["expl"].max(), c["greedy"].max())) for _, c in hists.values()), default=1)
-        for widget, a in zip(self.query(".hist-plot").results(PlotextPlot), hists, strict=False):
-            edges, counts = hists[a]
-            centers = 0.5 * (edges[:-1] + edges[1:])
-            width = float(edges[1] - edges[0])
+        colors = self.colors_of(list(panels))
+        top = max((int(c.max()) for p in panels.values() for c in p.counts.values()), default=1)
+        for widget, a in zip(self.query(".hist-plot").results(PlotextPlot), panels, strict=False):
+            p = panels[a]
+            centers = 0.5 * (p.edges[:-1] + p.edges[1:])
+            width = float(p.edges[1] - p.edges[0])
             plt = widget.plt
             plt.clear_figure()
             plt.frame(self.plot_rows() >= BANDS_MIN_ROWS)
             c = colors[a]
-            plt.bar((centers - width / 4).tolist(), counts["expl"].tolist(), color=c, marker=EXPL_MARK, width=0.4)
-            plt.bar((centers + width / 4).tolist(), counts["greedy"].tolist(), color=c, marker=GREEDY_MARK,
-                    width=0.4)
+            for mode, mark, shift in (("expl", EXPL_MARK, -0.25), ("greedy", GREEDY_MARK, 0.25)):
+                if mode in p.counts:  # side by side, each a quarter bin wide: neither hides the other
+                    plt.bar((centers + shift * width).tolist(), p.counts[mode].tolist(), color=c, marker=mark,
+                            width=0.2)
             plt.vline(bound, REF_COLOR)
-            set_ticks(plt, "x", float(edges[0]), float(edges[-1]), 4)
+            set_ticks(plt, "x", float(p.edges[0]), float(p.edges[-1]), 4)
             set_ticks(plt, "y", 0.0, top * 1.05, 3, integer=True)
-            n_e, n_g = costs[a]["expl"].size, costs[a]["greedy"].size
-            plt.title(f"{a} (n={n_e}/{n_g})")
+            own = " · own x scale" if a in sel.not_safe else ""
+            plt.title(f"{a} (n={p.n_episodes.get('expl', 0)}/{p.n_episodes.get('greedy', 0)}){own}")
             plt.xlabel("final episodic cost")
             plt.ylabel("episodes")
             widget.refresh()
         self.set_legend(Text.assemble(
             (f" {EXPL_MARK}{EXPL_MARK} expl  ", "bold"), (f"{GREEDY_MARK}{GREEDY_MARK} greedy", "bold"),
-            ("  ┃ bound d", REF_RICH), ("  · colour: algorithm · same y scale", "dim")))
+            ("  ┃ bound d", REF_RICH), ("  · colour: algorithm · same x and y scales", "dim")))
         title = self.condition_text(task, bound)
         title.append(f" · final policy, seeds pooled · n = expl/greedy episodes · {self.bins} bins (+/−)")
         self.set_title(title)
@@ -121,9 +124,10 @@ class HistogramsView(ConditionCycler):
     def export_tables(self) -> Files:
         if self.data is None:
             return []
-        (task, bound), (hists, _costs) = self.data
+        (task, bound), panels = self.data
         header = ["algo", "bin_low", "bin_high", "expl", "greedy"]
-        rows = [[a, float(edges[i]), float(edges[i + 1]), int(counts["expl"][i]), int(counts["greedy"][i])]
-                for a, (edges, counts) in hists.items() for i in range(len(edges) - 1)]
+        rows = [[a, float(p.edges[i]), float(p.edges[i + 1]),
+                 *(int(p.counts[m][i]) if m in p.counts else 0 for m in ("expl", "greedy"))]
+                for a, p in panels.items() for i in range(len(p.edges) - 1)]
         return table_files(f"hist_{task}_d{bound:g}", header, rows,
                            f"Final episodic cost histogram, {condition_label(task, bound)} (counts)")

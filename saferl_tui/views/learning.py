@@ -14,12 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
-from cube.render.text import learning_curve_rows
+from cube.render.data import learning_curve_rows
 from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, incomplete_note, legend_text, nan_none
-from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, set_ticks
+from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, focused_range, set_ticks
 
 
 class LearningView(PlotView):
@@ -62,13 +62,13 @@ class LearningView(PlotView):
                 plt.plot(x, nan_none(one["value"].sel(algo=a).values), color=c, marker="hd")
             if m in ("Dnorm",):
                 plt.hline(0.0, REF_COLOR)
-            plt.title(f"IQM {METRIC[m].label}")
+            values = {a: [one[k].sel(algo=a).values for k in ("value", "ci_low", "ci_high")] for a in colors}
+            ylo, yhi, off = focused_range(values, sel.not_safe, (0.0,) if m == "Dnorm" else ())
+            plt.title(f"IQM {METRIC[m].label}" + (f" · {', '.join(off)} off scale" if off else ""))
             plt.xlabel("iterate")
             plt.ylabel(METRIC[m].label)
-            vals = np.concatenate([one[k].values.ravel() for k in ("value", "ci_low", "ci_high")])
-            vals = vals[np.isfinite(vals)]
-            if vals.size:
-                set_ticks(plt, "y", float(vals.min()), float(vals.max()), 4)
+            if any(np.isfinite(v).any() for vs in values.values() for v in vs):
+                set_ticks(plt, "y", ylo, yhi, 4)
             if x.size:
                 set_ticks(plt, "x", float(x.min()), float(x.max()), 5)
             widget.refresh()

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,8 +17,9 @@ from textual.widget import Widget
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
+from cube.render.style import focus_limits
 from saferl_tui.views.base import ResultView
-from saferl_tui.views.format import condition_label, nice_ticks, tick_label
+from saferl_tui.views.format import condition_label, nice_ticks, padded_range, tick_label
 
 
 def set_ticks(plt: Any, axis: str, lo: float, hi: float, n: int = 5, integer: bool = False) -> None:
@@ -50,12 +52,17 @@ the curves)."""
 
 def grid_shape(n: int, width: int, height: int) -> tuple[int, int] | None:
     """(columns, rows) of a grid holding ``n`` plots of at least MIN_PLOT_W x MIN_PLOT_H in
-    ``width`` x ``height`` cells, or None when they do not fit (fewest rows first)."""
+    ``width`` x ``height`` cells, or None when they do not fit: the fewest empty cells first (four plots
+    make 2 x 2, not 3 + one stretched across the width), then the fewest rows."""
+    fits = []
     for cols in range(min(n, max(width // MIN_PLOT_W, 1)), 0, -1):
         rows = math.ceil(n / cols)
         if cols * MIN_PLOT_W <= width and rows * MIN_PLOT_H <= height:
-            return cols, rows
-    return None
+            fits.append((cols * rows - n, rows, cols))
+    if not fits:
+        return None
+    _, rows, cols = min(fits)
+    return cols, rows
 
 
 class PlotView(ResultView):
@@ -210,6 +217,9 @@ class ConditionCycler(PlotView):
             return []
         return [(t, b) for t in sel.tasks for b in sel.bounds]
 
+    def figure_condition(self) -> tuple[str, float] | None:
+        return self.condition()
+
     def condition(self) -> tuple[str, float] | None:
         """The condition on screen."""
         conds = self.conditions()
@@ -251,3 +261,19 @@ class ConditionCycler(PlotView):
     def action_prev_condition(self) -> None:
         """Show the previous (task, bound) condition."""
         self.step_condition(-1)
+
+
+def focused_range(values: dict[str, list[np.ndarray]], not_safe: Sequence[str], refs: Sequence[float] = ()
+                  ) -> tuple[float, float, list[str]]:
+    """A plot's y range (low, high) and the not-safe algorithms left off it: the range follows the other
+    algorithms when the not-safe ones lie far outside them (`cube.render.style.focus_limits`, the rule of
+    the figures), else it holds everything (`padded_range`). `values`: arrays per algorithm."""
+    safe = [v for a, vs in values.items() if a not in not_safe for v in vs]
+    base = [v for a, vs in values.items() if a in not_safe for v in vs]
+    if safe and base:
+        flat = np.concatenate([np.ravel(np.asarray(v, float)) for v in safe])
+        lims, side = focus_limits(flat, np.concatenate([np.ravel(np.asarray(v, float)) for v in base]), refs)
+        if lims is not None:
+            return lims[0], lims[1], [a for a in values if a in not_safe]
+    lo, hi = padded_range(*[v for vs in values.values() for v in vs], *([np.asarray(refs, float)] if refs else []))
+    return lo, hi, []

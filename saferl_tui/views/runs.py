@@ -10,7 +10,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
@@ -93,6 +93,14 @@ class RunsView(SortableTable, ResultView):
         title.append(f" · sorted by {self.sort_key} (> next, r reverse) · / filters (status:partial algo:ppo)"
                      f"{self.filter_suffix(len(shown), len(rows))}")
         self.query_one("#runs-title", Static).update(title)
+
+    def figure_condition(self) -> tuple[str, float] | None:
+        """The highlighted run's (task, bound): its curves, not every condition's (a figure a page long)."""
+        rows = self.shown_rows()
+        table = self.query_one("#runs-table", DataTable)
+        if not rows or not 0 <= table.cursor_row < len(rows):
+            return None
+        return str(rows[table.cursor_row]["task"]), float(rows[table.cursor_row]["bound"])
 
     def export_tables(self) -> Files:
         if self.data is None:

@@ -45,6 +45,8 @@ class SummaryView(ResultView):
     NARROW = 110
     """Below this width: the gap and CIs on several lines."""
     WIDE_DELTA = 150
+    WIDE_GAP = 150
+    """From this width the gap's CIs sit beside its values; below, under them (no number is cut)."""
     """From this width the Δ-to-baseline columns sit next to the IQMs; below, in their own table."""
 
     def compose_body(self) -> ComposeResult:
@@ -55,17 +57,25 @@ class SummaryView(ResultView):
             yield NavTable(id="summary-gap", zebra_stripes=True, cursor_type="row")
             yield Static("", id="summary-delta-title", classes="table-title section-title")
             yield NavTable(id="summary-delta", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="summary-ref-title", classes="table-title section-title")
+            yield NavTable(id="summary-ref", zebra_stripes=True, cursor_type="row")
             yield Static("", id="summary-ci-title", classes="table-title section-title")
             yield NavTable(id="summary-ci", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
-    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any]:
+    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any, Any]:
         agg = model.aggregate(sel, SETTINGS)
         try:
             gap: Any = model.gap(sel)
         except CubeError as exc:  # e.g. no final evaluations: the rest of the Summary still shows
             gap = str(exc)
-        return agg, gap
+        ref: Any = None
+        if sel.reference:
+            try:
+                ref = model.reference_aggregate(sel)
+            except CubeError as exc:  # the reference has none of these labels: say so in its section
+                ref = str(exc)
+        return agg, gap, ref
 
     def algo_cell(self, a: str, sel: UISelection, first: bool = True) -> Text:
         """The algorithm's name in its colour, † when it is not safe RL ('' on follow-up rows)."""
@@ -77,10 +87,10 @@ class SummaryView(ResultView):
             text.append(NOT_SAFE_MARK, style="bold")
         return text
 
-    def render_data(self, data: tuple[xr.Dataset, Any]) -> None:
+    def render_data(self, data: tuple[xr.Dataset, Any, Any]) -> None:
         sel = self.selection
         assert sel is not None
-        agg, gap = data
+        agg, gap, ref = data
         cube = _AggArrays(agg)
         narrow = self.layout_narrow()
         exclude = [a for a in cube.algos if a in sel.not_safe]
@@ -123,8 +133,9 @@ class SummaryView(ResultView):
         if cube.not_available:
             title.append(f" · {NOT_AVAILABLE} = {cube.not_available}", style="italic")
         self.query_one("#summary-title", Static).update(title)
-        self._render_gap(gap, cube.algos, narrow)
+        self._render_gap(gap, cube.algos, narrow or self.size.width < self.WIDE_GAP)
         self._render_delta(cube, base, not inline_delta and base is not None)
+        self._render_reference(ref, cube.algos, narrow)
         self._render_ci(cube, narrow)
 
     @staticmethod
@@ -189,6 +200,49 @@ class SummaryView(ResultView):
             table.add_row(*cells, key=key)
         title.update(Text(f"Δ to baseline {base} (IQM difference; green: better) · b changes the baseline"))
 
+    def _render_reference(self, ref: Any, algos: list[str], narrow: bool) -> None:
+        """Our IQM beside the reference's (R toggles): per metric ours, then theirs; ✓ / ✗ whether ours lies
+        inside the reference's CI."""
+        sel = self.selection
+        assert sel is not None
+        table = self.query_one("#summary-ref", NavTable)
+        title = self.query_one("#summary-ref-title", Static)
+        table.clear(columns=True)
+        table.display = title.display = ref is not None
+        if ref is None:
+            return
+        if isinstance(ref, str):
+            title.update(Text(f"Beside the paper: not available ({ref})", style="italic"))
+            table.display = False
+            return
+        name = str(ref.attrs.get("reference", "reference"))
+        rows = []
+        for a in (x for x in algos if x in ref["algo"].values):
+            for i, s in enumerate(x for x in SETTINGS if x in ref["setting"].values):
+                cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short)]
+                for m in METRICS:
+                    p = ref.sel(algo=a, setting=s, metric=m)
+                    inside = float(p["inside_ref_ci"])
+                    mark = "" if not np.isfinite(inside) else ("✓" if inside else "✗")
+                    text = Text(fmt(float(p["value"])))
+                    text.append(f" {mark}" if mark else "", style="green" if mark == "✓" else "red")
+                    text.append(("\n" if narrow else " ") + fmt(float(p["ref_value"])), style="dim")
+                    text.justify = "right"
+                    cells.append(text)
+                tier = Text(fmt_tier(float(ref["tier"].sel(algo=a, setting=s))))
+                tier.append(("\n" if narrow else "/") + fmt_tier(float(ref["ref_tier"].sel(algo=a, setting=s))),
+                            style="dim")
+                cells.append(tier)
+                rows.append((f"{a}:{s}", cells))
+        columns = [("Algorithm", "algo"), ("Setting", "setting"),
+                   *[(Text(f"{METRIC[m].label} ours {name}", justify="right"), m) for m in METRICS],
+                   ("Tier", "tier")]
+        add_columns(table, columns, [c for _, c in rows])
+        for key, cells in rows:
+            table.add_row(*cells, key=key, height=2 if narrow else 1)
+        title.update(Text(f"Beside the {name} (R hides): our IQM, then the {name}'s (dim); ✓/✗: ours inside / "
+                          f"outside the {name}'s 95% CI · matching algorithms, tasks and bounds only"))
+
     def _render_ci(self, cube: _AggArrays, narrow: bool) -> None:
         sel = self.selection
         assert sel is not None
@@ -216,7 +270,7 @@ class SummaryView(ResultView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        agg, gap = self.data
+        agg, gap, _reference = self.data
         files = rendered_files("summary", "aggregate", agg, self.selection)
         if not isinstance(gap, str):
             files += rendered_files("summary_gap", "gap", gap, self.selection)

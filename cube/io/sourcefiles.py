@@ -1,0 +1,199 @@
+"""What every importer shares: the run read from a source (`ImportedRun`), finding files, reading CSV
+and JSON, and the checks of every value read (numbers, seeds, bounds, costs, iterates), each failure one
+`CubeError` line naming the file, the value and the limit, before anything is written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cube.errors import CubeError
+from cube.schema import EPISODE_RULE_HINT, MEANS_KEY, RunKey, first_broken_episode, seed_label
+from cube.store.layout import MAX_ITERATES
+
+CSV_BLOCK = 1 << 24
+"""Bytes read at a time when counting a CSV's fields."""
+
+
+@dataclass
+class ImportedRun:
+    """One run read from a source: its labels, episodes per (mode, iterate), what is means only.
+
+    episodes: (mode, iterate) -> (rewards, costs), 1-D float arrays (rewards NaN where unknown).
+    means_only: the modes whose values are means of several episodes, one per iterate, not episodes.
+    reward_means: the modes whose first episode's reward is the mean reward of all of them (the others NaN).
+    iterate_vars: name -> {iterate: value} (env_steps, multiplier).
+    manifest: what the run's manifest records besides the labels (see `cube.schema.MANIFEST_KEYS`).
+    """
+
+    key: RunKey
+    source: str
+    episodes: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    means_only: set[str] = field(default_factory=set)
+    reward_means: set[str] = field(default_factory=set)
+    iterate_vars: dict[str, dict[int, float]] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def n_iterates(self) -> int:
+        its = [j for _, j in self.episodes] + [j for v in self.iterate_vars.values() for j in v]
+        return 1 + max(its, default=0)
+
+    def n_episodes(self) -> int:
+        return max((c.size for _, c in self.episodes.values()), default=1)
+
+    def means_note(self, mode: str = "train") -> str | None:
+        """The sentence saying what this run's means of `mode` are (None for episodes)."""
+        return ((self.manifest.get(MEANS_KEY) or {}).get(mode) or {}).get("text")
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def find_files(sources: Sequence[str | Path], pattern: str, what: str) -> list[Path]:
+    """The files named, or found (recursively, sorted) under the folders named, matching `pattern`
+    (several patterns separated by '|')."""
+    found: list[Path] = []
+    for src in map(Path, sources):
+        if src.is_dir():
+            found.extend(sorted({p for pat in pattern.split("|") for p in src.rglob(pat)}))
+        elif src.is_file():
+            found.append(src)
+        else:
+            raise CubeError(f"{src} does not exist; give {what} files or folders holding them")
+    if not found:
+        raise CubeError(f"no {what} found in {', '.join(map(str, sources))} (looked for {pattern})")
+    return found
+
+
+def ragged_line(path: Path) -> tuple[int, int, int] | None:
+    """(line number, fields, header fields) of the first row of a CSV whose field count differs from its
+    header's, or None. Blank lines are skipped (as pandas does). Files with quotes are parsed by `csv`;
+    others are counted in blocks with numpy (fast for tables of millions of rows)."""
+    expected, line = -1, 0
+    pending = np.zeros(3, dtype=np.int64)  # commas, bytes and '\r' of the line not yet ended
+    with path.open("rb") as f:
+        while True:
+            block = f.read(CSV_BLOCK)
+            if b'"' in block:
+                return ragged_line_quoted(path)
+            buf = np.frombuffer(block, dtype=np.uint8)
+            ends = np.flatnonzero(buf == 10) if block else np.array([buf.size])  # end of file ends the last line
+            if not block and not pending[1]:
+                return None
+            counts = [np.searchsorted(np.flatnonzero(buf == c), ends) for c in (44, 13)]
+            commas, crs = (np.diff(np.concatenate([[0], c])) for c in counts)
+            size = np.diff(np.concatenate([[-1], ends])) - 1 if block else np.zeros(1, dtype=np.int64)
+            if ends.size:
+                commas[0] += pending[0]
+                size[0] += pending[1]
+                crs[0] += pending[2]
+            rows = np.flatnonzero(size - crs > 0)
+            fields = commas + 1
+            if rows.size and expected < 0:
+                expected = int(fields[rows[0]])
+            wrong = rows[fields[rows] != expected]
+            if wrong.size:
+                return line + int(wrong[0]) + 1, int(fields[wrong[0]]), expected
+            if not block:
+                return None
+            line += ends.size
+            tail = buf[(int(ends[-1]) + 1 if ends.size else 0):]
+            done = np.array([(tail == 44).sum(), tail.size, (tail == 13).sum()], dtype=np.int64)
+            pending = done if ends.size else pending + done
+
+
+def ragged_line_quoted(path: Path) -> tuple[int, int, int] | None:
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f)
+        expected = -1
+        for row in reader:
+            if not row:
+                continue
+            if expected < 0:
+                expected = len(row)
+            elif len(row) != expected:
+                return reader.line_num, len(row), expected
+    return None
+
+
+def read_csv(path: Path, **kwargs: Any) -> Any:
+    """A CSV as a pandas frame; CubeError for unreadable files and rows whose field count is not the
+    header's (pandas would fill a short row with NaN)."""
+    import pandas as pd
+
+    try:
+        ragged = ragged_line(path)
+    except OSError as exc:
+        raise CubeError(f"cannot read {path} ({exc.strerror or type(exc).__name__})") from None
+    if ragged is not None:
+        line, got, want = ragged
+        raise CubeError(f"{path}, line {line}: {got} field(s) where the header has {want}; every row needs "
+                        "one field per column (fix the file and import again)")
+    try:
+        return pd.read_csv(path, **kwargs)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+        raise CubeError(f"cannot read {path} as CSV ({first}); is it the right format?") from None
+
+
+def number(value: Any, what: str, where: str) -> float:
+    """A number from a file (a CSV cell's text, a JSON number); never a boolean."""
+    if isinstance(value, bool | np.bool_):
+        raise CubeError(f"{where}: {what} {value!r} is a boolean, not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise CubeError(f"{where}: {what} {value!r} is not a number") from None
+
+
+def seed_value(value: Any, where: str) -> int:
+    """A seed label by the cube's rule (`cube.schema.seed_label`), the error naming where it was read."""
+    try:
+        return seed_label(value)
+    except CubeError as exc:
+        raise CubeError(f"{where}: {exc}") from None
+
+
+def bound_value(value: Any, where: str) -> float:
+    """A safety bound d: a finite number > 0."""
+    x = number(value, "bound (the cost limit d)", where)
+    if not (math.isfinite(x) and x > 0):
+        raise CubeError(f"{where}: bound {value!r} is not a finite number > 0 (the safety bound d)")
+    return x
+
+
+def check_iterates(n: int, where: str) -> None:
+    """Refuse a source of more rows (iterates) than a store holds (`cube.store.layout.MAX_ITERATES`)."""
+    if n > MAX_ITERATES:
+        raise CubeError(f"{where}: {n:,} iterates, beyond the limit of {MAX_ITERATES:,} per store (iterates count "
+                        "policy updates 0, 1, 2, ...; env steps are not iterates)")
+
+
+def check_costs(costs: np.ndarray, where: str) -> None:
+    """Every imported cost is an episode's (or a mean's): present, and valid by the cube's episode rule."""
+    if np.isnan(costs).any():
+        raise CubeError(f"{where}: a cost is missing; every episode needs a finite cost")
+    broken = first_broken_episode(np.full(costs.shape, np.nan), costs)
+    if broken is not None:
+        rule, mask = broken
+        raise CubeError(f"{where}: {rule.count_text(int(mask.sum()))} (first {costs[mask].flat[0]:g}); "
+                        f"{EPISODE_RULE_HINT}")
+
+
+def json_object(path: Path) -> dict[str, Any]:
+    """A JSON file that must hold an object (a tool's config.json)."""
+    try:
+        value = json.loads(path.read_text())
+    except (ValueError, OSError) as exc:
+        raise CubeError(f"cannot read {path} as JSON ({str(exc)[:80]})") from None
+    if not isinstance(value, dict):
+        raise CubeError(f"{path} holds a JSON {type(value).__name__}, not an object of settings "
+                        "({\"seed\": ..., ...}); is it the run's config.json?")
+    return value
+
+

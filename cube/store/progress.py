@@ -1,0 +1,358 @@
+"""The progress of every run of a store being written: the one reader behind `saferl status` (and its
+``--watch``) and the TUI's Progress view.
+
+Per run it combines what the store says (the stored status and manifest, `cube.schema.run_facts`, and
+the per-iterate ``env_steps``, read as one writer state), who holds it (its claim file,
+`cube.store.claims`) and when it last wrote (the modification time of its write-sequence chunk, bumped
+by every write bracket). Its *status* is one of:
+
+* ``complete``: the stored status says so;
+* ``running``: a live process holds its claim, or no claim is held but the process its manifest names
+  runs on this host (executors on dask or SLURM claim nothing), or runs on another host where that
+  cannot be checked (then the host is shown with a '?');
+* ``failed``: the sweep gave up on it (its manifest holds the last attempt's ``error``, recorded by
+  `saferl train` once its retries are spent), and nothing holds it now;
+* ``stopped``: partial and nothing holds it (its process ended, was killed or is gone): the next sweep
+  resumes it;
+* ``pending``: nothing written yet.
+
+A running run is *stalled* when it wrote nothing for `stall_s` seconds. Steps per second come from the
+env steps a reader saw land since it first saw the run (two readings of a `ProgressReader`), and until
+then from the env steps over the wall time of the latest attempt (which counts the steps before a
+resume point too); the ETA is the steps left at that rate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, RunKey, final_iterate, run_facts
+from cube.store.claims import ClaimState, claim_state
+from cube.store.fs import PathLike, pid_alive
+from cube.store.grid import published_sizes
+from cube.store.layout import open_group, read_coords
+from cube.store.locks import WRITE_SEQ, RunReader, read_write_seqs, runs_written_since
+from cube.store.read import read_manifests
+
+STATUSES = ("running", "stopped", "failed", "pending", "complete")
+"""Run statuses in the order that needs attention first (`unknown`: a store without run status)."""
+STALL_S = 600.0
+"""Default seconds without a write after which a running run is stalled."""
+
+
+@dataclass
+class RunProgress:
+    """One run's progress. Times are POSIX seconds; `iterates` counts the iterates written (the last
+    iterate with env steps + 1) of `n_iterates`; rates are env steps per second; None where unknown."""
+
+    key: RunKey
+    index: tuple[int, ...]
+    status: str
+    stored: str
+    stalled: bool = False
+    iterates: int | None = None
+    n_iterates: int | None = None
+    env_steps: float | None = None
+    steps_per_s: float | None = None
+    eta_s: float | None = None
+    host: str | None = None
+    host_checked: bool = True
+    slurm_job_id: str | None = None
+    last_write: float | None = None
+    started: str | None = None
+    wall_s: float = math.nan
+    claim: ClaimState = field(default_factory=lambda: ClaimState("free"))
+    error: str | None = None
+    retries: int = 0
+    notes: str = ""
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def flags(self, now: float | None = None) -> str:
+        """What needs attention, in words: 'stalled 12m', 'failed: ...', 'claim damaged (...)'; '' if nothing."""
+        out = []
+        if self.stalled and self.last_write is not None:
+            out.append(f"stalled {duration((now or time.time()) - self.last_write)}")
+        if self.status == "failed" and self.error:
+            out.append(f"failed: {self.error}")
+        if self.claim.state == "damaged":
+            out.append(f"claim {self.claim.describe()}")
+        elif self.claim.state == "stale" and self.status != "complete":
+            out.append(f"claim {self.claim.describe()}")
+        return "; ".join(out)
+
+    def host_text(self) -> str:
+        """The host that writes (wrote) it; 'host?' where its process cannot be checked from here."""
+        return "" if not self.host else self.host + ("" if self.host_checked else "?")
+
+
+@dataclass
+class _Facts:
+    """What the store says of one run (re-read when its write sequence moves)."""
+
+    stored: str
+    manifest: dict[str, Any]
+    iterates: int | None
+    env_steps: float | None
+
+
+class ProgressReader:
+    """Reads every run's progress (`read`), again and again: the stored facts of a run are read again
+    only when its write sequence moved; claims and last-write times are read at every call (stat calls
+    and small files). `stall_s`: seconds without a write after which a running run is stalled.
+    `total_iterates(manifest row)`: the iterates a run has when complete (default: the store's iterates)."""
+
+    def __init__(self, path: PathLike, stall_s: float = STALL_S,
+                 total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> None:
+        self.path = Path(path)
+        self.stall_s = float(stall_s)
+        self.total_iterates = total_iterates
+        self._facts: dict[tuple[int, ...], _Facts] = {}
+        self._seqs: np.ndarray | None = None
+        self._sizes: dict[str, int] | None = None
+        self._coords: dict[str, np.ndarray] = {}
+        self._first_seen: dict[tuple[int, ...], tuple[str | None, float, float]] = {}
+
+    def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunProgress]:
+        """Every run of the published grid, in store order. `seqs`: the write sequences just read by the
+        caller (a `cube.store.locks.SeqWatch`), saving a read. CubeError (one line) for a store that
+        cannot be read."""
+        sizes = published_sizes(self.path)
+        if sizes != self._sizes or not self._coords:
+            self._sizes, self._facts, self._seqs = sizes, {}, None
+            self._coords = read_coords(open_group(self.path, mode="r", sizes=sizes))
+        seqs = read_write_seqs(self.path, sizes) if seqs is None else seqs
+        if not self._facts or seqs is None or self._seqs is None or seqs.shape != self._seqs.shape:
+            self._read_all(sizes)
+        else:
+            self._read_runs(sizes, [tuple(int(i) for i in ix) for ix in np.argwhere(seqs != self._seqs)])
+        self._seqs = seqs
+        now = time.time() if now is None else now
+        return [self._progress(index, facts, now) for index, facts in self._facts.items()]
+
+    # ------------------------------------------------------------------ stored facts
+    def _read_all(self, sizes: dict[str, int] | None) -> None:
+        """Every run's facts: manifests and status of one writer state each (`read_manifests`), env steps
+        read in one zarr call, runs written meanwhile read again."""
+        before = read_write_seqs(self.path, sizes)
+        group = open_group(self.path, mode="r", sizes=sizes)
+        steps = np.asarray(group["env_steps"][...], dtype=np.float64) if "env_steps" in group else None
+        rows = read_manifests(self.path)
+        shape = tuple(len(self._coords[d]) for d in RUN_DIMS)
+        self._facts = {}
+        for index, row in zip(np.ndindex(*shape), rows, strict=True):
+            self._facts[index] = _facts(row.pop("status"), row, None if steps is None else steps[index])
+        if before is not None:
+            self._read_runs(sizes, runs_written_since(before, read_write_seqs(self.path, sizes)))
+
+    def _read_runs(self, sizes: dict[str, int] | None, runs: Iterable[tuple[int, ...]]) -> None:
+        """The facts of `runs` again, each of one writer state (`RunReader`)."""
+        runs = list(runs)
+        if not runs:
+            return
+        group = open_group(self.path, mode="r", sizes=sizes)
+        names = [n for n in ("run_status", "run_manifest", "env_steps") if n in group]
+        if not names:
+            return
+        reader = RunReader(self.path, names, sizes)
+        for index in runs:
+            got = reader.read(index).arrays
+            row = manifest_body(got.get("run_manifest"))
+            code = got.get("run_status")
+            stored = RUN_STATUS_NAMES.get(int(code), "unknown") if code is not None else "unknown"
+            self._facts[index] = _facts(stored, row, got.get("env_steps"))
+
+    # ------------------------------------------------------------------ one run now
+    def _progress(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunProgress:
+        key = RunKey.at(self._coords, index)
+        row = facts.manifest
+        known = run_facts(row)
+        claim = claim_state(self.path, key) if facts.stored != "complete" else ClaimState("free")
+        last = last_write(self.path, index)
+        host, checked = _writer(row, claim)
+        out = RunProgress(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
+                          host=host, host_checked=checked, slurm_job_id=_text(row.get("slurm_job_id")),
+                          last_write=last, started=_text(known["started"]), claim=claim,
+                          error=_text(row.get("error")), retries=int(row.get("retries") or 0),
+                          notes=str(row.get("notes") or ""), manifest=row)
+        out.n_iterates = self.total_iterates(row) if self.total_iterates is not None else (
+            self._sizes or {}).get("iterate")
+        out.status = _status(facts.stored, claim, row, known, checked, last, now, self.stall_s)
+        out.stalled = out.status == "running" and last is not None and now - last > self.stall_s
+        start = _seconds(known["started"])
+        end = _seconds(known["finished"])
+        if start is not None:
+            out.wall_s = (end if end is not None else now if out.status == "running" else last or now) - start
+        out.steps_per_s = self._rate(index, out, start)
+        if out.status == "running" and out.steps_per_s and out.n_iterates and out.iterates and out.env_steps:
+            total = out.env_steps / out.iterates * out.n_iterates
+            out.eta_s = max(total - out.env_steps, 0.0) / out.steps_per_s
+        return out
+
+    def _rate(self, index: tuple[int, ...], run: RunProgress, start: float | None) -> float | None:
+        """Env steps per second of the latest attempt: from this reader's first sight of the attempt when
+        steps landed since, else the steps over the attempt's wall time (None when not running)."""
+        if run.env_steps is None or run.last_write is None:
+            return None
+        seen = self._first_seen.get(index)
+        if seen is None or seen[0] != run.started:
+            seen = self._first_seen[index] = (run.started, run.env_steps, run.last_write)
+        if run.status != "running":
+            return None
+        steps, at = run.env_steps - seen[1], run.last_write - seen[2]
+        if steps > 0 and at > 0:
+            return steps / at
+        if start is not None and run.last_write > start:
+            return run.env_steps / (run.last_write - start)
+        return None
+
+
+def _facts(stored: str, row: dict[str, Any], steps: np.ndarray | None) -> _Facts:
+    """A run's stored facts; iterates and env steps from the per-iterate `env_steps` when written,
+    else from the manifest."""
+    known = run_facts(row)
+    iterates, env = known["iterates_done"], known["env_steps"]
+    if steps is not None:
+        steps = np.asarray(steps, dtype=np.float64)
+        last = int(final_iterate(np.isfinite(steps).astype(np.int64)))
+        if last >= 0:
+            iterates, env = last + 1, float(steps[last])
+    return _Facts(stored, row, None if iterates is None else int(iterates), None if env is None else float(env))
+
+
+def _status(stored: str, claim: ClaimState, row: dict[str, Any], known: dict[str, Any], checked: bool,
+            last: float | None, now: float, stall_s: float) -> str:
+    """The run's status (module docstring) from its stored status, claim and manifest."""
+    if stored == "complete":
+        return "complete"
+    if claim.state == "held":
+        return "running"
+    if row.get("error"):
+        return "failed"
+    if stored == "pending":
+        return "pending"
+    if stored == "unknown":
+        return "unknown"
+    if known["finished"] is None and claim.state == "free" and row.get("pid") is not None:
+        if not checked:  # another host's process: running while it writes (stalled when it stops)
+            return "running"
+        if _alive(row.get("pid")):
+            return "running"
+    return "stopped"
+
+
+def _writer(row: dict[str, Any], claim: ClaimState) -> tuple[str | None, bool]:
+    """(host that writes the run, whether its process can be checked from here)."""
+    host = claim.holder.get("host") if claim.holder else row.get("host")
+    host = _text(host)
+    return host, host is None or host == socket.gethostname()
+
+
+def _alive(pid: Any) -> bool:
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid_alive(pid)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def _seconds(stamp: Any) -> float | None:
+    """A manifest time ('2026-11-26T10:00:00Z') as POSIX seconds; None when absent or unreadable."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def manifest_body(text: Any) -> dict[str, Any]:
+    """A stored manifest (JSON text) as a dict ({} when empty; a note when it is not a JSON object)."""
+    import json
+
+    if text is None:
+        return {}
+    text = str(np.asarray(text).item()) if isinstance(text, np.ndarray) else str(text)
+    if not text:
+        return {}
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {"manifest_error": "the stored manifest is not a JSON object"}
+
+
+def last_write(path: PathLike, index: Sequence[int]) -> float | None:
+    """When the run at `index` last wrote anything (mtime of its write-sequence chunk), or None."""
+    try:
+        return os.stat(Path(path) / WRITE_SEQ / "c" / "/".join(str(int(i)) for i in index)).st_mtime
+    except OSError:
+        return None
+
+
+def read_progress(path: PathLike, stall_s: float = STALL_S,
+                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> list[RunProgress]:
+    """Every run's progress, once (`ProgressReader` for repeated reads)."""
+    return ProgressReader(path, stall_s, total_iterates).read()
+
+
+# ---------------------------------------------------------------------------------------- totals and text
+def totals(runs: Sequence[RunProgress], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
+    """Per group of `by` labels (first-seen order): runs, each status's count, stalled, env steps and their
+    rate summed over running runs, and the longest ETA."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    for r in runs:
+        labels = tuple(getattr(r.key, d) for d in by)
+        g = groups.setdefault(labels, {**dict(zip(by, labels, strict=True)), "runs": 0, "stalled": 0,
+                                       **{s: 0 for s in STATUSES}, "env_steps": 0.0, "steps_per_s": 0.0,
+                                       "eta_s": None})
+        g["runs"] += 1
+        g[r.status] = g.get(r.status, 0) + 1
+        g["stalled"] += int(r.stalled)
+        g["env_steps"] += r.env_steps or 0.0
+        g["steps_per_s"] += r.steps_per_s or 0.0
+        if r.eta_s is not None:
+            g["eta_s"] = max(g["eta_s"] or 0.0, r.eta_s)
+    return list(groups.values())
+
+
+def duration(seconds: float | None) -> str:
+    """'45s', '12m', '3h05m', '2d04h'; '' for None or NaN."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def steps_text(steps: float | None) -> str:
+    """Env steps as shown: 1.2M from a million on, 12.3k from ten thousand, else with separators."""
+    if steps is None or not math.isfinite(steps):
+        return ""
+    if steps >= 1e6:
+        return f"{steps / 1e6:.1f}M"
+    return f"{steps / 1e3:.1f}k" if steps >= 1e4 else f"{steps:,.0f}"
+
+
+def clock(seconds: float | None) -> str:
+    """A POSIX time as local 'HH:MM:SS' (today) or 'MM-DD HH:MM' (earlier); '' for None."""
+    if seconds is None:
+        return ""
+    t = time.localtime(seconds)
+    today = time.localtime()
+    same_day = (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday)
+    return time.strftime("%H:%M:%S" if same_day else "%m-%d %H:%M", t)
