@@ -16,7 +16,12 @@ ceil(num_envs T / steps per update) updates, ours runs updates until every env f
 crax's train numbers are its logger's `episodic/sum_reward` and `episodic/cost` (the episodes that
 ended in that epoch; its sums omit the first step of every episode after the first).
 
+PPO-Saute: crax has no option for this project's default budget (undiscounted, full every episode); the
+script says so and compares like for like only with `--config` setting `[ppo_saute] budget_discount = 0.99,
+reset_budget = "termination"` (crax's formulation, which it then passes to crax as `gamma_budget`).
+
     .venv/bin/python bench/learning_parity.py --algos ppo_lag --seeds 0,1            # CPU: circle, 64 envs
+    .venv/bin/python bench/learning_parity.py --algos ppo_pid,crpo --seeds 0,1 --bound 2.5 --iterates 12
     .venv/bin/python bench/learning_parity.py --tiny                                 # logic check, ~2 min
     python3 bench/learning_parity.py --paper --algos ppo_lag,focops --seeds 0,1 --iterates 3   # GPU
 """
@@ -44,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", default="circle")
-    p.add_argument("--algos", default="ppo,ppo_lag,p3o,focops")
+    p.add_argument("--algos", default="ppo,ppo_lag,p3o,focops", help="any of ppo, ppo_lag, p3o, focops, ppo_pid, "
+                   "ppo_saute, crpo")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--bound", type=float, default=25.0)
     p.add_argument("--iterates", type=int, default=20, help="J: iterates of num_envs episodes each")
@@ -121,20 +127,38 @@ def crax_kwargs(algo: str, cfg: Any, bound: float) -> dict[str, Any]:
         return {"safety_bound": bound, "initial_nu": cfg.focops.nu_init, "nu_lr": cfg.focops.nu_lr,
                 "nu_max": cfg.focops.nu_max, "focops_lam": cfg.focops.temperature,
                 "focops_eta": cfg.focops.kl_threshold}
+    if algo == "ppo_pid":
+        pc = cfg.ppo_pid
+        return {"clipping_epsilon": cfg.clip_epsilon, "safety_bound": bound, "initial_lambda_lagr": pc.init,
+                "pid_kp": pc.kp, "pid_ki": pc.ki, "pid_kd": pc.kd, "pid_integral_clip": pc.integral_clip,
+                "pid_lambda_clip": pc.lambda_max, "pid_deriv_ema_beta": pc.derivative_ema}
+    if algo == "ppo_saute":
+        sc = cfg.ppo_saute
+        return {"clipping_epsilon": cfg.clip_epsilon, "safety_bound": bound, "gamma_budget": sc.budget_discount,
+                "violation_penalty": sc.penalty, "normalize_budget_obs": sc.normalize_budget_obs}
+    if algo == "crpo":
+        return {"clipping_epsilon": cfg.clip_epsilon, "safety_bound": bound, "crpo_eta": cfg.crpo.eta}
     raise ValueError(algo)
+
+
+def saute_mismatch(cfg: Any) -> str:
+    """'' if our PPO-Saute options are ones crax can train too, else what crax cannot do."""
+    sc = cfg.ppo_saute
+    diffs = [f"reset_budget = {sc.reset_budget!r} (crax: 'termination')"] if sc.reset_budget != "termination" else []
+    diffs += ["clip_budget = false (crax clips to [0, 3d])"] if not sc.clip_budget else []
+    return "; ".join(diffs)
 
 
 def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, log: bool,
              evaluate: Any) -> dict[str, Any]:
     import functools
 
-    from train.config import TASKS
-    from train.envs import import_crax
+    from train.algorithms import algorithm
+    from train.envs import crax_environment
 
-    envs = import_crax()
     mod = importlib.import_module(f"crax.training.agents.{algo}.train")
     networks = importlib.import_module("crax.training.agents.ppo.networks")
-    env = envs.get_environment(TASKS[task], level=1, episode_length=cfg.episode_length)
+    env = crax_environment(task, cfg.episode_length)  # the label's level, as crax takes it
     J, per_iterate = cfg.n_iterates, cfg.num_envs * cfg.episode_length
     epochs: list[dict[str, float]] = []
     logs: list[dict[str, float]] = []
@@ -148,7 +172,8 @@ def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, log: bool,
 
     factory = functools.partial(networks.make_ppo_networks, policy_hidden_layer_sizes=cfg.policy_hidden,
                                 value_hidden_layer_sizes=cfg.value_hidden,
-                                cost_value_hidden_layer_sizes=None if algo == "ppo" else cfg.cost_value_hidden)
+                                cost_value_hidden_layer_sizes=cfg.cost_value_hidden if algorithm(algo).cost_critic
+                                else None)
     acting = importlib.import_module("crax.training.acting")
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(acting, "Evaluator", NoEvaluator):
@@ -183,19 +208,24 @@ class NoEvaluator:
         return {}
 
 
-def crax_evaluator(runner: Any, cfg: Any, algo: str, seed_iterate: tuple[int, int]) -> Any:
-    """Roll out crax's final (normalizer, policy, value) with our evaluator: same eval keys as ours."""
-    from train.algorithms import algorithm
-    from train.core import Params, make_train
+def crax_evaluator(runner: Any, cfg: Any, algo: str, seed_iterate: tuple[int, int], bound: float) -> Any:
+    """Roll out crax's final (normalizer, policy, value) with our evaluator: same eval keys as ours (PPO-Saute:
+    the budget-augmented observation, as crax's Saute env gives it)."""
+    import jax.numpy as jnp
+
+    from train.algorithms import d_step
     from train.nets import Normalizer
 
-    template = make_train(cfg, runner.env).template()
-    program = runner.program(1, algorithm(algo).uses_multiplier)  # the program ours ran: no new compile
+    program = runner.program_for([algo])  # the program ours ran: no new compile
+    template = program.trainer.template()
 
     def evaluate(params: Any) -> dict[str, tuple[float, float]]:
+        from train.core import Params
+
         norm, policy, value = params[:3]
         state = SimpleNamespace(params=Params(policy, value, template["cost_value"]),
-                                normalizer=Normalizer(norm.count, norm.mean, norm.summed_variance, norm.std))
+                                normalizer=Normalizer(norm.count, norm.mean, norm.summed_variance, norm.std),
+                                d_step=jnp.float32(d_step(cfg, bound)))
         ev = program.evaluate(state, [seed_iterate[0]], seed_iterate[1])
         return {"expl": (float(np.mean(ev.expl_reward)), float(np.mean(ev.expl_cost))),
                 "greedy": (float(np.mean(ev.greedy_reward)), float(np.mean(ev.greedy_cost)))}
@@ -276,13 +306,16 @@ def main() -> int:
         prepare_store(out, cfg, algos, [a.task], [a.bound], seeds)
         runner = Runner(out, cfg, a.task, make_env)
         for algo in algos:
+            if algo == "ppo_saute" and saute_mismatch(cfg):
+                print(f"NOTE ppo_saute: ours uses {saute_mismatch(cfg)}, which crax's Saute cannot; crax trains "
+                      f"its own with gamma_budget {cfg.ppo_saute.budget_discount:g}: not like for like", flush=True)
             ours, crax = {}, {}
             for s in seeds:
                 t0 = time.perf_counter()
                 ours[s] = run_ours(runner, out, algo, a.bound, s)
                 t1 = time.perf_counter()
                 crax[s] = run_crax(algo, cfg, a.task, a.bound, s, a.crax_log == "on",
-                                   crax_evaluator(runner, cfg, algo, (s, cfg.n_iterates - 1)))
+                                   crax_evaluator(runner, cfg, algo, (s, cfg.n_iterates - 1), a.bound))
                 print(f"[{algo} seed {s}: ours {t1 - t0:.0f} s, crax {time.perf_counter() - t1:.0f} s wall; "
                       f"steps/s ours {ours[s]['sps']:,.0f} crax {crax[s]['sps']:,.0f}]", flush=True)
             report(algo, cfg, seeds, ours, crax, a.every)

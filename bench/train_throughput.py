@@ -12,6 +12,13 @@ replaced by a no-op (it is outside the timed epochs anyway).
     .venv/bin/python bench/train_throughput.py --num-envs 2048 --episode-length 2000 \\
         --batch-size 1024 --num-minibatches 32 --iterates 4      # the paper's sizes (GPU)
 
+`--group N` measures ours as a vmapped group of N runs (seeds 0..N-1 through `Runner.run_group`, the path
+`saferl train --parallel-runs N` takes) against crax one run at a time, and prints a `GRID` line: the device
+hours of `--grid-runs` runs of `--grid-steps` env steps each (the paper: 90 runs = 3 bounds x 30 seeds per
+task and algorithm, 5e8 steps) both ways, ours = ceil(runs / N) groups x (steps / per-run steps/s in the group
++ compile), crax = runs x (steps / its steps/s + its compile), and their ratio. `bench/gpu_suite.sh` sums
+them over the paper's grid.
+
 `--profile` adds where one update of ours spends its time, each phase compiled and timed on its own:
 the env's physics alone (its `step` under random actions), the rollout (physics plus policy inference),
 the whole compiled update (rollout, advantages, normaliser, SGD, multiplier), and the host's share
@@ -23,7 +30,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import functools
 import io
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +58,11 @@ def _args() -> argparse.Namespace:
     p.add_argument("--skip-crax", action="store_true")
     p.add_argument("--skip-ours", action="store_true")
     p.add_argument("--profile", action="store_true", help="time the phases of one of our updates")
+    p.add_argument("--group", type=int, default=0, help="ours as a vmapped group of N runs (0: one run)")
+    p.add_argument("--grid-runs", type=int, default=90, help="runs per task and algorithm for the GRID line")
+    p.add_argument("--grid-steps", type=float, default=5e8, help="env steps per run for the GRID line")
+    p.add_argument("--tiny", action="store_true", help="8-unit networks and 2 eval episodes (CPU checks)")
+    p.add_argument("--cache", default="", help="persistent jax compile cache folder (default: none)")
     return p.parse_args()
 
 
@@ -69,20 +84,50 @@ def run_ours(cfg: Any, bound: float, task: str, algo: str) -> dict[str, float]:
             "measured_steps": float(steps.sum()), "total_s": total}
 
 
+def run_ours_group(cfg: Any, bound: float, task: str, algo: str, n: int) -> dict[str, float]:
+    """A vmapped group of n runs (seeds 0..n-1): aggregate and per-run env steps/s (iterates 2.., every
+    episode written to a cube) and the compile (the first iterate minus what it would take compiled)."""
+    from cube import RunKey
+    from train.envs import make_crax_env
+    from train.record import prepare_store
+    from train.runner import Runner
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.zarr"
+        prepare_store(out, cfg, [algo], [task], [bound], list(range(n)))
+        runner = Runner(out, cfg, task, make_crax_env)
+        t0 = time.perf_counter()
+        results = runner.run_group([RunKey(algo, task, bound, s) for s in range(n)])
+        total = time.perf_counter() - t0
+    steps = np.sum([r.iterate_steps for r in results], axis=0).astype(float)  # [iterates], all runs
+    wall = np.max([r.iterate_wall_s for r in results], axis=0)  # a group iterate ends with its last write
+    agg = steps[1:].sum() / wall[1:].sum()
+    return {"sps": agg, "per_run_sps": agg / n, "compile_s": wall[0] - steps[0] / agg,
+            "measured_steps": float(steps[1:].sum()), "total_s": total}
+
+
+def grid_hours(ours: dict[str, float], crax: dict[str, float], group: int, runs: int,
+               steps: float) -> tuple[float, float]:
+    """(ours, crax) device hours of `runs` runs of `steps` env steps: ours in groups of `group`, crax one at a time."""
+    ours_h = math.ceil(runs / group) * (steps / ours["per_run_sps"] + max(ours["compile_s"], 0.0)) / 3600
+    crax_h = runs * (steps / crax["sps"] + max(crax["compile_s"], 0.0)) / 3600
+    return ours_h, crax_h
+
+
 def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[str, float]:
     import importlib
     from unittest import mock
 
     from learning_parity import NoEvaluator, crax_kwargs
 
-    from train.config import TASKS
-    from train.envs import import_crax
+    from train.algorithms import algorithm
+    from train.envs import crax_environment, import_crax
 
-    envs = import_crax()
+    import_crax()
     mod = importlib.import_module(f"crax.training.agents.{algo}.train")  # the module, not the function
     acting = importlib.import_module("crax.training.acting")
 
-    env = envs.get_environment(TASKS[task], level=1, episode_length=cfg.episode_length)
+    env = crax_environment(task, cfg.episode_length)  # the label's level, as crax takes it
     epochs: list[dict[str, float]] = []
 
     def progress(step: int, metrics: dict[str, Any]) -> None:
@@ -91,6 +136,11 @@ def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[st
                            "walltime": float(metrics["training/walltime"])})
 
     per_epoch = (cfg.n_iterates - 1) * cfg.num_envs * cfg.episode_length  # same measured work as ours
+    networks = importlib.import_module("crax.training.agents.ppo.networks")
+    factory = functools.partial(networks.make_ppo_networks, policy_hidden_layer_sizes=cfg.policy_hidden,
+                                value_hidden_layer_sizes=cfg.value_hidden,
+                                cost_value_hidden_layer_sizes=cfg.cost_value_hidden if algorithm(algo).cost_critic
+                                else None)
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), mock.patch.object(acting, "Evaluator", NoEvaluator):
         mod.train(
@@ -99,7 +149,7 @@ def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[st
             discounting=cfg.discount, unroll_length=cfg.unroll_length, batch_size=cfg.batch_size,
             num_minibatches=cfg.num_minibatches, num_updates_per_batch=cfg.num_epochs,
             normalize_observations=True, reward_scaling=cfg.reward_scaling, gae_lambda=cfg.gae_lambda, seed=0,
-            num_evals=3, num_eval_envs=1, log_training_metrics=log, progress_fn=progress,
+            num_evals=3, num_eval_envs=1, log_training_metrics=log, progress_fn=progress, network_factory=factory,
             **crax_kwargs(algo, cfg, bound))
     total = time.perf_counter() - t0
     first, second = epochs[0], epochs[1]
@@ -128,15 +178,18 @@ def profile_ours(cfg: Any, bound: float, task: str, algo: str) -> dict[str, floa
     import jax
     import jax.numpy as jnp
 
-    from train.algorithms import algorithm, d_step
+    from train.algorithms import algorithm, d_step, initial_state
     from train.core import make_train
     from train.envs import make_crax_env
 
     env = make_crax_env(task, cfg.episode_length)
     spec = algorithm(algo)
-    trainer = make_train(cfg, env, cost_critic=spec.uses_multiplier)
+    if spec.budget:
+        raise SystemExit("--profile times the plain observation path; it does not cover ppo_saute")
+    trainer = make_train(cfg, env, cost_critic=spec.cost_critic, budget=spec.budget)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jnp.int32(spec.id),
-                                  jnp.float32(spec.initial_multiplier(cfg)), jnp.float32(d_step(cfg, bound)))
+                                  jnp.float32(spec.initial_multiplier(cfg)), jnp.float32(d_step(cfg, bound)),
+                                  jnp.asarray(initial_state(algo, cfg), jnp.float32))
     v_step, n, steps = jax.vmap(env.step), cfg.num_envs, cfg.steps_per_update
     dist = trainer.networks.parametric_action_distribution
     policy = trainer.networks.policy_network
@@ -198,8 +251,15 @@ def main() -> int:
     cfg = TrainConfig(total_env_steps=a.iterates * a.num_envs * a.episode_length, episode_length=a.episode_length,
                       num_envs=a.num_envs, unroll_length=a.unroll_length, batch_size=a.batch_size,
                       num_minibatches=a.num_minibatches, num_epochs=a.epochs, eval_episodes=8)
+    if a.tiny:
+        cfg = dataclasses.replace(cfg, policy_hidden=(8, 8), value_hidden=(8, 8), cost_value_hidden=(8, 8),
+                                  eval_episodes=2)
     cfg.validate()
     import jax
+
+    if a.cache:
+        jax.config.update("jax_compilation_cache_dir", a.cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
     print(f"device: {jax.devices()[0].device_kind} x{len(jax.devices())}; {a.algo} on {a.task}; "
           f"envs {cfg.num_envs}, T {cfg.episode_length}, unroll {cfg.unroll_length}, batch {cfg.batch_size}, "
@@ -207,8 +267,11 @@ def main() -> int:
           f"value/cost {cfg.value_hidden}", flush=True)
     rows = {}
     if not a.skip_ours:
-        rows["saferl"] = run_ours(cfg, a.bound, a.task, a.algo)
-        print(f"saferl: {rows['saferl']}", flush=True)
+        if a.group:
+            rows["saferl"] = run_ours_group(cfg, a.bound, a.task, a.algo, a.group)
+        else:
+            rows["saferl"] = run_ours(cfg, a.bound, a.task, a.algo)
+        print(f"saferl{f' x{a.group} vmapped' if a.group else ''}: {rows['saferl']}", flush=True)
     if not a.skip_crax:
         for log in (("on", "off") if a.crax_log == "both" else (a.crax_log,)):
             rows[f"crax log {log}"] = run_crax(cfg, a.bound, a.task, a.algo, log == "on")
@@ -221,6 +284,19 @@ def main() -> int:
         if "saferl" in rows:
             print(f"ratio saferl / {name}: {rows['saferl']['sps'] / rows[name]['sps']:.2f}x "
                   "(saferl writes every episode to a cube)")
+    if not a.group and "saferl" in rows and len(rows) > 1:
+        name = next(n for n in rows if n != "saferl")
+        print(f"THROUGHPUT task={a.task} algo={a.algo} ours_sps={rows['saferl']['sps']:.0f} "
+              f"crax_sps={rows[name]['sps']:.0f} ratio={rows['saferl']['sps'] / rows[name]['sps']:.3f} "
+              f"ours_compile_s={rows['saferl']['compile_s']:.1f} crax_compile_s={rows[name]['compile_s']:.1f} "
+              f"crax={name.replace(' ', '_')}", flush=True)
+    if a.group and "saferl" in rows and len(rows) > 1:
+        name = next(n for n in rows if n != "saferl")
+        ours_h, crax_h = grid_hours(rows["saferl"], rows[name], a.group, a.grid_runs, a.grid_steps)
+        print(f"GRID task={a.task} algo={a.algo} group={a.group} runs={a.grid_runs} steps={a.grid_steps:.3g} "
+              f"ours_run_sps={rows['saferl']['per_run_sps']:.0f} ours_agg_sps={rows['saferl']['sps']:.0f} "
+              f"crax_sps={rows[name]['sps']:.0f} ours_h={ours_h:.4g} crax_h={crax_h:.4g} "
+              f"ratio={ours_h / crax_h:.3f} crax={name.replace(' ', '_')}", flush=True)
     if a.profile:
         print_profile(profile_ours(cfg, a.bound, a.task, a.algo), rows)
     return 0

@@ -147,3 +147,123 @@ def test_evaluate_without_checkpoints_is_one_line(capsys: pytest.CaptureFixture[
     create_store(out, algos=["ppo"], tasks=["circle"], bounds=[15.0], seeds=[0], n_iterates=2, n_episodes=3)
     rc, err = _saferl(capsys, "evaluate", str(out), "--iterate", "1")
     assert rc == 2 and "no checkpoint at iterate 1" in err, err
+
+
+# ------------------------------------------------------------------- tasks, levels, presets, new algorithms
+def _plan(*argv: str):  # noqa: ANN202
+    import argparse
+
+    from train.cli import build_plan, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return build_plan(parser.parse_args(["train", "--out", "unused.zarr", *argv]))
+
+
+def test_task_labels_cover_every_crax_task_and_level() -> None:
+    from train.tasks import FAMILIES, TASK_SPECS, task_spec
+
+    assert len(FAMILIES) == 16 and len(TASK_SPECS) == 48
+    assert {s.env for s in TASK_SPECS.values()} == {f.env for f in FAMILIES}
+    # the paper's Point level-1 labels are unchanged (existing stores keep working)
+    for short in ("goal", "circle", "push", "button"):
+        assert task_spec(short).level == 1 and task_spec(short).env == f"safe_{short}_point"
+    assert task_spec("goal_l2").level == 2 and task_spec("circle_l3").env == "safe_circle_point"
+    assert task_spec("velocity_walker2d_l3").velocity_agent == "walker2d"
+    assert task_spec("lift_humanoid_l2").family.level_via == "difficulty"
+    assert task_spec("lift_ant_l1").family.episode_length == 500
+    assert task_spec("reacher_l2").family.episode_length == 200
+
+
+@pytest.mark.parametrize("label, match", [
+    ("maze", "unknown task 'maze'; choose from goal, circle, push, button (Point, level 1)"),
+    ("goal_l4", "crax-bench has levels 1-3 of goal, not 4"),
+    ("lift_ant_l0", "crax-bench has levels 1-3 of lift_ant, not 0"),
+    ("goal_l1", "Point level 1 is labelled 'goal'"),
+    ("lift_ant", "needs a level: lift_ant_l1, lift_ant_l2, lift_ant_l3"),
+    ("safe_velocity_hopper", "crax's env name; saferl labels it by level: velocity_hopper_l1"),
+])
+def test_bad_task_or_level_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, label: str,
+                                       match: str) -> None:
+    rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), "--algo", "ppo_pid", "--task", label,
+                      "--bound", "25", "--seed", "0")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and match in lines[0], err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_unknown_algorithm_lists_the_new_ones(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), "--algo", "sac_pid", "--task", "goal_l2",
+                      "--bound", "25", "--seed", "0")
+    assert rc == 2 and "choose from ppo, ppo_lag, p3o, focops, ppo_pid, ppo_saute, crpo" in err
+    assert not (tmp_path / "c.zarr").exists()
+
+
+def test_presets() -> None:
+    from train.tasks import TASK_SPECS
+
+    paper = _plan("--preset", "paper")
+    assert paper.algos == ("ppo", "ppo_lag", "p3o", "focops") and paper.tasks == ("goal", "circle", "push", "button")
+    assert paper.all_bounds() == (15.0, 25.0, 50.0) and len(paper.grid_keys()) == 4 * 4 * 3 * 30
+    suite = _plan("--preset", "crax-suite")
+    assert suite.algos == ("ppo", "ppo_lag", "p3o", "focops", "ppo_pid", "ppo_saute", "crpo")
+    assert len(suite.tasks) == 16 and all(TASK_SPECS[t].level == 1 for t in suite.tasks)
+    assert suite.bounds_of("circle") == (15.0, 25.0, 50.0) == suite.bounds_of("height_humanoid_l1")
+    assert suite.bounds_of("velocity_hopper_l1") == (150.0, 250.0, 500.0) == suite.bounds_of("lift_ant_l1")
+    assert suite.all_bounds() == (15.0, 25.0, 50.0, 150.0, 250.0, 500.0)
+    assert len(suite.grid_keys()) == 7 * 16 * 3 * 10  # only each task's own bounds are runs
+    assert {k.bound for k in suite.grid_keys() if k.task == "reacher_l1"} == {150.0, 250.0, 500.0}
+    assert suite.config == TrainConfig()
+    # --tasks / --bounds beside a preset replace its lists; the smoke preset works with any algorithms and tasks
+    some = _plan("--preset", "crax-suite", "--tasks", "goal_l2,velocity_ant_l3", "--seeds", "0")
+    assert some.bounds_of("velocity_ant_l3") == (150.0, 250.0, 500.0)
+    assert some.bounds_of("goal_l2") == (15.0, 25.0, 50.0)
+    fixed = _plan("--preset", "crax-suite", "--bounds", "7", "--seeds", "0")
+    assert fixed.all_bounds() == (7.0,) and len(fixed.grid_keys()) == 7 * 16
+    smoke = _plan("--preset", "smoke", "--algos", "ppo_pid,ppo_saute,crpo", "--tasks", "lift_ant_l2,circle_l3")
+    assert smoke.config == SMOKE and smoke.algos == ("ppo_pid", "ppo_saute", "crpo")
+    assert smoke.tasks == ("lift_ant_l2", "circle_l3") and smoke.all_bounds() == (2.0,)
+    assert _plan("--preset", "smoke").algos == ("ppo", "ppo_lag", "p3o", "focops")  # as README says
+
+
+def test_new_algorithm_defaults_and_variant_labels() -> None:
+    c = TrainConfig()
+    pid = c.ppo_pid  # crax-bench's ppo_pid defaults (its CLI and train())
+    assert (pid.kp, pid.ki, pid.kd, pid.integral_clip, pid.lambda_max, pid.derivative_ema, pid.init) == (
+        10.0, 0.01, 0.01, 1.0, 1e6, 0.95, 0.0)
+    assert pid.normalize_cost_advantage and c.crpo.normalize_cost_advantage and c.crpo.eta == 0.0
+    sc = c.ppo_saute  # ours: gamma_b = 1 and a full budget every episode; crax's penalty, clip and observation
+    assert (sc.budget_discount, sc.reset_budget, sc.penalty, sc.clip_budget, sc.normalize_budget_obs) == (
+        1.0, "episode", -1.0, True, True)
+    d = config_to_dict(c)
+    assert variant_label(d, "ppo_pid") == "crax" == variant_label(d, "crpo") == variant_label(d, "ppo")
+    assert variant_label(d, "ppo_saute") == "saute.gamma_b=1 saute.reset=episode"
+    crax_saute = with_overrides(c, {"ppo_saute": {"budget_discount": 0.99, "reset_budget": "termination"}})
+    assert variant_label(config_to_dict(crax_saute), "ppo_saute") == "crax"
+    assert variant_label(d) == "crax"  # no algorithm: the shared options and the paper's algorithms'
+    lag = config_to_dict(with_overrides(c, {"focops": {"loss": "paper"}}))
+    assert variant_label(lag, "ppo_lag") == "crax" and variant_label(lag, "focops") == "focops.loss=paper"
+    assert variant_label({"num_envs": 8}, "ppo_lag") == "legacy"
+
+
+def test_stored_configs_before_the_new_sections_still_match() -> None:
+    from train.config import ADDED_SECTIONS, upgrade_stored_config
+
+    old = {k: v for k, v in config_to_dict(TrainConfig()).items() if k not in ADDED_SECTIONS}
+    assert upgrade_stored_config(old) == config_to_dict(TrainConfig())
+    changed = {**old, "ppo_saute": {**config_to_dict(TrainConfig())["ppo_saute"], "penalty": -2.0}}
+    assert upgrade_stored_config(changed)["ppo_saute"]["penalty"] == -2.0  # a stored section is kept as is
+
+
+@pytest.mark.parametrize("text, match", [
+    ("[ppo_saute]\nbudget_discount = 0\n", "ppo_saute.budget_discount must be in (0, 1]"),
+    ('[ppo_saute]\nreset_budget = "never"\n', "ppo_saute.reset_budget must be one of 'episode', 'termination'"),
+    ("[ppo_pid]\nderivative_ema = 2\n", "derivative_ema in [0, 1]"),
+    ("[crpo]\nkappa = 1\n", "unknown key 'crpo.kappa'"),
+])
+def test_new_sections_toml_errors_are_one_line(tmp_path: Path, text: str, match: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(CubeError, match=match.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")) as info:
+        load_toml(p)
+    assert "\n" not in str(info.value)

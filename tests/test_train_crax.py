@@ -1,5 +1,7 @@
-"""Integration: all four algorithms for a few iterates on CRAX Safe Circle Point (tiny sizes), the cube
-they write, and `saferl evaluate` restoring episodes from a stored checkpoint.
+"""Integration: the paper's four algorithms, PPO-PID and CRPO for a few iterates on CRAX Safe Circle Point (tiny
+sizes), the cube they write, and `saferl evaluate` restoring episodes from a stored checkpoint (PPO-Saute, which
+needs a program of its own, trains on the toy task in tests/test_train_beyond.py and on circle in
+bench/learning_parity.py).
 
 One module-scoped training grid shares a single compile of the training loop and of the evaluation
 rollout (circle compiles fastest). A persistent compilation cache in a temporary folder lets
@@ -19,7 +21,7 @@ jax = pytest.importorskip("jax")
 
 from cube import open_cube, read_manifests, write_episodes  # noqa: E402
 from cube.schema import RunKey  # noqa: E402
-from train.algorithms import ALGOS  # noqa: E402
+from train.algorithms import PAPER_ALGOS  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
 from train.record import prepare_store  # noqa: E402
 from train.runner import Runner  # noqa: E402
@@ -29,6 +31,8 @@ CFG = TrainConfig(total_env_steps=3 * 8 * 32, episode_length=32, num_envs=8, unr
                   num_minibatches=2, num_epochs=1, policy_hidden=(16, 16), value_hidden=(16, 16),
                   cost_value_hidden=(16, 16), eval_episodes=4, eval_every=2)
 BOUND = 1.0
+ALGOS = (*PAPER_ALGOS, "ppo_pid", "crpo")
+"""One compile for PPO, one for the five constrained ones (a `lax.switch` over the algorithm)."""
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +74,16 @@ def test_multiplier_and_diagnostics_recorded(trained: tuple[Path, Path]) -> None
     ds = open_cube(trained[0])
     mult = ds["multiplier"].load()
     assert mult.sel(algo="ppo").isnull().all()
-    for algo in ("ppo_lag", "p3o", "focops"):
+    for algo in ("ppo_lag", "p3o", "focops", "ppo_pid"):
         assert mult.sel(algo=algo).notnull().all()
+    assert mult.sel(algo="crpo").isnull().all() and (mult.sel(algo="ppo_pid") >= 0).all()
+    for name in ("pid_integral", "pid_error", "pid_derivative"):
+        assert ds[name].sel(algo="ppo_pid").notnull().all() and ds[name].sel(algo="ppo_lag").isnull().all()
+    # the PID error is the last update's mean per-step cost (circle: 0 or 0.1 a step) minus d/T = 1/32
+    err = ds["pid_error"].sel(algo="ppo_pid").values
+    assert ((err >= -1 / 32 - 1e-6) & (err <= 0.1 - 1 / 32 + 1e-6)).all()
+    regime = ds["crpo_regime"].sel(algo="crpo").values
+    assert set(np.unique(regime)) <= {0.0, 1.0} and ds["crpo_regime"].sel(algo="focops").isnull().all()
     assert (mult.sel(algo="ppo_lag") >= 0).all()
     assert (mult.sel(algo="p3o") >= CFG.p3o.kappa_init - 1e-9).all()
     assert ((mult.sel(algo="focops") >= 0) & (mult.sel(algo="focops") <= CFG.focops.nu_max)).all()
@@ -82,7 +94,7 @@ def test_multiplier_and_diagnostics_recorded(trained: tuple[Path, Path]) -> None
 
 def test_manifest_complete(trained: tuple[Path, Path]) -> None:
     rows = read_manifests(trained[0])
-    assert len(rows) == 4
+    assert len(rows) == len(ALGOS)
     for row in rows:
         assert row["status"] == "complete" and row["iterates_done"] == 3
         assert row["env"] == "safe_circle_point" and row["config"]["episode_length"] == 32

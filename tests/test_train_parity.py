@@ -4,9 +4,11 @@ For each algorithm one batch (observations, raw actions, behaviour log-probs, re
 and truncation flags, the networks' values, the multiplier) goes through crax's loss function - the very
 closure its `train()` hands to the PPO core, captured by replacing `ppo_train.train` - and through
 `train.core.make_loss`; losses and every gradient leaf must agree to float32 tolerance. The multiplier
-updates go through crax's `post_step_fn` (same capture) and `train.algorithms`; the advantage estimator
-through crax's `compute_gae` and `train.losses.brax_gae`; the reset semantics through crax's
-AutoResetWrapper and `reset = "replay"` on a tiny fake env. No MJX is compiled: a few seconds in all.
+updates (PPO-PID's whole PID state, CRPO's regime switch) go through crax's `post_step_fn` (same capture)
+and `train.algorithms`; the advantage estimator through crax's `compute_gae` and `train.losses.brax_gae`;
+the reset semantics through crax's AutoResetWrapper and `reset = "replay"` on a tiny fake env; PPO-Saute's
+budget, observed budget and shaped reward through crax's SauteWrapper (inside crax's training wrappers) and
+our rollout on a fake env with costs, terminations and time limits. No MJX is compiled: a minute in all.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from train import losses as L  # noqa: E402
-from train.algorithms import algorithm, d_step  # noqa: E402
+from train.algorithms import STATE_SIZE, algorithm, d_step  # noqa: E402
 from train.config import TrainConfig, with_overrides  # noqa: E402
 from train.core import LossContext, Params, Transition, make_loss, make_train  # noqa: E402
 from train.envs import EnvFns, autoreset_restore, import_crax  # noqa: E402
@@ -68,6 +70,13 @@ def crax_hooks(monkeypatch: pytest.MonkeyPatch, algo: str, cfg: TrainConfig, bou
     elif algo == "focops":
         mod.train(**common, initial_nu=cfg.focops.nu_init, nu_lr=cfg.focops.nu_lr, nu_max=cfg.focops.nu_max,
                   focops_lam=cfg.focops.temperature, focops_eta=cfg.focops.kl_threshold)
+    elif algo == "ppo_pid":
+        pc = cfg.ppo_pid
+        mod.train(**common, clipping_epsilon=cfg.clip_epsilon, initial_lambda_lagr=pc.init, pid_kp=pc.kp,
+                  pid_ki=pc.ki, pid_kd=pc.kd, pid_integral_clip=pc.integral_clip, pid_lambda_clip=pc.lambda_max,
+                  pid_deriv_ema_beta=pc.derivative_ema)
+    elif algo == "crpo":
+        mod.train(**common, clipping_epsilon=cfg.clip_epsilon, crpo_eta=cfg.crpo.eta)
     else:
         raise ValueError(algo)
     return captured
@@ -130,10 +139,11 @@ def assert_trees_close(ours: Any, theirs: Any, what: str) -> None:
 
 
 def our_loss_and_grads(cfg: TrainConfig, nets: Any, params: Params, normalizer: Any, data: Transition,
-                       algo: str, mult: float, last_violation: float, key: jax.Array) -> tuple[Any, Any, Any]:
-    loss = make_loss(cfg, nets, cost_critic=algorithm(algo).uses_multiplier)  # as the runner builds it
+                       algo: str, mult: float, last_violation: float, key: jax.Array,
+                       state: tuple[float, ...] = ()) -> tuple[Any, Any, Any]:
+    loss = make_loss(cfg, nets, cost_critic=algorithm(algo).cost_critic)  # as the runner builds it
     ctx = LossContext(jnp.int32(algorithm(algo).id), jnp.float32(mult), jnp.float32(d_step(cfg, BOUND)),
-                      jnp.float32(last_violation))
+                      jnp.float32(last_violation), jnp.asarray(state + (0.0,) * (STATE_SIZE - len(state)), jnp.float32))
     (total, mets), grads = jax.value_and_grad(loss, has_aux=True)(params, normalizer, data, ctx, key)
     return total, mets, grads
 
@@ -142,7 +152,7 @@ def crax_loss_and_grads(monkeypatch: pytest.MonkeyPatch, cfg: TrainConfig, cnets
                         crax_norm: Any, data: Transition, algo: str, aux: Any, key: jax.Array) -> tuple[Any, Any]:
     cparams = ppo_losses.PPONetworkParams(policy=params.policy, value=params.value, cost_value=params.cost_value)
     cdata = to_crax(data)
-    if algo == "ppo":  # crax's PPO core: compute_ppo_loss with the core's own arguments
+    if algo in ("ppo", "ppo_saute"):  # crax's PPO core (PPO-Saute: on the Saute env): compute_ppo_loss
         loss = functools.partial(ppo_losses.compute_ppo_loss, ppo_network=cnets, entropy_cost=cfg.entropy_cost,
                                  discounting=cfg.discount, reward_scaling=cfg.reward_scaling,
                                  gae_lambda=cfg.gae_lambda, clipping_epsilon=cfg.clip_epsilon,
@@ -204,6 +214,42 @@ def test_loss_and_gradients_equal_crax(monkeypatch: pytest.MonkeyPatch, algo: st
         assert (batch_kl <= CFG.focops.kl_threshold) == (noise < 0.1), batch_kl
 
 
+BEYOND_CASES = [  # (algo, multiplier, algorithm state, log-prob noise, seed)
+    ("ppo_pid", 0.0, (0.0, 0.0, 0.0), 0.3, 12),
+    ("ppo_pid", 2.3, (0.4, 0.01, -0.002), 0.5, 13),   # lambda and PID state as after some updates
+    ("crpo", 0.0, (1.0,), 0.4, 14),                   # reward step
+    ("crpo", 0.0, (0.0,), 0.4, 15),                   # cost step: the clipped surrogate on -A_c
+    ("ppo_saute", 0.0, (), 0.3, 17),                  # plain PPO on the Saute env's batch
+]
+
+
+def _crax_aux(algo: str, mult: float, state: tuple[float, ...]) -> Any:
+    if algo == "ppo_pid":  # crax: (lambda, integral, previous error, derivative EMA), each [1]
+        return tuple(jnp.array([x], jnp.float32) for x in (mult, *state))
+    if algo == "crpo":
+        return jnp.array([state[0]], jnp.float32)
+    return None
+
+
+@pytest.mark.parametrize("algo, mult, state, noise, seed", BEYOND_CASES)
+def test_beyond_paper_losses_and_gradients_equal_crax(monkeypatch: pytest.MonkeyPatch, algo: str, mult: float,
+                                                      state: tuple[float, ...], noise: float, seed: int) -> None:
+    cnets, nets, params, normalizer, crax_norm, data = setup(CFG, seed, noise)
+    key = jax.random.PRNGKey(1000 + seed)
+    total, mets, grads = our_loss_and_grads(CFG, nets, params, normalizer, data, algo, mult, 0.0, key, state)
+    c_total, c_grads = crax_loss_and_grads(monkeypatch, CFG, cnets, params, crax_norm, data, algo,
+                                           _crax_aux(algo, mult, state), key)
+    if algo == "ppo_saute":  # crax trains it with its plain PPO: no cost critic, as our Saute programs
+        assert float(mets["cost_value_loss"]) == 0.0
+        c_grads = c_grads.replace(cost_value=grads.cost_value)
+    np.testing.assert_allclose(float(total), float(c_total), rtol=LOSS_RTOL, atol=1e-7)
+    assert_trees_close(grads, Params(c_grads.policy, c_grads.value, c_grads.cost_value), algo)
+    if algo == "crpo":  # the two regimes are different objectives (so the parity above is not vacuous)
+        other, _, _ = our_loss_and_grads(CFG, nets, params, normalizer, data, algo, mult, 0.0, key,
+                                         (1.0 - state[0],))
+        assert abs(float(other) - float(total)) > 1e-3
+
+
 def test_legacy_options_differ_from_crax(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kept alternatives really are other formulations (so the parity above is not vacuous)."""
     legacy = with_overrides(CFG, {"advantage": "gae", "p3o": {"normalize_cost_advantage": True,
@@ -250,6 +296,131 @@ def test_multiplier_updates_equal_crax(monkeypatch: pytest.MonkeyPatch, algo: st
             if algo == "p3o":  # the violation the next update's loss sees (core: last_violation)
                 np.testing.assert_allclose(float(batch_mean - d_step(CFG, BOUND)),
                                            float(np.ravel(new.aux_state[1])[0]), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("lambda0, kp", [(0.0, 10.0), (1.3, 10.0), (0.2, 3.0)])
+def test_pid_updates_equal_crax(monkeypatch: pytest.MonkeyPatch, lambda0: float, kp: float) -> None:
+    """A sequence of updates: crax's post_step_fn and ours carry lambda and the PID state along."""
+    cfg = with_overrides(CFG, {"ppo_pid": {"init": lambda0, "kp": kp, "integral_clip": 0.05}})
+    kw = crax_hooks(monkeypatch, "ppo_pid", cfg, BOUND)
+    aux = kw["init_aux_state_fn"]()
+    spec = algorithm("ppo_pid")
+    mult, state = jnp.float32(spec.initial_multiplier(cfg)), jnp.zeros((STATE_SIZE,), jnp.float32)
+    np.testing.assert_allclose(float(aux[0][0]), float(mult))
+    rng = np.random.default_rng(int(10 * lambda0 + kp))
+    # below, at, above d/T = 0.05, long enough for the integral to hit its clip and lambda to reach 0
+    for mean_cost in (0.09, 0.12, 0.08, 0.05, 0.0, 0.0, 0.01, 0.3, 0.06, 0.0, 0.0, 0.0, 0.0):
+        mb = (mean_cost + rng.normal(0, 0.005, CFG.num_minibatches * 4)).astype(np.float32)
+        per_mb = mb.reshape(CFG.num_minibatches, 4).mean(1)
+        ts = ppo_train.TrainingState(optimizer_state=None, params=None, normalizer_params=None, env_steps=None,
+                                     aux_state=aux)
+        new, _ = kw["post_step_fn"](ts, {"mean_cost": jnp.asarray(np.stack([per_mb * 0 + 9.0, per_mb]))})
+        aux = new.aux_state
+        mult, state = spec.step(cfg, mult, state, jnp.float32(mb.mean()), jnp.float32(d_step(cfg, BOUND)))
+        theirs = [float(np.ravel(x)[0]) for x in aux]
+        np.testing.assert_allclose([float(mult), *map(float, state[:3])], theirs, rtol=1e-5, atol=1e-6,
+                                   err_msg=f"cost {mean_cost}")
+    assert abs(float(state[0])) == pytest.approx(0.05)  # the anti-windup clip was reached
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.02])
+def test_crpo_regime_switch_equals_crax(monkeypatch: pytest.MonkeyPatch, eta: float) -> None:
+    cfg = with_overrides(CFG, {"crpo": {"eta": eta}})
+    kw = crax_hooks(monkeypatch, "crpo", cfg, BOUND)
+    spec = algorithm("crpo")
+    np.testing.assert_allclose(np.ravel(kw["init_aux_state_fn"]()), spec.initial_state(cfg))  # a reward step first
+    rng = np.random.default_rng(3)
+    regimes = []
+    for mean_cost in (0.0, 0.04, 0.06, 0.065, 0.08, 0.2):  # d/T = 0.05; d/T + 0.02 = 0.07
+        mb = (mean_cost + rng.normal(0, 0.001, CFG.num_minibatches * 4)).astype(np.float32)
+        per_mb = mb.reshape(CFG.num_minibatches, 4).mean(1)
+        for before in (0.0, 1.0):
+            ts = ppo_train.TrainingState(optimizer_state=None, params=None, normalizer_params=None, env_steps=None,
+                                         aux_state=jnp.array([before], jnp.float32))
+            new, _ = kw["post_step_fn"](ts, {"mean_cost": jnp.asarray(np.stack([per_mb, per_mb]))})
+            state = jnp.array([before, 0.0, 0.0], jnp.float32)
+            mult, state = spec.step(cfg, jnp.float32(0.0), state, jnp.float32(mb.mean()),
+                                    jnp.float32(d_step(cfg, BOUND)))
+            assert float(state[0]) == float(np.ravel(new.aux_state)[0]), (mean_cost, before)
+            assert float(mult) == 0.0
+        regimes.append(float(state[0]))
+    assert regimes == ([1.0, 1.0, 0.0, 0.0, 0.0, 0.0] if eta == 0 else [1.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+
+
+# ------------------------------------------------------------------------------------ PPO-Saute budget
+class _BudgetEnv:
+    """A fake crax env for the Saute budget: reset draws u into the physics state; step t (counted in the
+    physics state, so a replayed start restarts it) costs 0.6 every third step and 0.1 otherwise, pays reward
+    1 + 0.1 t, and terminates at t = 4 where u < 0.4 (the others run into the time limit)."""
+
+    def reset(self, rng: jax.Array) -> Any:
+        from crax.envs.base import State
+
+        u = jax.random.uniform(rng, ())
+        zero = jnp.zeros(())
+        return State(pipeline_state=jnp.stack([u, zero]), obs=jnp.stack([u, zero]), reward=zero, done=zero,
+                     metrics={"cost": zero}, info={"cost": zero})
+
+    def step(self, state: Any, action: jax.Array) -> Any:
+        u, t = state.pipeline_state[0], state.pipeline_state[1] + 1.0
+        cost = jnp.where(jnp.mod(t, 3.0) == 0.0, 0.6, 0.1)
+        done = ((u < 0.4) & (t >= 4.0)).astype(jnp.float32)
+        return state.replace(pipeline_state=jnp.stack([u, t]), obs=jnp.stack([u, t]), reward=1.0 + 0.1 * t,
+                             done=done, info={**state.info, "cost": cost}, metrics={**state.metrics, "cost": cost})
+
+
+@pytest.mark.parametrize("options", ["crax", "ours"])
+def test_saute_budget_and_reward_equal_crax(options: str) -> None:
+    """crax's SauteWrapper inside its training wrappers vs our rollout, step by step over restarts after
+    terminations and time limits: observed budget, budget paid from, learner's reward. With crax's options
+    (gamma_b = discount, reset at termination only) they agree; with ours (gamma_b = 1, a full budget every
+    episode) they differ exactly after a time-limit restart."""
+    from crax.envs.wrappers.saute import SauteWrapper
+    from crax.envs.wrappers.training import wrap
+
+    env, n, t_len, steps, bound = _BudgetEnv(), 6, 7, 30, 1.5
+    cfg = TrainConfig(total_env_steps=n * t_len, episode_length=t_len, num_envs=n, unroll_length=t_len,
+                      batch_size=n, num_minibatches=1, num_epochs=1, policy_hidden=(4,), value_hidden=(4,),
+                      cost_value_hidden=(4,), eval_episodes=2)
+    crax_cfg = with_overrides(cfg, {"ppo_saute": {"budget_discount": cfg.discount, "reset_budget": "termination"}})
+    key = jax.random.PRNGKey(4)
+    # crax: gamma_budget = the discount (its default), penalty -1, normalised budget observation
+    wrapped = wrap(SauteWrapper(env, safety_bound=bound, gamma_budget=cfg.discount, violation_penalty=-1.0,
+                                normalize_budget_obs=True), episode_length=t_len)
+    state = wrapped.reset(jax.random.split(jax.random.split(key, 3)[1], n))  # the layouts our init draws
+    step = jax.jit(wrapped.step)
+    c_shown, c_budget, c_reward = [], [], []
+    for _ in range(steps):
+        c_shown.append(np.asarray(state.obs[:, -1]))
+        c_budget.append(np.asarray(state.info["saute_budget"]))
+        state = step(state, jnp.zeros((n, 1)))
+        c_reward.append(np.asarray(state.reward))
+    c_shown, c_budget, c_reward = map(np.stack, (c_shown, c_budget, c_reward))
+
+    fns = EnvFns(reset=env.reset, step=env.step, observe=lambda s: (s.obs, s.reward, s.info["cost"], s.done),
+                 obs_size=2, action_size=1, name="budget", restore=autoreset_restore)
+    tr = make_train(crax_cfg if options == "crax" else cfg, fns, cost_critic=False, budget=True)
+    spec = algorithm("ppo_saute")
+    st = tr.init(key, spec.id, 0.0, bound / t_len)
+    _, data = jax.jit(tr.unroll, static_argnums=1)(st, steps)
+    shown, budget, reward = np.asarray(data.obs[..., -1]), np.asarray(data.budget), np.asarray(data.reward)
+    assert tr.obs_size == 3 and data.obs.shape == (steps, n, 3)
+    terminated = np.asarray(data.termination).any(0)
+    assert terminated.any() and not terminated.all()  # both kinds of restart happen
+    assert (np.asarray(data.overdrawn) > 0).any() and (c_reward == -1.0).any()  # the penalty is exercised
+    if options == "crax":
+        np.testing.assert_allclose(shown, c_shown, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(budget, c_budget, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(reward, c_reward, rtol=1e-6)
+        # crax's quirk, reproduced: after a time-limit restart the budget carries on, the observation is full
+        late = ~terminated
+        assert (c_budget[t_len, late] < bound - 1e-3).all() and np.allclose(c_shown[t_len, late], 1.0)
+    else:
+        np.testing.assert_allclose(budget[::t_len][:, ~terminated], bound, rtol=1e-6)  # full every episode
+        assert not np.allclose(budget, c_budget, atol=1e-3)
+        paid = np.concatenate([[0.0], np.cumsum([0.1, 0.1, 0.6, 0.1, 0.1, 0.6])])  # before steps 1..7
+        late = budget[:t_len][:, ~terminated]  # gamma_b = 1: b_t = max(d - costs paid, 0)
+        np.testing.assert_allclose(late, np.broadcast_to((bound - paid).clip(min=0.0)[:, None], late.shape), atol=1e-5)
 
 
 # ------------------------------------------------------------------------------- advantage estimator

@@ -1,7 +1,8 @@
 """The trainer on the pure-JAX toy task: constraint satisfaction, and the cube written by the runner.
 
 Toy task (train/toy.py): per-step reward = per-step cost = (1 + a) / 2, T = 32, d = 8, so PPO drives the
-episodic cost to ~32 while the constrained algorithms must hold it at d = 8 (a = -0.5).
+episodic cost to ~32 while the constrained algorithms (PPO-Lag, P3O, FOCOPS, PPO-PID, PPO-Saute, CRPO) must
+hold it at d = 8 (a = -0.5).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ TOLERANCE = 0.15
 """Constrained runs must end with mean episodic cost <= (1 + TOLERANCE) d, the cost averaged over the last
 half of training (the multipliers make the cost oscillate around d; over seeds 0-3 these means were
 7.5-8.7 for d = 8, PPO's about 31.5)."""
+ACTIVE = {"crpo": 0.1}
+"""Least share of the last half's iterates in which the constraint acted (default 0.5): CRPO's cost steps
+come in short bursts, so only some iterates hold one."""
+SAUTE_NOTE = """PPO-Saute with the undiscounted budget (gamma_b = 1) is conservative on the toy: its observation
+carries the budget but not the steps left, and a tanh policy never pays exactly zero cost, so once the budget
+is gone every later step is penalised. Measured (seed 0, 400 iterates, d = 8): episodic cost 17.7 -> 0.9
+after 40 iterates, 0.24 (0.03 d) over the last half (penalty -0.2 or an unclipped budget: about the same),
+no step penalised after iterate ~40; with d = 16 it ends at 2.3; with d = 40 (never penalised) it is PPO
+(cost 31)."""
 
 
 def toy_factory(task: str, episode_length: int):
@@ -70,10 +80,20 @@ def _final_cost(runner: Runner, algo: str) -> tuple[float, float]:
     assert seen.iterates == len(logs) == res.iterates_done == TOY.n_iterates == 400
     assert all(log.size == TOY.num_envs for log in logs)  # one episode per env per iterate
     costs = [float(np.mean(log)) for log in logs]
-    mult = ds["multiplier"].values.ravel()
     # the multiplier oscillates and touches 0 now and then (when the cost dips under d): the share of the
-    # last half's iterates with an active multiplier, not its last value, says the constraint was active
-    return float(np.mean(costs[-len(costs) // 2:])), float(np.mean(mult[-len(mult) // 2:] > 0))
+    # last half's iterates with an active multiplier, not its last value, says the constraint was active;
+    # without a multiplier: the share with budget-penalised steps (PPO-Saute) or with cost steps (CRPO)
+    active = {"crpo": ds["crpo_reward_share"].values.ravel() < 1}.get(algo, ds["multiplier"].values.ravel() > 0)
+    if algo == "ppo_saute":
+        # the cube holds the env's reward (= cost on the toy), not the learner's budget-shaped one
+        train = ds.sel(mode="train")
+        np.testing.assert_allclose(train["reward"].values, train["cost"].values, rtol=1e-5)
+        # the random start overdraws the budget in about half its steps; the policy learns not to
+        penalised = ds["saute_penalty_share"].values.ravel()
+        assert penalised[0] > 0.3 and penalised[-50:].max() < 0.01, penalised
+        assert ds["mean_step_reward"].values.ravel()[0] < 0  # the learner saw the penalties, the cube did not
+        active = penalised > 0
+    return float(np.mean(costs[-len(costs) // 2:])), float(np.mean(active[-len(active) // 2:]))
 
 
 def test_ppo_ignores_the_constraint(toy_runner) -> None:
@@ -81,12 +101,15 @@ def test_ppo_ignores_the_constraint(toy_runner) -> None:
     assert cost > 3 * D  # unconstrained: far above d (max possible is 32)
 
 
-@pytest.mark.parametrize("algo", ["ppo_lag", "p3o", "focops"])
+@pytest.mark.parametrize("algo", [a for a in ALGOS if a != "ppo"])
 def test_constrained_algorithms_end_at_or_below_d(toy_runner, algo: str) -> None:
     cost, active = _final_cost(toy_runner, algo)
     assert cost <= (1 + TOLERANCE) * D, f"{algo}: mean cost over the last half {cost:.2f} > d={D}"
+    if algo == "ppo_saute":  # conservative here, see SAUTE_NOTE: it ends far below d, and away from its budget
+        assert 0.01 * D < cost < 0.5 * D
+        return
     assert cost > 0.25 * D  # and not trivially safe by doing nothing (reward = cost here)
-    assert active > 0.5, f"{algo}: multiplier > 0 in only {active:.0%} of the last half's iterates"
+    assert active > ACTIVE.get(algo, 0.5), f"{algo}: constraint active in only {active:.0%} of the last half"
 
 
 SMALL = TrainConfig(total_env_steps=3 * 8 * 20, episode_length=20, num_envs=8, unroll_length=4,

@@ -1,14 +1,19 @@
 """Per-run claims, so several `saferl train` processes can fill one store without training a run twice.
 
-A claim is a file ``<store>/_claims/<algo>/<task>/<bound>/<seed>.claim`` created with O_CREAT|O_EXCL
-(atomic on local and NFSv3+ filesystems) holding the claimant's host and pid. A claim whose process is
-gone (same host, pid not alive) is taken over; one held by a live process, or by a process on another
-host (whose liveness cannot be checked), is respected: the run is left to its owner. Removing the
-``_claims`` folder releases claims left by crashed processes on other hosts.
+A claim is a file ``<store>/_claims/<algo>/<task>/<bound>/<seed>.claim`` holding the claimant's host and pid
+(JSON). Every change of a claim (taking, taking over, releasing) happens under one exclusive lock per store
+(``_claims/.takeover.lock``, flock), and a claim file appears whole (written beside it, then linked into
+place), so a run has one holder at a time, always: a live holder's claim is never replaced, and a release
+never removes another process's claim.
 
-Taking over a stale claim is check-then-replace, so it happens under an exclusive lock
-(``_claims/.takeover.lock``, flock): the holder is read again under the lock and the claim replaced
-atomically, so of several processes restarting after a crash exactly one takes the run.
+A claim whose process is gone (same host, pid not alive) is stale and taken over; so is a *damaged* claim
+(not a JSON object with a host and a positive integer pid: a truncated or empty file, a list, pid -1, 0 or
+a string), since no process can own it. A claim held by a live process, or by a process on another host
+(whose liveness cannot be checked), is respected: the run is left to its owner. Removing the ``_claims``
+folder releases claims left by crashed processes on other hosts. The lock must be coherent across the nodes
+that train into the store (`cube.store.mounts` checks the store's file system). Reading a claim (`ClaimState`,
+`claim_state`, the claim file's format) lives in `cube.store.claims`, shared with `saferl status` and the TUI;
+taking and releasing claims lives here.
 """
 
 from __future__ import annotations
@@ -18,71 +23,68 @@ import json
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cube.schema import RunKey
-from cube.store.fs import pid_alive, side_folder
+from cube.store.claims import CLAIMS_DIR, ClaimState, claim_path, claim_state, parse_claim, read_claim
+from cube.store.fs import side_folder
+from cube.store.mounts import check_store_locks
 
-CLAIMS_DIR = "_claims"
-
-
-def claim_path(store: str | os.PathLike, key: RunKey) -> Path:
-    return Path(store) / CLAIMS_DIR / key.algo / key.task / f"{key.bound:g}" / f"{key.seed}.claim"
+__all__ = ["CLAIMS_DIR", "ClaimState", "claim_path", "claim_state", "parse_claim", "read_claim", "release",
+           "try_claim"]
 
 
 def _holder() -> dict[str, object]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
 
-def read_claim(store: str | os.PathLike, key: RunKey) -> dict[str, object] | None:
-    """The holder of a run's claim ({"host", "pid"}), or None when unclaimed or unreadable."""
-    try:
-        return json.loads(claim_path(store, key).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-
-
-def _stale(holder: dict[str, object] | None) -> bool:
-    if holder is None:
-        return False
-    return holder.get("host") == socket.gethostname() and not pid_alive(int(holder.get("pid", -1)))
-
-
-def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
-    """Claim a run for this process; True if this process now holds it (or already did)."""
-    path = claim_path(store, key)
-    side_folder(Path(store) / CLAIMS_DIR)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    me = _holder()
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        return _take_over_if_stale(store, key, me)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(me, fh)
-    return True
-
-
-def _take_over_if_stale(store: str | os.PathLike, key: RunKey, me: dict[str, object]) -> bool:
-    """Under the takeover lock: replace the run's claim by ours if its holder is this process or gone."""
-    path = claim_path(store, key)
-    with open(Path(store) / CLAIMS_DIR / ".takeover.lock", "a+") as lock:
+@contextmanager
+def _claims_lock(store: str | os.PathLike) -> Iterator[None]:
+    folder = side_folder(Path(store) / CLAIMS_DIR)
+    with open(folder / ".takeover.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            holder = read_claim(store, key)
-            if holder == me:
-                return True
-            if path.exists() and not _stale(holder):
-                return False  # a live owner (or one whose file is being written: its claim stands)
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-            tmp.write_text(json.dumps(me))
-            os.replace(tmp, path)  # atomic: readers see the old claim or ours, never none
-            return True
+            yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _place(path: Path, me: dict[str, object], replace: bool) -> None:
+    """Make `path` hold `me`, whole: written beside it, then linked (new) or renamed (replacing) into place."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        tmp.write_text(json.dumps(me))
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if a claim appeared meanwhile (another host's trainer)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def try_claim(store: str | os.PathLike, key: RunKey) -> bool:
+    """Claim a run for this process; True if this process now holds it (or already did)."""
+    check_store_locks(store)
+    path = claim_path(store, key)
+    me = _holder()
+    with _claims_lock(store):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state = claim_state(store, key)
+        if state.holder == me:
+            return True
+        if not state.takeable:
+            return False
+        try:
+            _place(path, me, replace=state.state != "free")
+        except FileExistsError:
+            return False
+        return True
+
+
 def release(store: str | os.PathLike, key: RunKey) -> None:
     """Drop this process's claim on a run (a claim held by another process is left alone)."""
-    if read_claim(store, key) == _holder():
-        claim_path(store, key).unlink(missing_ok=True)
+    with _claims_lock(store):
+        if read_claim(store, key) == _holder():
+            claim_path(store, key).unlink(missing_ok=True)

@@ -1,8 +1,9 @@
 """`saferl train`, `saferl evaluate` and `saferl status` (no jax import at module level).
 
     saferl train --algos ppo,ppo_lag,p3o,focops --tasks goal,circle,push,button --bounds 15,25,50 \
-        --seeds 0-29 --out results.zarr [--config file.toml] [--preset paper|smoke] [--part K/N] \
+        --seeds 0-29 --out results.zarr [--config file.toml] [--preset paper|crax-suite|smoke] [--part K/N] \
         [--executor local|slurm|dask ADDRESS]
+    saferl train --algos ppo_pid,crpo --tasks goal_l2,velocity_hopper_l3 --bounds 250 --seeds 0-4 --out x.zarr
     saferl train --algo ppo_lag --task circle --bound 25 --seed 0 --out runs.zarr   (single-run spelling)
     saferl status results.zarr
     saferl evaluate runs.zarr --iterate 121
@@ -19,21 +20,26 @@ from typing import Any
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
 from train.algorithms import ALGOS
-from train.config import TASKS, TrainConfig, load_toml, with_overrides
+from train.config import TrainConfig, load_toml, with_overrides
 from train.sweep import PRESETS
+from train.tasks import known_labels
 
 
 def register(subparsers: Any) -> None:
     """Add the `train`, `evaluate` and `status` subcommands."""
     from train.executors import add_executor_arguments
 
-    p = subparsers.add_parser("train", help="train PPO / PPO-Lag / P3O / FOCOPS on CRAX Safe Point tasks",
+    p = subparsers.add_parser("train", help="train PPO, PPO-Lag, P3O, FOCOPS, PPO-PID, PPO-Saute, CRPO on crax-bench "
+                              "safety tasks",
                               description="Create the grid algos x tasks x bounds x seeds in a results store and "
                               "train its runs (complete runs are skipped, partial ones resume).")
     p.add_argument("--out", required=True, help="results store (Zarr directory) to create or fill")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="a named grid and config (paper, smoke)")
+    p.add_argument("--preset", choices=sorted(PRESETS),
+                   help="a named grid and config: paper (its 4 algorithms x 4 Point tasks x d 15/25/50 x 30 seeds), "
+                   "crax-suite (every algorithm on every task at level 1, the paper's bounds scaled per task, "
+                   "10 seeds), smoke (tiny); --algos/--tasks/--bounds/--seeds replace its lists")
     for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(ALGOS)}"),
-                              ("--tasks", "--task", f"task(s): {', '.join(TASKS)}"),
+                              ("--tasks", "--task", f"task label(s) <task>_l<level>: {known_labels()}"),
                               ("--bounds", "--bound", "safety bound(s) d > 0 (episodic cost), e.g. 15,25,50"),
                               ("--seeds", "--seed", "training seed(s): list and ranges, e.g. 0-29")):
         p.add_argument(flag, alias, dest=flag[2:], action="append", nargs="+", metavar="X", help=what)
@@ -91,22 +97,27 @@ def _once(values: list[list[str]] | None, flag: str) -> list[str]:
 def build_plan(args: argparse.Namespace) -> Any:
     """The sweep (`train.sweep.Plan`) from the arguments; every check that needs no compile happens here."""
     from train.record import check_labels
-    from train.sweep import Plan, known_tasks, parse_part
+    from train.sweep import Plan, extra_tasks, parse_part
 
+    task_bounds = None
     if args.preset:
         preset = PRESETS[args.preset]
         config: TrainConfig = preset["config"]
         algos, tasks = list(preset["algos"]), list(preset["tasks"])
-        bounds, seeds = list(preset["bounds"]), list(preset["seeds"])
+        bounds, seeds = list(preset["bounds"] or ()), list(preset["seeds"])
+        task_bounds = preset.get("task_bounds")
     else:
         config = TrainConfig()
         algos, tasks, bounds, seeds = [], [], [], []
     given = {flag: _once(getattr(args, flag), f"--{flag}") for flag in ("algos", "tasks", "bounds", "seeds")}
     algos = list(parse_names(given["algos"], "algos")) if given["algos"] else algos
     tasks = list(parse_names(given["tasks"], "tasks")) if given["tasks"] else tasks
-    bounds = list(parse_floats(given["bounds"], "bounds")) if given["bounds"] else bounds
+    if given["bounds"]:
+        bounds, task_bounds = list(parse_floats(given["bounds"], "bounds")), None
     seeds = list(parse_ints(given["seeds"], "seeds")) if given["seeds"] else seeds
-    for name, vals in (("--algo", algos), ("--task", tasks), ("--bound", bounds), ("--seed", seeds)):
+    check_labels(algos or ["ppo"], tasks or ["circle"], bounds or [1.0], seeds or [0], extra_tasks())
+    per_task = tuple((t, tuple(task_bounds(t))) for t in tasks) if task_bounds else ()
+    for name, vals in (("--algo", algos), ("--task", tasks), ("--bound", bounds or per_task), ("--seed", seeds)):
         if not vals:
             raise CubeError(f"{name} is required (or use --preset {'/'.join(sorted(PRESETS))})")
     if args.config:
@@ -121,11 +132,10 @@ def build_plan(args: argparse.Namespace) -> Any:
             raise CubeError(f"--iterates must be >= 1, got {args.iterates}")
         overrides["total_env_steps"] = args.iterates * config.num_envs * config.episode_length
     config = with_overrides(config, overrides)
-    check_labels(algos, tasks, bounds, seeds, known_tasks())
     if args.parallel_runs is not None and args.parallel_runs < 1:
         raise CubeError(f"--parallel-runs must be >= 1, got {args.parallel_runs}")
     plan = Plan(config, tuple(algos), tuple(tasks), tuple(float(b) for b in bounds), tuple(seeds),
-                parse_part(args.part))
+                parse_part(args.part), per_task)
     plan.keys()  # an empty selection fails here
     return plan
 
@@ -248,12 +258,12 @@ def run(args: argparse.Namespace) -> int:
     executor = executor_from_args(args, read_cluster_table(args.config))
     keys = plan.keys()
     if Path(args.out).exists():  # a store of another grid or config fails before jax is imported
-        prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
+        prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.all_bounds(), plan.seeds)
         check_store_config(args.out, plan.config)
     if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
         require_train_extra()
     size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here
-    prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.bounds, plan.seeds)
+    prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.all_bounds(), plan.seeds)
     stored = check_store_config(args.out, plan.config)
     todo = [k for k in keys if stored.get(str(k)) != "complete"]
     n_partial = sum(stored.get(str(k)) == "partial" for k in todo)

@@ -3,14 +3,21 @@
 Defaults are the hyperparameter table of the paper (appendix A.1): 5e8 env steps, T = 2000, 2048 envs,
 unroll 8, batch 1024, 32 minibatches, 6 SGD epochs, lr 5e-4, gamma 0.99, GAE 0.95, clip 0.3, entropy
 5e-3, reward scaling 0.1, observation normalisation; PPO-Lag lambda_lr 3.0, lambda_0 0; FOCOPS nu_0 0.1,
-nu_lr 1, nu_max 100, temperature 1.5, KL threshold 0.02; P3O kappa_0 0.01, x1.1, kappa_max 50.
+nu_lr 1, nu_max 100, temperature 1.5, KL threshold 0.02; P3O kappa_0 0.01, x1.1, kappa_max 50. The three
+algorithms beyond the paper take crax-bench's own values (its CLI, `crax/training/config.py`, which agrees
+with its `train()` keyword defaults for these): PPO-PID kp 10, ki 0.01, kd 0.01, integral clip 1, lambda
+clip 1e6, derivative EMA 0.95, lambda_0 0; PPO-Saute penalty -1, budget observation normalised, budget
+clipped to [0, 3d]; CRPO eta 0.
 
 The formulation options default to what crax-bench's own trainers do (the code that produced the paper's
 numbers): `reset = "replay"`, `advantage = "brax"`, the cost advantage normalised for PPO-Lag only,
 `p3o.violation = "previous_update"`, `focops.loss = "crax"`. The alternatives (fresh layouts at every
 reset, textbook GAE, normalised cost advantages, the per-minibatch P3O gap, the FOCOPS paper's per-state
 loss) are this project's earlier behaviour; `LEGACY_OPTIONS` lists them and `variant_label` names a
-run's choice (docs/training.md explains each difference).
+run's choice (docs/training.md explains each difference). One documented exception: PPO-Saute's budget
+is undiscounted (gamma_b = 1) and restarts at d every episode by default, since crax's choice (gamma_b = the
+discount, the budget reset only at a termination) does not enforce the undiscounted episodic bound the
+metrics measure; crax's choice is the option `ppo_saute.budget_discount = 0.99, reset_budget = "termination"`.
 """
 
 from __future__ import annotations
@@ -23,14 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
+from train.tasks import TASK_SPECS
 
-TASKS: dict[str, str] = {
-    "goal": "safe_goal_point",
-    "circle": "safe_circle_point",
-    "push": "safe_push_point",
-    "button": "safe_button_point",
-}
-"""Short cube task name -> CRAX environment name (all Level 1)."""
+TASKS: dict[str, str] = {label: spec.env for label, spec in TASK_SPECS.items()}
+"""Every trainable cube task label -> its crax-bench env name (`train.tasks` has the levels)."""
 
 
 RESETS = ("replay", "fresh")
@@ -41,6 +44,8 @@ P3O_VIOLATIONS = ("previous_update", "minibatch")
 """`P3OConfig.violation` choices (first: crax's)."""
 FOCOPS_LOSSES = ("crax", "paper")
 """`FocopsConfig.loss` choices (first: crax's)."""
+SAUTE_RESETS = ("episode", "termination")
+"""`SauteConfig.reset_budget` choices (first: this project's default; second: crax's)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,61 @@ class FocopsConfig:
     """"crax": -mean(rho (A_r - nu A_c) / (1 + nu)) / temperature, times 1 if the minibatch's approximate KL
     mean((rho - 1) - log rho) <= kl_threshold else kl_threshold / KL; "paper": the FOCOPS paper's per-state
     mean[(KL_s - rho (A_r - nu A_c) / ((1 + nu) temperature)) 1[KL_s <= kl_threshold]]."""
+
+
+@dataclass(frozen=True)
+class PidConfig:
+    """PPO-PID (Stooke et al. 2020, as crax-bench's `ppo_pid` trains it): PPO-Lag's loss, lambda from a PID
+    controller once per update on the error v = batch mean per-step cost - d/T:
+    I <- clip(I + v, -integral_clip, integral_clip); D <- derivative_ema D + (1 - derivative_ema)(v - v_prev);
+    lambda <- clip(relu(lambda + kp v + ki I + kd D), 0, lambda_max). Defaults: crax's (CLI and `train()`)."""
+
+    kp: float = 10.0
+    ki: float = 0.01
+    kd: float = 0.01
+    integral_clip: float = 1.0
+    """Anti-windup bound of the integral term (per-step cost units summed over updates)."""
+    lambda_max: float = 1e6
+    derivative_ema: float = 0.95
+    """Smoothing of the derivative term: weight of the previous derivative estimate."""
+    init: float = 0.0
+    """lambda_0."""
+    normalize_cost_advantage: bool = True
+    """Normalise the cost advantage per minibatch (crax: yes, PPO-Lag's loss)."""
+
+
+@dataclass(frozen=True)
+class SauteConfig:
+    """PPO-Saute (Sootla et al. 2022): the remaining budget b (b_0 = d) is appended to the observation, after
+    each step b <- (b - c) / budget_discount, and the learner's reward is `penalty` on a step whose new budget
+    is below 0; plain PPO on top. The cube records the env's reward, not this shaped one."""
+
+    budget_discount: float = 1.0
+    """gamma_b. 1 (default) enforces the undiscounted episodic bound; crax uses the discount (0.99), under
+    which the budget grows back by 1% per safe step and the episodic bound is not enforced."""
+    penalty: float = -1.0
+    """The learner's reward on a step that overdraws the budget (before reward_scaling; crax: -1)."""
+    clip_budget: bool = True
+    """Clip the budget to [0, 3d] after each step (crax: yes; with a budget of 0 each further costly step is
+    penalised). False: the Saute paper's unclipped budget (once it is overdrawn, every later step is)."""
+    normalize_budget_obs: bool = True
+    """The observed budget is clip(b / d, 0, 2) (crax: yes), else b."""
+    reset_budget: str = "episode"
+    """"episode": every episode starts with b = d (the Saute definition). "termination" (crax's training):
+    b is reset only when the env terminates; at a time-limit restart it carries on from the last episode,
+    while the first observation shows a full budget (crax restores the first observation, not the budget)."""
+
+
+@dataclass(frozen=True)
+class CrpoConfig:
+    """CRPO (Xu et al. 2021, as crax-bench's `crpo` trains it): each update takes a reward step (PPO's clipped
+    surrogate on A_r) if the previous update's batch mean per-step cost was <= d/T + eta, else a cost step
+    (the clipped surrogate on -A_c); the first update is a reward step. Both critics always train."""
+
+    eta: float = 0.0
+    """Tolerance on the per-step cost (crax: 0)."""
+    normalize_cost_advantage: bool = True
+    """Normalise the cost advantage per minibatch (crax: yes)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +191,9 @@ class TrainConfig:
     ppo_lag: LagrangeConfig = field(default_factory=LagrangeConfig)
     p3o: P3OConfig = field(default_factory=P3OConfig)
     focops: FocopsConfig = field(default_factory=FocopsConfig)
+    ppo_pid: PidConfig = field(default_factory=PidConfig)
+    ppo_saute: SauteConfig = field(default_factory=SauteConfig)
+    crpo: CrpoConfig = field(default_factory=CrpoConfig)
 
     @property
     def unrolls_per_update(self) -> int:
@@ -169,9 +232,16 @@ class TrainConfig:
             raise CubeError("config: discount must be in (0, 1] and gae_lambda in [0, 1]")
         for name, value, allowed in (("reset", self.reset, RESETS), ("advantage", self.advantage, ADVANTAGES),
                                      ("p3o.violation", self.p3o.violation, P3O_VIOLATIONS),
-                                     ("focops.loss", self.focops.loss, FOCOPS_LOSSES)):
+                                     ("focops.loss", self.focops.loss, FOCOPS_LOSSES),
+                                     ("ppo_saute.reset_budget", self.ppo_saute.reset_budget, SAUTE_RESETS)):
             if value not in allowed:
                 raise CubeError(f"config: {name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+        if not 0 < self.ppo_saute.budget_discount <= 1:
+            raise CubeError(f"config: ppo_saute.budget_discount must be in (0, 1], "
+                            f"got {self.ppo_saute.budget_discount}")
+        pid = self.ppo_pid
+        if pid.integral_clip < 0 or pid.lambda_max <= 0 or not 0 <= pid.derivative_ema <= 1:
+            raise CubeError("config: ppo_pid needs integral_clip >= 0, lambda_max > 0 and derivative_ema in [0, 1]")
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -227,7 +297,8 @@ NON_CONFIG_TABLES = ("cluster",)
 
 
 def load_toml(path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
-    """Load a TOML file of overrides (top-level TrainConfig keys, tables [ppo_lag], [p3o], [focops]).
+    """Load a TOML file of overrides (top-level TrainConfig keys, tables [ppo_lag], [p3o], [focops],
+    [ppo_pid], [ppo_saute], [crpo]).
 
     The `[cluster]` table (executor settings, see docs/cluster.md) is ignored here.
     """
@@ -248,6 +319,17 @@ def config_to_dict(config: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+ADDED_SECTIONS = ("ppo_pid", "ppo_saute", "crpo")
+"""Config sections added after stores were first written (the algorithms beyond the paper's four)."""
+
+
+def upgrade_stored_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's config with the sections it predates (`ADDED_SECTIONS`) at their defaults: a run written
+    before they existed was trained exactly as a run of today's defaults for them (it did not use them)."""
+    default = config_to_dict(TrainConfig())
+    return {**{s: default[s] for s in ADDED_SECTIONS if s not in config}, **config}
+
+
 LEGACY_OPTIONS: dict[str, Any] = {
     "reset": "fresh", "advantage": "gae", "ppo_lag.normalize_cost_advantage": True,
     "p3o.normalize_cost_advantage": True, "p3o.violation": "minibatch",
@@ -266,26 +348,53 @@ def legacy_overrides() -> dict[str, Any]:
     return out
 
 
-def variant_label(config: dict[str, Any] | None) -> str:
-    """Short name of a stored config's formulation: "crax" when every option is crax's default, "legacy"
-    when every option is LEGACY_OPTIONS' (keys missing from an old manifest count as legacy), else the
-    options that differ from crax's ("reset=fresh adv=gae ...")."""
+CRAX_OPTIONS: dict[str, Any] = {
+    "reset": "replay", "advantage": "brax", "ppo_lag.normalize_cost_advantage": True,
+    "p3o.normalize_cost_advantage": False, "p3o.violation": "previous_update",
+    "focops.normalize_cost_advantage": False, "focops.loss": "crax",
+    "ppo_pid.normalize_cost_advantage": True, "crpo.normalize_cost_advantage": True,
+    "ppo_saute.budget_discount": "discount", "ppo_saute.reset_budget": "termination",
+    "ppo_saute.clip_budget": True, "ppo_saute.normalize_budget_obs": True,
+}
+"""Every formulation option and how crax-bench's trainers do it ("discount": the config's discount)."""
+_SHORT = {"reset": "reset", "advantage": "adv", "ppo_lag.normalize_cost_advantage": "lag.norm_cadv",
+          "p3o.normalize_cost_advantage": "p3o.norm_cadv", "p3o.violation": "p3o.viol",
+          "focops.normalize_cost_advantage": "focops.norm_cadv", "focops.loss": "focops.loss",
+          "ppo_pid.normalize_cost_advantage": "pid.norm_cadv", "crpo.normalize_cost_advantage": "crpo.norm_cadv",
+          "ppo_saute.budget_discount": "saute.gamma_b", "ppo_saute.reset_budget": "saute.reset",
+          "ppo_saute.clip_budget": "saute.clip", "ppo_saute.normalize_budget_obs": "saute.norm_obs"}
+PAPER_SECTIONS = ("ppo_lag", "p3o", "focops")
+
+
+def variant_label(config: dict[str, Any] | None, algo: str | None = None) -> str:
+    """Short name of a stored config's formulation for a run of `algo`: "crax" when every option that run
+    uses is crax-bench's, "legacy" when every option of LEGACY_OPTIONS it uses is this project's earlier one
+    (keys missing from an old manifest count as legacy), else the options that differ from crax's
+    ("reset=fresh adv=gae ...", "saute.gamma_b=1 saute.reset=episode"). The options a run uses: the shared
+    ones and its algorithm's section; `algo` None: the shared ones and the paper's algorithms' sections."""
     if not config:
         return ""
+    from train.algorithms import algorithm
+
+    sections = PAPER_SECTIONS if algo is None else (algorithm(algo).config_section,)
     default = config_to_dict(TrainConfig())
-    short = {"reset": "reset", "advantage": "adv", "ppo_lag.normalize_cost_advantage": "lag.norm_cadv",
-             "p3o.normalize_cost_advantage": "p3o.norm_cadv", "p3o.violation": "p3o.viol",
-             "focops.normalize_cost_advantage": "focops.norm_cadv", "focops.loss": "focops.loss"}
-    parts, n_legacy = [], 0
-    for key, legacy in LEGACY_OPTIONS.items():
+    parts, n_legacy, n_legacy_keys = [], 0, 0
+    for key, crax in CRAX_OPTIONS.items():
         section, _, name = key.rpartition(".")
+        if section and section not in sections:
+            continue
+        legacy = LEGACY_OPTIONS.get(key)
+        fallback = legacy if key in LEGACY_OPTIONS else (default[section][name] if section else default[key])
         have = (config.get(section) or {}) if section else config
-        want = default[section][name] if section else default[key]
-        value = have.get(name, legacy) if section else have.get(key, legacy)
-        n_legacy += value == legacy
+        value = have.get(name if section else key, fallback)
+        want = config.get("discount", default["discount"]) if crax == "discount" else crax
+        if key in LEGACY_OPTIONS:
+            n_legacy_keys += 1
+            n_legacy += value == legacy
         if value != want:
-            parts.append(f"{short[key]}={str(value).lower()}")
-    if n_legacy == len(LEGACY_OPTIONS):
+            shown = f"{value:g}" if isinstance(value, float) else str(value).lower()
+            parts.append(f"{_SHORT[key]}={shown}")
+    if n_legacy_keys and n_legacy == n_legacy_keys:
         return "legacy"
     return " ".join(parts) if parts else "crax"
 

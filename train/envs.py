@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from train.config import TASKS
+from train.tasks import TaskSpec, task_spec
 
 
 class EnvFns(NamedTuple):
@@ -45,19 +45,46 @@ def autoreset_restore(first: Any, state: Any) -> Any:
     return state.replace(pipeline_state=first.pipeline_state, obs=first.obs)
 
 
+def crax_level_arguments(spec: TaskSpec) -> tuple[int | None, dict[str, Any]]:
+    """(`level`, constructor kwargs) that build `spec`'s level with `crax.envs.get_environment`.
+
+    crax's two pitfalls: `safe_lift_humanoid` reads its level only from `difficulty=`, the `safe_velocity_*`
+    tasks only from `velocity_threshold=` (crax's own threshold of that level); `level=k` would print a
+    warning and build level 1 for both.
+    """
+    via = spec.family.level_via
+    if via == "level":
+        return spec.level, {}
+    if via == "difficulty":
+        return None, {"difficulty": spec.level}
+    if via == "velocity_threshold":
+        import_crax()
+        from crax.envs.safe_velocity import get_threshold_for_level
+
+        return None, {"velocity_threshold": float(get_threshold_for_level(spec.velocity_agent, spec.level))}
+    raise ValueError(f"unknown level_via {via!r}")
+
+
+def crax_environment(task: str, episode_length: int) -> Any:
+    """crax-bench's own env of the cube label `task` (e.g. `goal_l2`, `velocity_hopper_l3`), as its trainers
+    take it (`crax.envs.get_environment`, the env's default backend), at `task`'s level."""
+    envs = import_crax()
+    spec = task_spec(task)
+    level, kwargs = crax_level_arguments(spec)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+        return envs.get_environment(spec.env, level=level, episode_length=episode_length, **kwargs)
+
+
 def make_crax_env(task: str, episode_length: int) -> EnvFns:
-    """CRAX Safe Point Level-1 task `task` (short name: goal/circle/push/button), MJX backend."""
+    """The crax-bench safety task of the cube label `task` (see `train.tasks`), its default backend."""
     import jax.numpy as jnp
 
-    envs = import_crax()
-    name = TASKS[task]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
-        env = envs.get_environment(name, level=1, episode_length=episode_length)
+    env = crax_environment(task, episode_length)
 
     def observe(state: Any) -> tuple[Any, Any, Any, Any]:
         cost = state.info["cost"]
         return state.obs, state.reward, jnp.asarray(cost, jnp.float32), state.done
 
     return EnvFns(reset=env.reset, step=env.step, observe=observe, obs_size=int(env.observation_size),
-                  action_size=int(env.action_size), name=name, restore=autoreset_restore)
+                  action_size=int(env.action_size), name=task_spec(task).env, restore=autoreset_restore)

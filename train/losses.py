@@ -1,4 +1,4 @@
-"""Pure loss and multiplier-update functions of the PPO core and its four variants (jax).
+"""Pure loss and multiplier-update functions of the PPO core and its algorithms (jax).
 
 Shapes: time-major `[T, B]` for GAE inputs; the policy losses take flat per-sample arrays `[N]`.
 All costs are per-step (undiscounted episodic cost / T is the per-step scale); `d_step = d / T`.
@@ -150,3 +150,54 @@ def focops_nu_update(nu: jax.Array, mean_cost: jax.Array, d_step: jax.Array, lr:
                      nu_max: float) -> jax.Array:
     """FOCOPS: nu <- clip(nu + lr (mean per-step cost - d/T), 0, nu_max)."""
     return jnp.clip(nu + lr * (mean_cost - d_step), 0.0, nu_max)
+
+
+def pid_update(lam: jax.Array, pid_state: jax.Array, mean_cost: jax.Array, d_step: jax.Array, kp: float,
+               ki: float, kd: float, integral_clip: float, lambda_max: float,
+               derivative_ema: float) -> tuple[jax.Array, jax.Array]:
+    """PPO-PID's multiplier update (crax-bench's `ppo_pid`, Stooke et al. 2020), once per update.
+
+    pid_state `[3]` = (integral I, previous error v_prev, derivative estimate D); with the error
+    v = mean per-step cost - d/T: I' = clip(I + v, -integral_clip, integral_clip),
+    D' = derivative_ema D + (1 - derivative_ema)(v - v_prev), and
+    lambda' = clip(relu(lambda + kp v + ki I' + kd D'), 0, lambda_max). Returns (lambda', (I', v, D')).
+    """
+    integral, prev, deriv = pid_state[0], pid_state[1], pid_state[2]
+    v = mean_cost - d_step
+    integral = jnp.clip(integral + v, -integral_clip, integral_clip)
+    deriv = derivative_ema * deriv + (1.0 - derivative_ema) * (v - prev)
+    lam = jnp.clip(jax.nn.relu(lam + kp * v + ki * integral + kd * deriv), 0.0, lambda_max)
+    return lam, jnp.stack([integral, v, deriv]).astype(pid_state.dtype)
+
+
+def crpo_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, regime: jax.Array,
+                     eps: float) -> jax.Array:
+    """CRPO: the clipped surrogate on A_r (a reward step, regime > 0.5) or on -A_c (a cost step)."""
+    return jnp.where(regime > 0.5, clipped_surrogate(ratio, adv_r, eps), clipped_surrogate(ratio, -adv_c, eps))
+
+
+def crpo_regime(mean_cost: jax.Array, d_step: jax.Array, eta: float) -> jax.Array:
+    """CRPO's next regime: 1 (reward step) if mean per-step cost - d/T <= eta, else 0 (cost step)."""
+    return jnp.where(mean_cost - d_step > eta, 0.0, 1.0)
+
+
+def saute_step(budget: jax.Array, cost: jax.Array, reward: jax.Array, bound: jax.Array, budget_discount: float,
+               penalty: float, clip_budget: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One Saute step: the budget after paying `cost`, and the learner's reward.
+
+    b' = (b - c) / budget_discount; the step overdraws the budget iff b' < 0, and then the learner's reward is
+    `penalty` instead of `reward`; with `clip_budget` the stored budget is clip(b', 0, 3 d) (crax's
+    SauteWrapper). All arrays in cost units, shapes broadcast (`[n]` per env). Returns (b', reward, overdrawn
+    in {0, 1}).
+    """
+    candidate = (budget - cost) / budget_discount
+    over = candidate < 0.0
+    new = jnp.clip(candidate, 0.0, 3.0 * bound) if clip_budget else candidate
+    return new, jnp.where(over, penalty, reward), over.astype(reward.dtype)
+
+
+def saute_observation(obs: jax.Array, budget: jax.Array, bound: jax.Array, normalize: bool) -> jax.Array:
+    """The observation with the budget appended (`[..., O]` -> `[..., O + 1]`): clip(b / d, 0, 2) if
+    `normalize` (crax's SauteWrapper), else b."""
+    b = jnp.clip(budget / bound, 0.0, 2.0) if normalize else budget
+    return jnp.concatenate([obs, jnp.asarray(b, obs.dtype)[..., None]], axis=-1)

@@ -2,7 +2,10 @@
 
 Per run and iterate: the completed training episodes (compacted from the trainer's slot buffers) and the
 per-iterate variables `ITERATE_VARS`, whose diagnostics (`DIAGNOSTICS`, means over the iterate's updates)
-the compiled loop computes under the same names; at evaluation iterates, the expl/greedy episodes.
+the compiled loop computes under the same names; at evaluation iterates, the expl/greedy episodes. The
+algorithms' own variables (`train.algorithms.ALGORITHM_VARS`: PPO-PID's PID state, PPO-Saute's budget,
+CRPO's regime) are in every store and NaN for the runs of other algorithms. `mean_step_reward` is the mean
+reward the learner saw (PPO-Saute: the budget-shaped one); the episodes are always the env's own reward.
 """
 
 from __future__ import annotations
@@ -13,25 +16,29 @@ from pathlib import Path
 import numpy as np
 
 from cube.errors import CubeError
-from train.algorithms import algorithm
-from train.config import TASKS, TrainConfig
+from train.algorithms import ALGORITHM_VARS, Algorithm, algorithm
+from train.config import TrainConfig
+from train.tasks import task_spec
 
 DIAGNOSTICS = ("policy_loss", "value_loss", "cost_value_loss", "entropy", "approx_kl", "clip_fraction",
                "mean_step_cost", "mean_step_reward")
 """Per-iterate diagnostics: means over the iterate's updates, computed by `core.make_train`'s loop."""
-ITERATE_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes", *DIAGNOSTICS)
-"""Per-iterate variables written for every run."""
+ITERATE_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes", *DIAGNOSTICS, *ALGORITHM_VARS)
+"""Per-iterate variables of every store (the shared ones written for every run, the algorithms' own for theirs)."""
 
 
 def check_labels(algos: Sequence[str], tasks: Sequence[str], bounds: Sequence[float], seeds: Sequence[int],
                  known_tasks: Sequence[str] | None = None) -> None:
-    """One-line CubeError for an unknown algorithm/task, a bound <= 0 or an empty list."""
-    known_tasks = tuple(TASKS) if known_tasks is None else tuple(known_tasks)
+    """One-line CubeError for an unknown algorithm, task or level, a bound <= 0 or an empty list.
+
+    `known_tasks`: extra task labels accepted besides the crax tasks of `train.tasks` (the test-only `toy`).
+    """
+    extra = tuple(known_tasks or ())
     for a in algos:
         algorithm(a)
     for t in tasks:
-        if t not in known_tasks:
-            raise CubeError(f"unknown task '{t}'; choose from {', '.join(known_tasks)}")
+        if t not in extra:
+            task_spec(t)
     for b in bounds:
         if not np.isfinite(b) or b <= 0:
             raise CubeError(f"safety bound must be a number > 0, got {b:g}")
@@ -58,7 +65,7 @@ def prepare_store(out: str | Path, config: TrainConfig, algos: Sequence[str], ta
     from cube import create_store, open_cube
 
     J, E = config.n_iterates, n_episode_slots(config)
-    attrs = {"description": "saferl train: CRAX Safe Point Level-1 runs", "synthetic": False}
+    attrs = {"description": "saferl train: crax-bench safety-task runs", "synthetic": False}
     try:
         create_store(out, algos=list(algos), tasks=list(tasks), bounds=[float(b) for b in bounds],
                      seeds=[int(s) for s in seeds], n_iterates=J, n_episodes=E, iterate_vars=ITERATE_VARS,
@@ -71,9 +78,25 @@ def prepare_store(out: str | Path, config: TrainConfig, algos: Sequence[str], ta
     ds = open_cube(out)  # raises CubeError for foreign / broken schemas
     labels = {"algo": algos, "task": tasks, "bound": [float(b) for b in bounds], "seed": seeds}
     subset = all(set(np.asarray(ds[d].values).tolist()) >= set(v) for d, v in labels.items())
-    same = ds.sizes["iterate"] == J and ds.sizes["episode"] == E and all(v in ds for v in ITERATE_VARS)
+    same = ds.sizes["iterate"] == J and ds.sizes["episode"] == E
     if not (subset and same):
         raise first
+    missing = [v for v in ITERATE_VARS if v not in ds]
+    if missing:  # a store written before these variables existed: add them (NaN), nothing is rewritten
+        from cube import grow_store
+
+        grow_store(out, iterate_vars=missing)
+
+
+def iterate_values(algo: Algorithm, metrics: dict[str, float], algo_state: np.ndarray,
+                   algo_state_mean: np.ndarray) -> dict[str, float]:
+    """The per-iterate variables of an algorithm's own (`Algorithm.iterate_vars`) from an iterate's output:
+    its diagnostics from `metrics`, its state variables from the state after the iterate or (StateVar.mean)
+    the mean state the iterate's updates used."""
+    out = {name: float(metrics[name]) for name in algo.diagnostics}
+    for v in algo.state_vars:
+        out[v.name] = float((algo_state_mean if v.mean else algo_state)[v.slot])
+    return out
 
 
 def compact_episodes(reward: np.ndarray, cost: np.ndarray, count: np.ndarray,

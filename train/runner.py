@@ -25,10 +25,10 @@ import numpy as np
 from cube.errors import CubeError
 from cube.schema import RunKey
 from train import checkpoint
-from train.algorithms import algorithm, d_step
-from train.config import TrainConfig, config_to_dict
+from train.algorithms import algorithm, d_step, initial_state, program_flags
+from train.config import TrainConfig, config_to_dict, variant_label
 from train.placement import current_placement
-from train.record import compact_episodes, eval_iterates, n_episode_slots
+from train.record import DIAGNOSTICS, compact_episodes, eval_iterates, iterate_values, n_episode_slots
 
 
 @dataclass
@@ -97,38 +97,40 @@ class Program:
     run axis whatever the group's size.
 
     One run uses the plain trainer; several runs one vmapped program, whose "any env needs a reset" test
-    spans the group (`make_train`'s `axis_name`), each run with its own RNG stream, multiplier and normaliser.
-    `cost_critic=False` for a group of PPO runs only: no cost critic is evaluated or trained (as crax's PPO).
+    spans the group (`make_train`'s `axis_name`), each run with its own RNG stream, multiplier, algorithm
+    state and normaliser. `cost_critic=False` for a group of PPO (or PPO-Saute) runs only: no cost critic is
+    evaluated or trained (as crax's PPO); `budget=True` for PPO-Saute runs (budget-augmented observations).
     """
 
-    def __init__(self, config: TrainConfig, env: Any, batched: bool, cost_critic: bool = True) -> None:
+    def __init__(self, config: TrainConfig, env: Any, batched: bool, cost_critic: bool = True,
+                 budget: bool = False) -> None:
         import jax
 
         from train.core import make_train
 
         self.config, self.batched = config, batched
         if batched:
-            t = make_train(config, env, axis_name="runs", cost_critic=cost_critic)
+            t = make_train(config, env, axis_name="runs", cost_critic=cost_critic, budget=budget)
             self._init = jax.jit(jax.vmap(t.init))
             self._iterate = jax.jit(jax.vmap(t.iterate, axis_name="runs"))
             self._evaluate = jax.jit(jax.vmap(t.evaluate))
         else:
-            t = make_train(config, env, cost_critic=cost_critic)
+            t = make_train(config, env, cost_critic=cost_critic, budget=budget)
             self._init, self._iterate, self._evaluate = jax.jit(t.init), jax.jit(t.iterate), jax.jit(t.evaluate)
+        self.trainer = t
 
     def init(self, keys: Sequence[RunKey]) -> Any:
-        """The initial training state of `keys` (seed, algorithm, initial multiplier, d/T of each)."""
+        """The initial training state of `keys` (seed, algorithm, initial multiplier, d/T and algorithm state)."""
         import jax
         import jax.numpy as jnp
 
         cfg = self.config
         args = [(jax.random.PRNGKey(k.seed), algorithm(k.algo).id, algorithm(k.algo).initial_multiplier(cfg),
-                 d_step(cfg, k.bound)) for k in keys]
-        if not self.batched:
-            return self._init(*args[0])
-        rngs, ids, mults, d_steps = zip(*args, strict=True)
-        return self._init(jnp.stack(rngs), jnp.asarray(ids, jnp.int32), jnp.asarray(mults, jnp.float32),
-                          jnp.asarray(d_steps, jnp.float32))
+                 d_step(cfg, k.bound), initial_state(k.algo, cfg)) for k in keys]
+        rngs, ids, mults, d_steps, states = zip(*args, strict=True)
+        args = (jnp.stack(rngs), jnp.asarray(ids, jnp.int32), jnp.asarray(mults, jnp.float32),
+                jnp.asarray(d_steps, jnp.float32), jnp.asarray(states, jnp.float32))
+        return self._init(*args) if self.batched else self._init(*(a[0] for a in args))
 
     def iterate(self, state: Any) -> tuple[Any, Any, np.ndarray]:
         """One iterate: (state, host copy of the output, host multipliers); the one transfer of the iterate."""
@@ -147,7 +149,7 @@ class Program:
 
         keys = [eval_key(s, iterate) for s in seeds]
         keys = jnp.stack(keys) if self.batched else keys[0]
-        return self._runs_axis(jax.device_get(self._evaluate(state.params, state.normalizer, keys)))
+        return self._runs_axis(jax.device_get(self._evaluate(state.params, state.normalizer, keys, state.d_step)))
 
     def member(self, state: Any, i: int) -> Any:
         """The state of run i of the group."""
@@ -176,15 +178,20 @@ class Runner:
         self.env = env_factory(task, config.episode_length)
         self.guard = _SigintGuard()
         self.capacity = n_episode_slots(config)
-        self._programs: dict[tuple[bool, bool], Program] = {}
+        self._programs: dict[tuple[bool, bool, bool], Program] = {}
 
-    def program(self, n_runs: int, cost_critic: bool = True) -> Program:
+    def program(self, n_runs: int, cost_critic: bool = True, budget: bool = False) -> Program:
         """The compiled functions for a group of `n_runs` (built on first use, then shared); `cost_critic`:
-        False for a group of PPO runs only (one program serves the three constrained algorithms, one PPO)."""
-        key = (n_runs > 1, cost_critic)
+        False for a group of PPO runs only (one program serves the constrained algorithms, one PPO);
+        `budget`: PPO-Saute's program."""
+        key = (n_runs > 1, cost_critic, budget)
         if key not in self._programs:
-            self._programs[key] = Program(self.config, self.env, key[0], cost_critic)
+            self._programs[key] = Program(self.config, self.env, *key)
         return self._programs[key]
+
+    def program_for(self, algos: Sequence[str], n_runs: int = 1) -> Program:
+        """The program that trains runs of `algos` (`train.algorithms.program_flags`) in groups of `n_runs`."""
+        return self.program(n_runs, *program_flags(algos))
 
     def run(self, algo: str, bound: float, seed: int, progress: Any | None = None) -> RunResult:
         """Train (or resume) one run: the group of one of `run_group`."""
@@ -249,8 +256,14 @@ class Runner:
         return RunKey(key.algo, self.task, float(key.bound), int(key.seed))
 
     def _manifest(self, key: RunKey, started: str, **extra: Any) -> dict[str, Any]:
-        return {"config": config_to_dict(self.config), "algo": key.algo, "task": key.task,
-                "env": self.env.name, "bound": float(key.bound), "seed": int(key.seed),
+        from train.tasks import TASK_SPECS
+
+        config = config_to_dict(self.config)
+        spec = TASK_SPECS.get(key.task)
+        return {"config": config, "algo": key.algo, "task": key.task,
+                "env": self.env.name, **({"level": spec.level} if spec else {}),
+                "variant": variant_label(config, key.algo), "constrained": key.algo != "ppo",
+                "bound": float(key.bound), "seed": int(key.seed),
                 "versions": _versions(), **current_placement(), "start_time": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
@@ -263,16 +276,25 @@ class Runner:
         state = program.init(keys)
         template = jax.tree_util.tree_map(jnp.zeros_like, program.member(state, 0))
         common = set.intersection(*(set(checkpoint.resume_iterates(self.out, k)) for k in keys))
+        # resume points written before runs carried an algorithm state load into the old structure; the
+        # algorithms of that time have none, so they go on from their initial (unused) state
+        legacy = template._replace(algo_state=None) if template.rollout.budget is None else None
+        found, j = None, -1
         for j in sorted(common, reverse=True):
-            found = [checkpoint.load_resume(self.out, k, template, j) for k in keys]
-            if all(found):
+            for tpl in (template, legacy):
+                found = None if tpl is None else [checkpoint.load_resume(self.out, k, tpl, j) for k in keys]
+                if found and all(found):
+                    break
+            if found and all(found):
                 break
         else:
             return state, 0  # no common resume point: the whole group starts from scratch
-        for k, f in zip(keys, found, strict=True):
+        for i, (k, f) in enumerate(zip(keys, found, strict=True)):
             res = results[k]
             res.env_steps, res.iterates_done, res.resumed_from = f[2], j + 1, j
             res.notes.append(f"resumed after iterate {j}")
+            if f[1].algo_state is None:
+                found[i] = (f[0], f[1]._replace(algo_state=program.member(state, i).algo_state), f[2])
         return program.stack([f[1] for f in found]), j + 1
 
     def _train(self, writer: Any, keys: list[RunKey], written: set[RunKey], results: dict[RunKey, RunResult],
@@ -283,7 +305,7 @@ class Runner:
         from train.core import checkpoint_payload
 
         cfg = self.config
-        program = self.program(len(keys), any(algorithm(k.algo).uses_multiplier for k in keys))
+        program = self.program_for([k.algo for k in keys], len(keys))
         t0 = time.perf_counter()
         state, start = self._start(program, keys, results)
         evals = set(eval_iterates(cfg))
@@ -333,9 +355,11 @@ class Runner:
         res.env_steps += steps
         r, c, dropped = compact_episodes(np.asarray(out.episodes.reward), np.asarray(out.episodes.cost),
                                          np.asarray(out.episodes.count), self.capacity)
-        values = {"env_steps": res.env_steps, "multiplier": mult if algorithm(key.algo).uses_multiplier else np.nan,
+        spec = algorithm(key.algo)
+        values = {"env_steps": res.env_steps, "multiplier": mult if spec.uses_multiplier else np.nan,
                   "n_updates": int(out.n_updates), "dropped_episodes": dropped,
-                  **{k: float(v) for k, v in out.metrics.items()}}
+                  **{k: float(out.metrics[k]) for k in DIAGNOSTICS},
+                  **iterate_values(spec, out.metrics, np.asarray(out.algo_state), np.asarray(out.algo_state_mean))}
         with self.guard.hold():
             writer.write_episodes(key, "train", j, r, c)
             writer.write_iterate_vars(key, j, values)
@@ -397,19 +421,20 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
         raise CubeError(f"no checkpoint at iterate {iterate} in {store} for the selected runs; "
                         "train with --eval-every or pick an evaluated iterate")
     writer = CubeWriter(store)
-    cache: dict[tuple[str, str], Any] = {}
+    cache: dict[tuple[str, str, bool], Any] = {}
     for key in keys:
         meta = checkpoint.read_run_meta(store, key)
         cfg = with_overrides(TrainConfig(), meta["config"])
-        ck = (key.task, repr(cfg))
+        budget = algorithm(key.algo).budget
+        ck = (key.task, repr(cfg), budget)
         if ck not in cache:
-            trainer = make_train(cfg, env_factory(key.task, cfg.episode_length))
+            trainer = make_train(cfg, env_factory(key.task, cfg.episode_length), budget=budget)
             cache[ck] = (trainer, jax.jit(trainer.evaluate))
         trainer, evaluate = cache[ck]
         payload = checkpoint.load(store, key, iterate, trainer.template())
         params = Params(payload["policy"], payload["value"], payload["cost_value"])
         normalizer = Normalizer(**payload["normalizer"])
-        ev = jax.device_get(evaluate(params, normalizer, eval_key(key.seed, iterate)))
+        ev = jax.device_get(evaluate(params, normalizer, eval_key(key.seed, iterate), d_step(cfg, key.bound)))
         writer.write_episodes(key, "expl", iterate, ev.expl_reward, ev.expl_cost)
         writer.write_episodes(key, "greedy", iterate, ev.greedy_reward, ev.greedy_cost)
         report(f"{key}: iterate {iterate}: expl cost {np.mean(ev.expl_cost):.2f}, "

@@ -1,10 +1,11 @@
 """Sweeps: the grid of runs, presets and selection, the picklable `run_one`, `saferl status` (no jax here).
 
-A sweep is algos x tasks x bounds x seeds (`PRESETS` names two). `saferl train` creates the whole grid in
-the store (or accepts an existing store holding it), then trains the selected runs that are not complete yet through an
-executor (`train.executors`). `SweepRun(unit)` trains or resumes one run (a RunKey) or a vmapped group
-(a tuple of them) in whatever process it lands in, caching one compiled `Runner` per (store, task, config)
-there. A run that was started before resumes in the group it was started in (`make_units`).
+A sweep is algos x tasks x bounds x seeds (`PRESETS` names three; the crax-suite preset's bounds depend on
+the task). `saferl train` creates the whole grid in the store (or accepts an existing store holding it),
+then trains the selected runs that are not complete yet through an executor (`train.executors`).
+`SweepRun(unit)` trains or resumes one run (a RunKey) or a vmapped group (a tuple of them) in whatever
+process it lands in, caching one compiled `Runner` per (store, task, config) there. A run that was started
+before resumes in the group it was started in (`make_units`).
 
 Test-only: with `SAFERL_ENABLE_TOY=1` the task `toy` (the pure-JAX task of `train/toy.py`) is accepted,
 so tests can run real sweeps without compiling MJX.
@@ -24,16 +25,31 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RunKey
-from train.algorithms import ALGOS
-from train.config import SMOKE, TASKS, TrainConfig, config_to_dict, variant_label, with_overrides
+from train.algorithms import ALGOS, PAPER_ALGOS
+from train.config import (
+    SMOKE,
+    TASKS,
+    TrainConfig,
+    config_to_dict,
+    upgrade_stored_config,
+    variant_label,
+    with_overrides,
+)
+from train.tasks import LEVEL1_TASKS, PAPER_TASKS, crax_bound
 
 TOY_ENV_VAR = "SAFERL_ENABLE_TOY"
 """Set to 1 to accept `--task toy` (tests only)."""
 
 
 def known_tasks() -> tuple[str, ...]:
-    """Task names `saferl train` accepts: the CRAX tasks, plus `toy` when SAFERL_ENABLE_TOY=1."""
+    """Task labels `saferl train` accepts: every crax task and level (`train.tasks`), plus `toy` when
+    SAFERL_ENABLE_TOY=1."""
     return (*TASKS, "toy") if os.environ.get(TOY_ENV_VAR) == "1" else tuple(TASKS)
+
+
+def extra_tasks() -> tuple[str, ...]:
+    """Task labels accepted beside the crax tasks (`toy` when SAFERL_ENABLE_TOY=1)."""
+    return ("toy",) if os.environ.get(TOY_ENV_VAR) == "1" else ()
 
 
 def make_env(task: str, episode_length: int) -> Any:
@@ -47,23 +63,46 @@ def make_env(task: str, episode_length: int) -> Any:
     return make_crax_env(task, episode_length)
 
 
+PAPER_BOUNDS = (15.0, 25.0, 50.0)
+"""The paper's safety bounds d (episodic cost at T = 2000)."""
+
+
+def crax_suite_bounds(task: str) -> tuple[float, ...]:
+    """The crax-suite preset's bounds of `task`: the paper's, times the task's `bound_scale` (x1 where a
+    violating step costs about 0.1 as on the Point tasks, x10 where it costs about 1; `train.tasks`)."""
+    return tuple(crax_bound(task, b) for b in PAPER_BOUNDS)
+
+
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
         "config": TrainConfig(),
-        "algos": ALGOS,
-        "tasks": tuple(TASKS),
-        "bounds": (15.0, 25.0, 50.0),
+        "algos": PAPER_ALGOS,
+        "tasks": PAPER_TASKS,
+        "bounds": PAPER_BOUNDS,
         "seeds": tuple(range(30)),
+    },
+    "crax-suite": {
+        "config": TrainConfig(),
+        "algos": ALGOS,
+        "tasks": LEVEL1_TASKS,
+        "bounds": None,
+        "task_bounds": crax_suite_bounds,
+        "seeds": tuple(range(10)),
     },
     "smoke": {
         "config": SMOKE,
-        "algos": ALGOS,
+        "algos": PAPER_ALGOS,
         "tasks": ("circle",),
         "bounds": (2.0,),
         "seeds": (0, 1),
     },
 }
-"""Named run grids: config plus the algos x tasks x bounds x seeds to train."""
+"""Named run grids: config plus the algos x tasks x bounds x seeds to train. `paper`: the paper's grid
+(its four algorithms on the four Point tasks at level 1, d in 15/25/50, 30 seeds, the paper's config).
+`crax-suite`: every on-policy algorithm on every crax-bench task at level 1 with the paper's config (T =
+2000 on every task, as the paper), its bounds per task (`task_bounds`: `crax_suite_bounds`), 10 seeds.
+`smoke`: tiny sizes on circle. `--algos`/`--tasks`/`--bounds`/`--seeds` given beside a preset replace its
+lists (with --bounds, every task gets those bounds)."""
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -92,10 +131,21 @@ class Plan:
     bounds: tuple[float, ...]
     seeds: tuple[int, ...]
     part: tuple[int, int] | None = None
+    task_bounds: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    """Per-task bounds replacing `bounds` for those tasks (the crax-suite preset); the store's bound
+    coordinate is then the union, and the (task, bound) pairs outside the grid stay pending and empty."""
+
+    def bounds_of(self, task: str) -> tuple[float, ...]:
+        """The bounds trained on `task`."""
+        return dict(self.task_bounds).get(task, self.bounds)
+
+    def all_bounds(self) -> tuple[float, ...]:
+        """Every bound of the grid (the store's bound coordinate), ascending."""
+        return tuple(sorted({float(b) for t in self.tasks for b in self.bounds_of(t)}))
 
     def grid_keys(self) -> list[RunKey]:
         """Every run of the grid, task-major then algo, bound, seed (runs sharing a compile are adjacent)."""
-        return [RunKey(a, t, float(b), int(s)) for t in self.tasks for a in self.algos for b in self.bounds
+        return [RunKey(a, t, float(b), int(s)) for t in self.tasks for a in self.algos for b in self.bounds_of(t)
                 for s in self.seeds]
 
     def keys(self) -> list[RunKey]:
@@ -121,6 +171,7 @@ def check_store_config(out: str | Path, config: TrainConfig) -> dict[str, str]:
         key = RunKey.from_dict(row)
         status[str(key)] = row["status"]
         have = row.get("config")
+        have = None if have is None else upgrade_stored_config(have)
         if row["status"] in ("partial", "complete") and have is not None and have != want:
             diff = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
             raise CubeError(f"{out} holds run {key} trained with another config (differs in {', '.join(diff)}); "
@@ -300,8 +351,15 @@ def status_rows(path: str | Path) -> list[dict[str, Any]]:
                      "n_iterates": n_it, "env_steps": row.get("env_steps"), "wall_s": _wall_s(row, last),
                      "host": row.get("host"),
                      "slurm_job_id": row.get("slurm_job_id"), "retries": row.get("retries", 0),
-                     "variant": variant_label(cfg) if cfg else "", "notes": row.get("notes", "")})
+                     "variant": _variant(cfg, row["algo"]), "notes": row.get("notes", "")})
     return rows
+
+
+def _variant(config: dict[str, Any], algo: str) -> str:
+    """`variant_label` of a run's stored config ("" without one; foreign algorithms: the shared options)."""
+    if not config:
+        return ""
+    return variant_label(config, algo if algo in ALGOS else None)
 
 
 def render_status(path: str | Path, show: Sequence[str] = ("partial", "pending", "complete")) -> None:
@@ -343,7 +401,8 @@ def _duration(seconds: float) -> str:
 
 # ------------------------------------------------------------------------------ vmapped run groups
 def run_bytes(config: TrainConfig, task: str) -> int:
-    """Estimated device memory of one run in a vmapped group, bytes (traced shapes, nothing compiles).
+    """Estimated device memory of one run in a vmapped group, bytes (traced shapes, nothing compiles; a
+    PPO-Saute run's one extra observation column is left out).
 
     Training state (params, optimiser, env states; from `jax.eval_shape`) twice (loop carry in and out),
     plus one update's transitions `[unrolls, unroll_length, num_envs]` three times (rollout, the

@@ -2,6 +2,11 @@
 
 Losses and updates bind the config's settings to the pure functions of `train.losses`, which they import
 when first called, so the registry (and the CLI that lists the names) needs no jax.
+
+Beyond a multiplier, an algorithm may carry a small state vector of its own through training (PPO-PID's
+integral, previous error and derivative; CRPO's regime), updated with the multiplier once per update and
+recorded per iterate (`state_vars`); and it may need a program of its own (`budget`: PPO-Saute's
+budget-augmented observation and shaped reward; `cost_critic`: whether the cost critic is trained).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ class LossInputs(NamedTuple):
     """Per-sample policy-loss inputs `[N]` (probability ratio and its log, reward advantage (normalised
     if the config says so), raw cost advantage, KL to the old policy) and the run's scalars: multiplier,
     mean per-step cost of the minibatch, d_step = d/T, and the previous update's violation (its batch mean
-    per-step cost - d/T; 0 before the first update)."""
+    per-step cost - d/T; 0 before the first update); `state`: the algorithm's own state `[STATE_SIZE]`
+    (see `Algorithm.initial_state`; None where a caller has none)."""
 
     ratio: Any
     log_ratio: Any
@@ -28,14 +34,34 @@ class LossInputs(NamedTuple):
     mean_cost: Any
     d_step: Any
     last_violation: Any
+    state: Any = None
+
+
+@dataclass(frozen=True)
+class StateVar:
+    """A per-iterate cube variable taken from slot `slot` of an algorithm's state vector: its value after the
+    iterate, or (`mean`) the mean over the iterate's updates of the value each update used."""
+
+    name: str
+    slot: int
+    mean: bool = False
+
+
+def no_state(config: TrainConfig) -> tuple[float, ...]:
+    """The state of an algorithm without one."""
+    return ()
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One algorithm of the PPO core: how it starts, which policy loss it minimises, how it moves its multiplier.
+    """One algorithm of the PPO core: how it starts, which policy loss it minimises, how it moves its
+    multiplier (and its own state), what it records, which program it needs.
 
-    `policy_loss(config, inputs)` -> scalar loss; `multiplier_update(config, multiplier, mean_cost, d_step)`
-    -> the multiplier after an update (mean_cost: the update's mean per-step cost, d_step = d/T).
+    `policy_loss(config, inputs)` -> scalar loss. The update after each update's SGD is either
+    `multiplier_update(config, multiplier, mean_cost, d_step)` -> multiplier, or, for an algorithm with a state
+    of its own, `update(config, multiplier, state, mean_cost, d_step)` -> (multiplier, state), state a vector
+    `[STATE_SIZE]` of which the algorithm uses the first `len(initial_state(config))` slots (mean_cost: the
+    update's batch mean per-step cost, d_step = d/T). `Algorithm.step` calls whichever is given.
     """
 
     name: str
@@ -43,15 +69,39 @@ class Algorithm:
     id: int
     """Index of its `lax.switch` branch (its position in ALGORITHMS)."""
     config_section: str | None
-    """The TrainConfig field holding its settings (a `[ppo_lag]`/`[p3o]`/`[focops]` TOML table); None: PPO."""
+    """The TrainConfig field holding its settings (its TOML table, e.g. `[ppo_lag]`); None: PPO."""
     initial_multiplier: Callable[[TrainConfig], float]
     policy_loss: Callable[[TrainConfig, LossInputs], Any]
-    multiplier_update: Callable[[TrainConfig, Any, Any, Any], Any]
+    multiplier_update: Callable[[TrainConfig, Any, Any, Any], Any] | None = None
+    update: Callable[[TrainConfig, Any, Any, Any, Any], tuple[Any, Any]] | None = None
+    initial_state: Callable[[TrainConfig], tuple[float, ...]] = no_state
+    state_vars: tuple[StateVar, ...] = ()
+    """Its state recorded per iterate, beside the multiplier."""
+    diagnostics: tuple[str, ...] = ()
+    """Per-iterate diagnostics of its program beyond the shared ones (`train.record.DIAGNOSTICS`)."""
+    uses_multiplier: bool = True
+    """False: the multiplier stays 0 and is stored as NaN (PPO, PPO-Saute, CRPO)."""
+    cost_critic: bool = True
+    """Whether its program trains the cost critic (crax's PPO and PPO-Saute have none)."""
+    budget: bool = False
+    """PPO-Saute: its program appends the remaining safety budget to the observation and shapes the reward."""
+    title: str = ""
+    """Display name (e.g. "PPO-PID")."""
+
+    def __post_init__(self) -> None:
+        if (self.multiplier_update is None) == (self.update is None):
+            raise ValueError(f"{self.name}: give exactly one of multiplier_update and update")
+
+    def step(self, config: TrainConfig, multiplier: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+        """(multiplier, state) after an update (see the class docstring)."""
+        if self.update is not None:
+            return self.update(config, multiplier, state, mean_cost, d_step)
+        return self.multiplier_update(config, multiplier, mean_cost, d_step), state
 
     @property
-    def uses_multiplier(self) -> bool:
-        """False for PPO, whose multiplier stays 0 and is stored as NaN."""
-        return self.config_section is not None
+    def iterate_vars(self) -> tuple[str, ...]:
+        """The per-iterate cube variables of its own (state and diagnostics)."""
+        return tuple(v.name for v in self.state_vars) + self.diagnostics
 
 
 def d_step(config: TrainConfig, bound: float) -> float:

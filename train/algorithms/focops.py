@@ -25,4 +25,4 @@ def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: An
     return L.focops_nu_update(mult, mean_cost, d_step, config.focops.nu_lr, config.focops.nu_max)
 
 
-FOCOPS = Algorithm("focops", 3, "focops", lambda c: c.focops.nu_init, policy_loss, multiplier_update)
+FOCOPS = Algorithm("focops", 3, "focops", lambda c: c.focops.nu_init, policy_loss, multiplier_update, title="FOCOPS")

@@ -26,4 +26,4 @@ def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: An
     return L.p3o_kappa_update(mult, mean_cost, d_step, pc.kappa_init, pc.increase, pc.decay, pc.kappa_max)
 
 
-P3O = Algorithm("p3o", 2, "p3o", lambda c: c.p3o.kappa_init, policy_loss, multiplier_update)
+P3O = Algorithm("p3o", 2, "p3o", lambda c: c.p3o.kappa_init, policy_loss, multiplier_update, title="P3O")

@@ -19,4 +19,5 @@ def no_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> An
     return mult
 
 
-PPO = Algorithm("ppo", 0, None, lambda c: 0.0, policy_loss, no_update)
+PPO = Algorithm("ppo", 0, None, lambda c: 0.0, policy_loss, no_update, uses_multiplier=False, cost_critic=False,
+                title="PPO")

@@ -21,4 +21,4 @@ def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: An
     return L.lagrange_update(mult, mean_cost, d_step, config.ppo_lag.lr)
 
 
-PPO_LAG = Algorithm("ppo_lag", 1, "ppo_lag", lambda c: c.ppo_lag.init, policy_loss, multiplier_update)
+PPO_LAG = Algorithm("ppo_lag", 1, "ppo_lag", lambda c: c.ppo_lag.init, policy_loss, multiplier_update, title="PPO-Lag")

@@ -1,0 +1,34 @@
+"""CRPO: a reward step or a cost step per update (Xu et al. 2021), as crax-bench's `crpo` trains it.
+
+State slot 0 is the regime (1: reward step, 0: cost step), 1 before the first update. An update's loss is
+the clipped surrogate on A_r in a reward step and on -A_c (cost advantage normalised, as crax) in a cost
+step; after its SGD the next regime is a reward step iff the batch mean per-step cost <= d/T + eta. Both
+critics always train; no multiplier. Per iterate: `crpo_regime` (the regime of the next update) and
+`crpo_reward_share` (the share of the iterate's updates that were reward steps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from train.algorithms.base import Algorithm, LossInputs, StateVar, cost_advantage
+from train.config import TrainConfig
+
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+    from train import losses as L
+
+    return L.crpo_policy_loss(x.ratio, x.adv, cost_advantage(config, config.crpo, x.cost_adv), x.state[0],
+                              config.clip_epsilon)
+
+
+def update(config: TrainConfig, mult: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+    """(multiplier unchanged, state with the next regime in slot 0)."""
+    from train import losses as L
+
+    return mult, state.at[0].set(L.crpo_regime(mean_cost, d_step, config.crpo.eta))
+
+
+CRPO = Algorithm("crpo", 6, "crpo", lambda c: 0.0, policy_loss, update=update, initial_state=lambda c: (1.0,),
+                 state_vars=(StateVar("crpo_regime", 0), StateVar("crpo_reward_share", 0, mean=True)),
+                 uses_multiplier=False, title="CRPO")
