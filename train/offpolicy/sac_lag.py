@@ -1,0 +1,21 @@
+"""SAC-Lag (crax `agents/sac_lag`): SAC plus a twin cost Q; the actor minimises alpha log pi - Q + lambda Qc and
+lambda moves by projected gradient ascent after every gradient step, capped at lambda_max."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from train.offpolicy.base import OffPolicyAlgorithm
+from train.offpolicy.config import OffPolicyConfig
+
+
+def multiplier_update(config: OffPolicyConfig, lam: Any, pid: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+    """lambda <- min(relu(lambda + lr / T (mean_cost - d/T)), lambda_max) (crax's `effective_lagrangian_lr`)."""
+    from train.offpolicy import losses as L
+
+    c = config.sac_lag
+    lr = c.lr / max(config.episode_length, 1)
+    return L.lagrange_update(lam, mean_cost, d_step, lr, c.lambda_max), pid
+
+
+SAC_LAG = OffPolicyAlgorithm("sac_lag", 1, "sac_lag", lambda c: c.sac_lag.init, multiplier_update)
