@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -10,7 +12,9 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
+from cube.store.progress import STALL_S
 from saferl_tui.commands import SaferlCommands
+from saferl_tui.follow import DEFAULT_INTERVAL_S
 from saferl_tui.messages import Exported, ViewShown
 from saferl_tui.model import CubeModel
 from saferl_tui.screens.main import DemoBuilder, MainScreen
@@ -31,13 +35,14 @@ class SaferlApp(App[str]):
     ]
 
     def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
-                 scheduler: str | None = None, exit_after_load: bool = False) -> None:
+                 scheduler: str | None = None, exit_after_load: bool = False, follow: bool | None = None,
+                 follow_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
         self.exit_after_load = exit_after_load
         """Exit once the first Summary is on screen (README's commands run non-interactively in CI)."""
         self.model = model
         self._first_screen = partial(MainScreen, model, export_dir=export_dir, demo_builder=demo_builder,
-                                     scheduler=scheduler)
+                                     scheduler=scheduler, follow=follow, follow_interval=follow_interval)
         self.last_export: list[str] = []
         """The files the last export (``e``) or screenshot (``s``) wrote."""
 
@@ -63,7 +68,9 @@ class SaferlApp(App[str]):
 
 def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: int = 2000, rng_seed: int = 0,
               demo_builder: DemoBuilder | None = None, scheduler: str | None = None,
-              exit_after_load: bool = False) -> SaferlApp:
+              exit_after_load: bool = False, follow: bool | None = None,
+              follow_interval: float = DEFAULT_INTERVAL_S, stall_s: float = STALL_S,
+              clock: Callable[[], float] = time.time) -> SaferlApp:
     """Create the app for a cube ``path``.
 
     ``boot``/``rng_seed``: bootstrap replicates and seed for CIs (paper: 2000). ``export_dir``: where
@@ -72,9 +79,12 @@ def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: i
     exist (the bundled demo). ``scheduler``:
     the address of the dask scheduler the caller runs the app under (see ``cube.compute``), shown while
     the cube loads; None for local threads. ``exit_after_load``: exit once the first Summary is shown
-    (``app.run()`` then returns a line saying so).
+    (``app.run()`` then returns a line saying so). ``follow``: follow the store as it is written (None: on
+    when some run is partial or pending), polling every ``follow_interval`` seconds. ``stall_s``: seconds
+    without a write after which the Progress view flags a running run stalled. ``clock()``: the time now
+    (POSIX seconds; tests inject a fixed one).
     """
-    model = CubeModel(path, boot=boot, rng_seed=rng_seed)
+    model = CubeModel(path, boot=boot, rng_seed=rng_seed, stall_s=stall_s, clock=clock)
     out = Path(export_dir) if export_dir is not None else None
     return SaferlApp(model, export_dir=out, demo_builder=demo_builder, scheduler=scheduler,
-                     exit_after_load=exit_after_load)
+                     exit_after_load=exit_after_load, follow=follow, follow_interval=follow_interval)

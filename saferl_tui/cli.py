@@ -12,7 +12,9 @@ from pathlib import Path
 
 from cube.compute import Progress, resolve_address, scheduler_context
 from cube.selection import check_statistics_arguments
+from cube.store.progress import STALL_S
 from saferl_tui.app import build_app
+from saferl_tui.follow import DEFAULT_INTERVAL_S
 
 EXIT_AFTER_LOAD = "SAFERL_TUI_EXIT_AFTER_LOAD"
 """Set (to anything) to exit once the first Summary is shown: README's `make demo` runs in CI this way."""
@@ -47,7 +49,8 @@ def build_demo(path: str, progress: Progress) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="saferl-tui",
-        description="Explore a saferl results cube: Summary, Conditions, CDF, Curves, Histograms, Runs. "
+        description="Explore a saferl results cube: Summary, Conditions, CDF, Curves, Histograms, Runs, Learning, "
+        "Progress; follows a store being written. "
         "Press ? inside the app for every key.",
     )
     p.add_argument("path", nargs="?", help="results cube (.zarr directory or .nc file); default: the demo cube")
@@ -62,7 +65,27 @@ def parser() -> argparse.ArgumentParser:
         help="run the reductions on this dask.distributed scheduler "
         "(default: $DASK_SCHEDULER_ADDRESS, else local threads)",
     )
+    p.add_argument("--follow", dest="follow", action="store_true", default=None,
+                   help="follow the store as it is written (default: on when some run is partial or "
+                   "pending; w toggles)")
+    p.add_argument("--no-follow", dest="follow", action="store_false", help="never follow the store")
+    p.add_argument("--follow-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
+                   help=f"seconds between two polls of a followed store (default {DEFAULT_INTERVAL_S:g})")
+    p.add_argument("--stall", type=float, default=STALL_S, metavar="SECONDS",
+                   help=f"Progress view: a running run that wrote nothing for this long is stalled "
+                   f"(default {STALL_S:g})")
     return p
+
+
+def check_follow_arguments(interval: float, stall: float) -> None:
+    """One clear line (CubeError) for a follow interval or stall time that is not a positive number."""
+    import math
+
+    from cube.errors import CubeError
+
+    for flag, value in (("--follow-interval", interval), ("--stall", stall)):
+        if not math.isfinite(value) or value <= 0:
+            raise CubeError(f"{flag} must be a positive number of seconds, not {value:g}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,11 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         path, builder = Path(args.path), None
     try:
         check_statistics_arguments(args.boot, 0.95, args.seed, seed_flag="--seed")
+        check_follow_arguments(args.follow_interval, args.stall)
         with ExitStack() as stack:
             stack.enter_context(scheduler_context(args.scheduler))
             app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed,
                             demo_builder=builder, scheduler=resolve_address(args.scheduler),
-                            exit_after_load=bool(os.environ.get(EXIT_AFTER_LOAD)))
+                            exit_after_load=bool(os.environ.get(EXIT_AFTER_LOAD)), follow=args.follow,
+                            follow_interval=args.follow_interval, stall_s=args.stall)
             shown = app.run()
         if shown:
             print(f"saferl-tui: {shown} ({EXIT_AFTER_LOAD} is set)")

@@ -115,3 +115,10 @@ class ViewShown(Message):
     Summary when `SAFERL_TUI_EXIT_AFTER_LOAD` is set)."""
 
     view_id: str
+
+
+@dataclass
+class FollowDone(Message):
+    """One poll of follow mode finished (`saferl_tui.follow.Follower.step`): None when nothing was written."""
+
+    update: Any

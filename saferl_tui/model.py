@@ -9,6 +9,7 @@ switching views or going back to an earlier selection re-renders without recompu
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,7 @@ from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.selection import Selection
 from cube.stats import curves
 from cube.stats.metrics import SETTING, SETTINGS
+from cube.stats.suffstats import load_suffstats_at
 from cube.store import summary
 from cube.store.read import damaged_store_error
 
@@ -155,17 +157,27 @@ def load_model(model: CubeModel, is_cancelled: Callable[[], bool], report: Fract
 class CubeModel:
     """Opened cube + sufficient statistics + cache of derived statistics (thread-safe)."""
 
-    def __init__(self, path: str | Path, boot: int = 2000, rng_seed: int = 0) -> None:
+    def __init__(self, path: str | Path, boot: int = 2000, rng_seed: int = 0, stall_s: float = 600.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
+        self.stall_s = float(stall_s)
+        """Seconds without a write after which a running run is stalled (Progress view)."""
+        self.clock = clock
+        """The time now (POSIX seconds): the Progress view's durations and the header's update time."""
+        self._progress_reader: Any = None
         self.boot = int(boot)
         self.rng_seed = int(rng_seed)
         self.ds: xr.Dataset | None = None
         self.ss: xr.Dataset | None = None
         self.ss_small: xr.Dataset | None = None
         self.info: CubeInfo | None = None
+        self.seqs: np.ndarray | None = None
+        """Every run's write sequence the statistics are at (None: the store has none; `follow.Follower`)."""
         self._cache: dict[Hashable, Any] = {}
         self._recent: OrderedDict[Hashable, xr.Dataset] = OrderedDict()
         self._lock = threading.Lock()
+        self._gen = 0
+        """Bumped by `update`: a result derived from older statistics is not cached."""
 
     # ------------------------------------------------------------------ loading
     def load(self, progress: FractionProgress | None = None) -> CubeInfo:
@@ -195,35 +207,73 @@ class CubeModel:
                 raise
 
         try:
-            self.ss = self._read(lambda: stats.load_suffstats(self.path,
-                                                              progress=fraction_progress(watched, "reading episodes"),
-                                                              background_write=True))
+            self.ss, self.seqs = self._read(lambda: load_suffstats_at(
+                self.path, progress=fraction_progress(watched, "reading episodes"), background_write=True))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
         except Exception as exc:
             if cancelled or any(isinstance(e, LoadCancelled) for e in _chain(exc)):
                 raise LoadCancelled from None
             raise damaged_store_error(exc, self.path, f"read the episodes of {self.path}") from None
-        self.info = CubeInfo(
-            path=self.path,
-            algos=tuple(str(a) for a in ds["algo"].values),
-            tasks=tuple(str(t) for t in ds["task"].values),
-            bounds=tuple(float(b) for b in ds["bound"].values),
-            seeds=tuple(int(s) for s in ds["seed"].values),
-            n_iterates=int(ds.sizes["iterate"]),
-            synthetic=bool(ds.attrs.get("synthetic", False)),
-            attrs=dict(ds.attrs),
-            has_env_steps="env_steps" in ds.data_vars,
-        )
+        self.info = _info(self.path, ds)
         return self.info
+
+    def update(self, seqs_after: np.ndarray | None) -> np.ndarray:
+        """Bring the statistics up to date with the store (`cube.stats.suffstats.update_suffstats`: only the
+        runs whose write sequence moved are read again; a grown grid adds runs) and forget every derived
+        result. Returns the positions (n, 4) of the runs read again, in the new grid. Blocking (a worker);
+        CubeError (one line) when the store is gone or damaged, the model then left as it was."""
+        from cube import open_cube
+        from cube.stats.suffstats import update_suffstats
+
+        assert self.ss is not None, "load() first"
+        ss, changed, at = update_suffstats(self.ss, self.path, self.seqs, seqs_after=seqs_after,
+                                           background_write=True)
+        ds = open_cube(self.path)
+        with self._lock:
+            self.ds, self.ss, self.seqs = ds, ss, at
+            self.ss_small = ss.drop_vars("le", errors="ignore")
+            self.info = _info(self.path, ds)
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == "reference"}
+            self._recent.clear()
+            self._gen += 1
+        return changed
+
+    def progress(self, sel: UISelection) -> tuple[list, float]:
+        """(every selected run's `cube.store.progress.RunProgress`, the time it is of): one
+        `ProgressReader` kept (stored facts re-read only for runs whose sequence moved; claims and last
+        writes at each call), stalled after `stall_s` seconds, the time from `clock()` (tests inject one)."""
+        from cube.store.progress import ProgressReader
+
+        self._check(sel)
+        if not Path(self.path).is_dir():
+            raise CubeError(f"{self.path} is a netCDF file: progress is read from a zarr store being written")
+        with self._lock:
+            if self._progress_reader is None:
+                self._progress_reader = ProgressReader(self.path, self.stall_s)
+            reader = self._progress_reader
+        now = self.clock()
+        runs = reader.read(now=now)
+        want = (set(sel.algos), set(sel.tasks), set(sel.bounds), set(sel.seeds))
+        return [r for r in runs if r.key.algo in want[0] and r.key.task in want[1] and float(r.key.bound) in want[2]
+                and int(r.key.seed) in want[3]], now
+
+    @property
+    def following_worthwhile(self) -> bool:
+        """Whether some run is partial or pending (follow mode starts on) in a store with write sequences."""
+        if self.ss is None or self.seqs is None or "run_status" not in self.ss:
+            return False
+        return bool((np.asarray(self.ss["run_status"].values) != RUN_STATUS["complete"]).any())
 
     # ------------------------------------------------------------------ cache
     def _cached(self, key: Hashable, fn: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
+            gen = self._gen
         value = fn()
         with self._lock:
-            self._cache[key] = value
+            if gen == self._gen:
+                self._cache[key] = value
         return value
 
     def is_cached(self, key: Hashable) -> bool:
@@ -245,8 +295,11 @@ class CubeModel:
             if key in self._recent:
                 self._recent.move_to_end(key)
                 return self._recent[key]
+            gen = self._gen
         value = stats.select(self.ss_small, replace(sel, algos=algos).cube_selection())
         with self._lock:
+            if gen != self._gen:
+                return value
             self._recent[key] = value
             while len(self._recent) > 4:  # selected copies are large: keep only the last few
                 self._recent.popitem(last=False)
@@ -262,13 +315,15 @@ class CubeModel:
         """
         with self._lock:
             have = self._cache.get(key)
+            gen = self._gen
         known = set() if have is None else {str(a) for a in have["algo"].values}
         missing = tuple(a for a in algos if a not in known)
         if missing:
             fresh = compute(missing)
             have = fresh if have is None else xr.concat([have, fresh], dim="algo")
             with self._lock:
-                self._cache[key] = have
+                if gen == self._gen:
+                    self._cache[key] = have
         assert have is not None
         return have.sel(algo=list(algos))
 
@@ -415,18 +470,18 @@ class CubeModel:
         return self._cached(key, compute)
 
     def _raw(self) -> xr.Dataset:
-        """The cube opened without dask: reads of many one-run chunks go straight to zarr / netCDF,
-        several times faster than through dask. Coordinates are the normalised ones of ``open_cube``."""
+        """The cube opened without dask (``open_cube(lazy=False)``, the one read path, on the grid of the
+        loaded cube): reads of many one-run chunks go straight to zarr / netCDF, several times faster than
+        through dask."""
         assert self.ds is not None, "load() first"
 
         def open_raw() -> xr.Dataset:
-            path = Path(self.path)
-            if not path.is_dir():  # netCDF: keep the one dask-backed handle (HDF5 is not thread-safe)
+            from cube import open_cube
+
+            if not Path(self.path).is_dir():  # netCDF: keep the one dask-backed handle (HDF5 is not thread-safe)
                 assert self.ds is not None
                 return self.ds
-            raw = xr.open_zarr(path, consolidated=False, chunks=None)
-            dims = [d for d in self.ds.dims if d in raw.dims]
-            return raw.assign_coords({d: self.ds[d].values for d in dims})
+            return open_cube(self.path, check=False, lazy=False, sizes=self.ds.encoding.get("saferl_grid"))
 
         return self._cached(("raw",), open_raw)
 
@@ -501,3 +556,17 @@ def _sel_key(sel: UISelection) -> tuple:
     """Cache key of the parts of a selection that change statistics (not setting or baseline)."""
     return (sel.algos, sel.tasks, sel.bounds, sel.seeds, sel.iterates)
 
+
+def _info(path: str, ds: xr.Dataset) -> CubeInfo:
+    """The labels and attributes of the opened cube `ds`."""
+    return CubeInfo(
+        path=path,
+        algos=tuple(str(a) for a in ds["algo"].values),
+        tasks=tuple(str(t) for t in ds["task"].values),
+        bounds=tuple(float(b) for b in ds["bound"].values),
+        seeds=tuple(int(s) for s in ds["seed"].values),
+        n_iterates=int(ds.sizes["iterate"]),
+        synthetic=bool(ds.attrs.get("synthetic", False)),
+        attrs=dict(ds.attrs),
+        has_env_steps="env_steps" in ds.data_vars,
+    )

@@ -625,7 +625,7 @@ def test_incomplete_runs_are_flagged_and_filterable(cube_path: Path, tmp_path: P
     path = partial_cube(cube_path, tmp_path / "partial.zarr")
 
     async def scenario(pilot: Pilot, screen: MainScreen) -> None:
-        assert "◐ 2 incomplete runs included (6 Runs)" in static_text(screen, "#summary-title")
+        assert "◐ 2 incomplete runs included, latest iterate as final (6 Runs)" in static_text(screen, "#summary-title")
         await press(pilot, "2")
         assert "◐ 2 incomplete runs" in static_text(screen, "#conditions-title")
         rows = cells(screen.query_one("#conditions-table", DataTable))

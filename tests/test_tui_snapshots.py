@@ -6,6 +6,7 @@ the SVGs in ``tests/__snapshots__/test_tui_snapshots/``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -15,7 +16,8 @@ import pytest
 from textual.pilot import Pilot
 
 from cube import MODES, CubeWriter, RunKey, create_store
-from saferl_tui.app import build_app
+from cube.store.locks import WRITE_SEQ
+from saferl_tui.app import SaferlApp, build_app
 from tests.tuiwait import until_quiet
 
 BOOT = 40
@@ -63,7 +65,19 @@ def snap_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding ``cube.zarr``: 4 algos x 2 tasks x 2 bounds x 3 seeds x 6 iterates (seed 3)."""
     root = tmp_path_factory.mktemp("snap")
     write_snapshot_cube(root / "cube.zarr")
+    for folder, _dirs, files in os.walk(root / "cube.zarr" / WRITE_SEQ / "c"):  # the Progress view's last writes
+        for name in files:
+            os.utime(Path(folder) / name, (T0, T0))
     return root
+
+
+T0 = 1_900_000_000.0
+"""Every run's last write; the app's clock says T0 + 90 s (no wall-clock text in a snapshot)."""
+
+
+def snap_app(path: str) -> SaferlApp:
+    """The app as the snapshots see it: follow mode off (its header shows a time), a fixed clock."""
+    return build_app(path, boot=BOOT, follow=False, clock=lambda: T0 + 90.0)
 
 
 @pytest.fixture
@@ -96,23 +110,24 @@ VIEWS = [
     ("histograms", ("5",)),
     ("runs", ("6",)),
     ("learning", ("7",)),
+    ("progress", ("8",)),
     ("selection_panel", ("f", "down", "space")),
     ("help", ("question_mark",)),
     ("empty_selection", ("f", "n", "escape")),
 ]
-SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning",
+SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning", "progress",
          "selection_panel", "help"]
 
 
 @pytest.mark.parametrize(("name", "keys"), VIEWS, ids=[v[0] for v in VIEWS])
 def test_view_120x40(snap_compare, cube_name: str, name: str, keys: Sequence[str]) -> None:
-    app = build_app(cube_name, boot=BOOT)
+    app = snap_app(cube_name)
     assert snap_compare(app, terminal_size=(120, 40), run_before=partial(drive, keys))
 
 
 @pytest.mark.parametrize(("name", "keys"), [v for v in VIEWS if v[0] in SMALL], ids=SMALL)
 def test_view_80x24(snap_compare, cube_name: str, name: str, keys: Sequence[str]) -> None:
-    app = build_app(cube_name, boot=BOOT)
+    app = snap_app(cube_name)
     assert snap_compare(app, terminal_size=(80, 24), run_before=partial(drive, keys))
 
 
@@ -123,10 +138,10 @@ NARROW = [("summary", ()), ("cdf_all_settings", ("3", "p")), ("curves", ("4",)),
 @pytest.mark.parametrize(("name", "keys"), NARROW, ids=[v[0] for v in NARROW])
 def test_view_60x20(snap_compare, cube_name: str, name: str, keys: Sequence[str]) -> None:
     """The narrow fallback: one plot at a time (p cycles) and a note saying so."""
-    app = build_app(cube_name, boot=BOOT)
+    app = snap_app(cube_name)
     assert snap_compare(app, terminal_size=(60, 20), run_before=partial(drive, keys))
 
 
 def test_missing_path(snap_compare, cube_name: str) -> None:
-    app = build_app("missing.zarr", boot=BOOT)
+    app = snap_app("missing.zarr")
     assert snap_compare(app, terminal_size=(100, 30), run_before=partial(drive, ()))

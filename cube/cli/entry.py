@@ -2,7 +2,7 @@
 
 Subcommands come from the entry-point group ``saferl.commands`` (pyproject.toml): each entry names a
 ``register(subparsers)`` function that adds its parsers and sets ``func`` to a ``run(args) -> int``.
-This package registers ``validate``, ``demo`` and ``export`` (here) and ``report`` (``cube.cli.report``);
+This package registers ``validate``, ``demo``, ``export`` and ``status`` (here) and ``report`` (``cube.cli.report``);
 any installed package (the trainer, a third party) adds its own the same way, and this module never
 names them. User errors raise ``CubeError`` and end as one ``error:`` line with exit 2.
 """
@@ -23,10 +23,10 @@ COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the cube's own subcommands: validate, demo, export (one module each)."""
-    from cube.cli import demo, export, validate
+    """Add the cube's own subcommands: validate, demo, export, status (one module each)."""
+    from cube.cli import demo, export, status, validate
 
-    for command in (validate, demo, export):
+    for command in (validate, demo, export, status):
         command.register(sub)
 
 

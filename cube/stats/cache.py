@@ -27,7 +27,7 @@ import shutil
 import threading
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -78,12 +78,13 @@ def layout_digest(ds: xr.Dataset) -> str:
 
 
 # ------------------------------------------------------------------------------------------ cache
-def grid_fingerprint(ds: xr.Dataset, kappa: np.ndarray) -> str:
-    """Hash of the schema version, the kappa grid and every dimension's labels (the cache's shape)."""
+def grid_fingerprint(ds: xr.Dataset | Mapping[str, np.ndarray], kappa: np.ndarray) -> str:
+    """Hash of the schema version, the kappa grid and every dimension's labels (the cache's shape); `ds`: a
+    Dataset or its coordinates (dim -> labels)."""
     h = hashlib.sha256(f"v{SUFFSTATS_VERSION}".encode())
     h.update(np.ascontiguousarray(kappa, dtype=np.float64).tobytes())
     for d in (*CELL_DIMS, "episode"):
-        h.update(f"{d}:{[str(v) for v in ds[d].values]};".encode())
+        h.update(f"{d}:{[str(v) for v in np.asarray(ds[d])]};".encode())
     return h.hexdigest()[:32]
 
 
@@ -103,6 +104,12 @@ def _stat_key(path: Path) -> bytes:
 
 def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
     """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys."""
+    return one_run_chunks(path, dict(ds.sizes))
+
+
+def one_run_chunks(path: Path, sizes: Mapping[str, int]) -> bool:
+    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys, for the
+    grid `sizes` (dim -> length; iterate, episode and mode are read)."""
     for name in ("reward", "cost"):
         try:
             meta = json.loads((path / name / "zarr.json").read_text())
@@ -110,7 +117,7 @@ def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
             enc = meta["chunk_key_encoding"]
         except (OSError, KeyError, ValueError):
             return False
-        full = [ds.sizes[d] for d in ("iterate", "episode", "mode")]
+        full = [int(sizes[d]) for d in ("iterate", "episode", "mode")]
         sharded = any(c.get("name") == "sharding_indexed" for c in meta.get("codecs", []))
         if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or sharded or enc.get("name") != "default"
                 or enc.get("configuration", {}).get("separator", "/") != "/"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import dask
@@ -218,17 +219,20 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
     return ss
 
 
-def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray, runs: np.ndarray,
-                background: bool) -> None:
+def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | Callable[[], np.ndarray],
+                runs: np.ndarray, background: bool, fps: np.ndarray | None = None) -> None:
     """Patch the cache on disk with the runs `runs` ((n, 4) positions; `run_fp` every run's fingerprint,
-    taken before its episodes were read), or write it whole where it cannot be patched (another grid, a
-    damaged chunk); in a background thread when `background`."""
+    taken before its episodes were read, or a function giving it, called only when the cache is written
+    whole; `fps`: the fingerprints of `runs` alone, when `run_fp` is a function), or write it whole where
+    it cannot be patched (another grid, a damaged chunk); in a background thread when `background`."""
     out = ss.copy(deep=False)
-    fps = run_fp[tuple(np.asarray(runs).T)]
+    if fps is None:
+        assert not callable(run_fp)
+        fps = run_fp[tuple(np.asarray(runs).T)]
 
     def job() -> None:
         if not patch_cache(path, out, runs, fps, attrs["grid"]):
-            write_cache(path, out, attrs, run_fp)
+            write_cache(path, out, attrs, run_fp() if callable(run_fp) else run_fp)
 
     if background:
         in_background(path, job)
@@ -386,9 +390,13 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
     ss = _reread_runs(ss, path, group, sizes, coords, changed)
     if one_run:
         grid = grid_fingerprint(coords, ss["kappa"].values)
-        fps_all = _fingerprints_now(path, ss, after, sizes, changed, fps)
         attrs = {"grid": grid, "store": ""}
-        _save_patch(path, ss, attrs, fps_all, changed, background_write)
+        if regridded:  # the cache is written whole: every run's fingerprint now
+            _save_patch(path, ss, attrs, _fingerprints_now(path, ss, after, sizes, changed, fps), changed,
+                        background_write)
+        else:  # patched run by run: the others' fingerprints only if that fails (1,440 stat calls saved)
+            whole = partial(_fingerprints_now, path, ss, after, sizes, changed, fps)
+            _save_patch(path, ss, attrs, whole, changed, background_write, np.asarray(fps, dtype=np.uint64))
     return ss, changed, after
 
 

@@ -103,6 +103,9 @@ class _Facts:
     manifest: dict[str, Any]
     iterates: int | None
     env_steps: float | None
+    known: dict[str, Any] = field(default_factory=dict)  # run_facts(manifest)
+    key: RunKey | None = None  # the run's labels (set by the reader)
+    seq_file: str = ""  # its write-sequence chunk (set by the reader)
 
 
 class ProgressReader:
@@ -135,9 +138,17 @@ class ProgressReader:
             self._read_all(sizes)
         else:
             self._read_runs(sizes, [tuple(int(i) for i in ix) for ix in np.argwhere(seqs != self._seqs)])
-        self._seqs = seqs
+        self._seqs = None if seqs is None else seqs.copy()  # a SeqWatch updates its array in place
         now = time.time() if now is None else now
-        return [self._progress(index, facts, now) for index, facts in self._facts.items()]
+        return [self._progress(index, self._located(index, facts), now) for index, facts in self._facts.items()]
+
+    def _located(self, index: tuple[int, ...], facts: _Facts) -> _Facts:
+        """`facts` with the run's labels and sequence chunk path (kept with its facts: one idle read of a
+        paper-scale store costs stat calls, not labels and paths built again for 1,440 runs)."""
+        if facts.key is None:
+            facts.key = RunKey.at(self._coords, index)
+            facts.seq_file = os.path.join(self.path, WRITE_SEQ, "c", *(str(int(i)) for i in index))
+        return facts
 
     # ------------------------------------------------------------------ stored facts
     def _read_all(self, sizes: dict[str, int] | None) -> None:
@@ -173,19 +184,17 @@ class ProgressReader:
 
     # ------------------------------------------------------------------ one run now
     def _progress(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunProgress:
-        key = RunKey.at(self._coords, index)
-        row = facts.manifest
-        known = run_facts(row)
+        key, row, known = facts.key or RunKey.at(self._coords, index), facts.manifest, facts.known
         claim = claim_state(self.path, key) if facts.stored != "complete" else ClaimState("free")
-        last = last_write(self.path, index)
+        last = _mtime(facts.seq_file)
         host, checked = _writer(row, claim)
         out = RunProgress(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
                           host=host, host_checked=checked, slurm_job_id=_text(row.get("slurm_job_id")),
                           last_write=last, started=_text(known["started"]), claim=claim,
                           error=_text(row.get("error")), retries=int(row.get("retries") or 0),
                           notes=str(row.get("notes") or ""), manifest=row)
-        out.n_iterates = self.total_iterates(row) if self.total_iterates is not None else (
-            self._sizes or {}).get("iterate")
+        total = self.total_iterates(row) if self.total_iterates is not None else None
+        out.n_iterates = total or (self._sizes or {}).get("iterate") or len(self._coords.get("iterate", ()))
         out.status = _status(facts.stored, claim, row, known, checked, last, now, self.stall_s)
         out.stalled = out.status == "running" and last is not None and now - last > self.stall_s
         start = _seconds(known["started"])
@@ -226,7 +235,8 @@ def _facts(stored: str, row: dict[str, Any], steps: np.ndarray | None) -> _Facts
         last = int(final_iterate(np.isfinite(steps).astype(np.int64)))
         if last >= 0:
             iterates, env = last + 1, float(steps[last])
-    return _Facts(stored, row, None if iterates is None else int(iterates), None if env is None else float(env))
+    return _Facts(stored, row, None if iterates is None else int(iterates), None if env is None else float(env),
+                  known)
 
 
 def _status(stored: str, claim: ClaimState, row: dict[str, Any], known: dict[str, Any], checked: bool,
@@ -289,6 +299,13 @@ def manifest_body(text: Any) -> dict[str, Any]:
     except ValueError:
         body = None
     return body if isinstance(body, dict) else {"manifest_error": "the stored manifest is not a JSON object"}
+
+
+def _mtime(file: str) -> float | None:
+    try:
+        return os.stat(file).st_mtime
+    except OSError:
+        return None
 
 
 def last_write(path: PathLike, index: Sequence[int]) -> float | None:

@@ -51,6 +51,8 @@ def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
     rows.append(("tables", "↑ ↓ ← → pgup pgdn", "Move"))
     add("selection lists", list(PickList.BINDINGS))
     rows.append(("selection lists", "space / enter", "Toggle the highlighted entry"))
+    rows.append(("runs still training", "◐", "Counted, their latest iterate as final"))
+    rows.append(("follow mode", "w", "Polls every --follow-interval s; header: last update"))
     return rows
 
 

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Input, TabbedContent, TabPane
+from textual.widgets import DataTable, Input, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from cube.compute import FractionProgress, Progress
@@ -22,6 +22,7 @@ from cube.errors import CubeError
 from cube.outputs import figures_folder
 from cube.stats.metrics import SETTINGS
 from saferl_tui.exports import free_names, with_selection
+from saferl_tui.follow import DEFAULT_INTERVAL_S, Follower, FollowUpdate
 from saferl_tui.messages import (
     ConditionChosen,
     CubeLoaded,
@@ -35,6 +36,7 @@ from saferl_tui.messages import (
     ViewShown,
 )
 from saferl_tui.model import CubeModel, UISelection, load_model
+from saferl_tui.screens.following import FollowMode
 from saferl_tui.screens.help import HelpScreen, help_rows, key_text
 from saferl_tui.screens.open import OpenScreen
 from saferl_tui.views import VIEW_CLASSES, ResultView
@@ -55,8 +57,8 @@ MIN_SIZE = (60, 20)
 """Below this terminal size the header says the views cannot all be readable."""
 FIRST_KEYS = (("?", "Help"), ("f", "Selection"), ("e", "Export"), ("q", "Quit"))
 """What a newcomer needs first: always at the left of the key bar."""
-REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("R", "Paper"), ("s", "Screenshot"), ("o", "Open"),
-             ("^p", "Palette"))
+REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("w", "Follow"), ("R", "Paper"), ("s", "Screenshot"),
+             ("o", "Open"), ("^p", "Palette"))
 
 
 def display_path(path: str) -> str:
@@ -67,8 +69,8 @@ def display_path(path: str) -> str:
         return str(path)
 
 
-class MainScreen(Screen):
-    """The explorer: info bar, selection panel, the six views in tabs, key bar.
+class MainScreen(FollowMode, Screen):
+    """The explorer: info bar, selection panel, the views in tabs, key bar.
 
     What it needs comes in through the constructor (attributes down): the model of the cube (loaded
     already when it comes from the open box), the directory ``e`` and ``s`` write to, the demo builder
@@ -91,12 +93,24 @@ class MainScreen(Screen):
         Binding("o", "open_path", "Open another cube", id="file.open"),
         Binding("R", "toggle_reference", "The paper's numbers beside the cube's (Summary, Conditions)",
                 id="selection.reference"),
-        Binding("slash", "filter", "Filter the table (Conditions, Runs)", id="table.filter"),
+        Binding("slash", "filter", "Filter the table (Conditions, Runs, Progress)", id="table.filter"),
+        Binding("w", "toggle_follow", "Follow the store being written on/off", id="follow.toggle"),
     ]
 
     def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
-                 scheduler: str | None = None) -> None:
+                 scheduler: str | None = None, follow: bool | None = None,
+                 follow_interval: float = DEFAULT_INTERVAL_S) -> None:
         super().__init__()
+        self.follow_choice = follow
+        """Follow mode as asked (None: on when some run is partial or pending)."""
+        self.follow_interval = float(follow_interval)
+        self.following = False
+        self.follower: Follower | None = None
+        self.last_update: FollowUpdate | None = None
+        """The last poll that found runs written (the header shows its time and count)."""
+        self._polling = False
+        self.follow_log: list[str] = []
+        """Every line follow mode showed (failures, interrupted writes, growth, errors), oldest first."""
         self.model = model
         self.export_dir = export_dir
         self.demo_builder = demo_builder
@@ -108,6 +122,7 @@ class MainScreen(Screen):
         self.render_times: dict[str, float] = {}
         """Seconds from request to rendered data, per view (last request; read by the benchmark)."""
         self.load_failed = False
+        self._refreshing: set[str] = set()
 
     def notify_text(self, message: str, **kwargs: Any) -> None:
         """A notification whose text is shown as it is: paths, labels and errors are data, never markup
@@ -148,6 +163,8 @@ class MainScreen(Screen):
         width, height = self.app.size
         if width < MIN_SIZE[0] or height < MIN_SIZE[1]:
             note = (note + " " if note else "") + f"terminal {width}x{height} < 60x20: enlarge it"
+        follow = self._follow_text()
+        note = f"{follow} {note}" if note and follow else (follow or note)
         self.query_one(InfoBar).show(display_path(self.model.path), self.selection,
                                      bool(info and info.synthetic), note, width=width)
 
@@ -223,6 +240,7 @@ class MainScreen(Screen):
         self.request(self.active_view())
         self.active_view().focus_body()
         self._keys()
+        self._start_following()
 
     # ------------------------------------------------------------------ views and data
     def active_view(self) -> ResultView:
@@ -281,7 +299,14 @@ class MainScreen(Screen):
         view = self.view(msg.view_id)
         view.selection, view.data_token = msg.token[1], msg.token
         view.incomplete = msg.incomplete or {}
+        kept = [(t, t.cursor_coordinate, t.scroll_offset) for t in view.query(DataTable)] \
+            if msg.view_id in self._refreshing else []
+        self._refreshing.discard(msg.view_id)
         view.data = msg.data
+        for table, cursor, offset in kept:  # a follow refresh keeps the place in every table
+            if table.row_count:
+                table.move_cursor(row=min(cursor.row, table.row_count - 1), column=cursor.column, scroll=False)
+            self.call_after_refresh(table.scroll_to, offset.x, offset.y, animate=False)
         self._shown[msg.view_id] = msg.token
         self._pending.pop(msg.view_id, None)
         self.render_times[msg.view_id] = time.perf_counter() - self._requested_at.get(msg.view_id, 0.0)
@@ -483,9 +508,11 @@ class MainScreen(Screen):
 
         def opened(model: CubeModel | None) -> None:
             if model is not None:
-                self.app.switch_screen(MainScreen(model, export_dir=self.export_dir, scheduler=self.scheduler))
+                self.app.switch_screen(MainScreen(model, export_dir=self.export_dir, scheduler=self.scheduler,
+                                                  follow=self.follow_choice, follow_interval=self.follow_interval))
 
         def make(path: str) -> CubeModel:
-            return CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed)
+            return CubeModel(path, boot=self.model.boot, rng_seed=self.model.rng_seed, stall_s=self.model.stall_s,
+                             clock=self.model.clock)
 
         self.app.push_screen(OpenScreen(self.model.path, make), opened)

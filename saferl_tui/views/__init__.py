@@ -1,5 +1,6 @@
-"""The seven result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
-``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves); ``base`` holds the
+"""The eight result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
+``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves), ``progress`` (8, training
+progress); ``base`` holds the
 :class:`ResultView` base class, the condition cycler of Curves and Histograms, and the formatting and export
 helpers they share.
 """
@@ -12,12 +13,13 @@ from saferl_tui.views.conditions import ConditionsView
 from saferl_tui.views.curves import CurvesView
 from saferl_tui.views.histograms import HistogramsView
 from saferl_tui.views.learning import LearningView
+from saferl_tui.views.progress import ProgressView
 from saferl_tui.views.runs import RunsView
 from saferl_tui.views.summary import SummaryView
 
 VIEW_CLASSES: tuple[type[ResultView], ...] = (SummaryView, ConditionsView, CdfView, CurvesView, HistogramsView,
-                                              RunsView, LearningView)
-"""The views in tab order (their KEY is 1..7)."""
+                                              RunsView, LearningView, ProgressView)
+"""The views in tab order (their KEY is 1..8)."""
 
-__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "ResultView",
-           "RunsView", "SummaryView"]
+__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "ProgressView",
+           "ResultView", "RunsView", "SummaryView"]

@@ -88,11 +88,13 @@ def condition_label(task: str, bound: float) -> str:
 
 
 def incomplete_note(counts: dict | None) -> Text:
-    """'◐ 3 incomplete runs included' (warning style), or nothing when every selected run is complete."""
+    """'◐ 3 incomplete runs included (latest iterate as final)' (warning style), or nothing when every selected
+    run is complete. The one rule for runs still training: they count, their latest iterate's episodes as
+    their final ones (`cube.schema.final_iterate`), and every table and plot says so with this mark."""
     n = sum(counts.values()) if counts else 0
     if not n:
         return Text("")
-    return Text(f"  ◐ {n} incomplete run{'s' if n != 1 else ''} included (6 Runs)",
+    return Text(f"  ◐ {n} incomplete run{'s' if n != 1 else ''} included, latest iterate as final (6 Runs)",
                 style="bold dark_orange")
 
 

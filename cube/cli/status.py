@@ -1,0 +1,223 @@
+"""`saferl status`: every run of a results store with its progress, and totals per algorithm and task.
+
+    saferl status results.zarr [--all] [--stall-after S]
+    saferl status results.zarr --watch [--interval S] [--stall-after S]
+
+Per run (`cube.store.progress.ProgressReader`): its status (running / stopped / failed / pending /
+complete; a partial run shows as 'partial (running)' and so on), iterates written of its total, env steps,
+steps per second, ETA, wall time, host, SLURM job, last write, retries, the formulation it was trained with
+(`variant`) and what needs attention (stalled, failed, damaged claim). Then per algorithm and task: runs per
+status, env steps and their rate, the longest ETA. Without --all, complete runs are left out of the run table.
+
+--watch redraws the tables whenever a run writes (a `cube.store.locks.SeqWatch` polled every --interval
+seconds: stat calls, and only the sequence chunks of folders that changed) and at least every --interval
+seconds for the clocks; Ctrl-C ends it (exit 0); a store deleted meanwhile ends it with one line (exit 1).
+On a console that is not a terminal every redraw is printed below the previous one.
+
+The trainer (an installed ``saferl.commands`` plugin) may add hooks with `set_status_hooks`: the total
+iterates of a run and the name of its formulation, both from its manifest row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from cube.cli.console import err_console
+from cube.store.locks import SeqWatch, StoreGone
+from cube.store.progress import STALL_S, ProgressReader, RunProgress, clock, duration, steps_text, totals
+
+Hook = Callable[[dict[str, Any]], Any]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `status` subcommand."""
+    p = sub.add_parser("status", help="progress of a results store's runs (--watch: follow it live)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("path", help="results store (Zarr directory)")
+    p.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
+    p.add_argument("--watch", action="store_true", help="redraw as runs write, until Ctrl-C")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="seconds between looks at the store with --watch (default 1)")
+    p.add_argument("--stall-after", type=float, default=STALL_S, metavar="S",
+                   help=f"a running run that wrote nothing for S seconds is stalled (default {STALL_S:g})")
+    p.set_defaults(func=run, status_total_iterates=None, status_variant=None)
+
+
+def set_status_hooks(sub: argparse._SubParsersAction, total_iterates: Hook | None = None,
+                     variant: Hook | None = None) -> None:
+    """Give `saferl status` (once registered) the total iterates and the formulation name of a run, each
+    from its manifest row; called by a plugin that knows them (the trainer)."""
+    parser = sub.choices.get("status")
+    if parser is not None:
+        parser.set_defaults(status_total_iterates=total_iterates, status_variant=variant)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry of `saferl status`: 0; 1 when a followed store is deleted; CubeError (one line) for bad input."""
+    from cube.errors import CubeError
+
+    if args.interval <= 0 or not math.isfinite(args.interval):
+        raise CubeError(f"--interval must be a positive number of seconds, got {args.interval:g}")
+    if args.stall_after <= 0:
+        raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
+    reader = ProgressReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
+    console = _console()
+    if not args.watch:
+        console.print(render(args.path, reader.read(), args.all, args.status_variant))
+        return 0
+    return watch(args, reader, console)
+
+
+def _console() -> Console:
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _total_hook(hook: Hook | None) -> Callable[[dict[str, Any]], int | None] | None:
+    """A total-iterates hook that answers None (the store's iterates) where it cannot tell."""
+    if hook is None:
+        return None
+
+    def total(row: dict[str, Any]) -> int | None:
+        try:
+            return hook(row)
+        except Exception:  # noqa: BLE001 - a manifest the hook cannot read: the store's iterates
+            return None
+
+    return total
+
+
+def watch(args: argparse.Namespace, reader: ProgressReader, console: Console) -> int:
+    """Follow the store until Ctrl-C (0) or until it is deleted (1, one line)."""
+    from rich.live import Live
+
+    seq_watch = SeqWatch(args.path)
+    live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
+    shown: tuple | None = None
+    try:
+        if live is not None:
+            live.start()
+        while True:
+            _, seqs = seq_watch.poll()  # cheap: stat calls, and the sequence chunks of folders that moved
+            runs = reader.read(seqs=seqs)  # stored facts read again only for runs whose sequence moved
+            view = render(args.path, runs, args.all, args.status_variant)
+            if live is not None:
+                live.update(view, refresh=True)
+            elif state(runs) != shown:  # a log, not a screen: a new snapshot when a run's state changed
+                console.print(view)
+                console.file.flush()
+            shown = state(runs)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+    except StoreGone as exc:
+        if live is not None:
+            live.stop()
+            live = None
+        err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 1
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def state(runs: Sequence[RunProgress]) -> tuple:
+    """What a log of `--watch` prints a new snapshot for: each run's status, iterates, env steps, stall,
+    claim and error (not its clocks)."""
+    return tuple((r.status, r.stored, r.iterates, r.env_steps, r.stalled, r.claim.state, r.error) for r in runs)
+
+
+# ------------------------------------------------------------------------------------------ rendering
+def render(path: Any, runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+           now: float | None = None) -> Group:
+    """The summary line, the run table (complete runs only with `show_all`) and the totals table."""
+    now = time.time() if now is None else now
+    parts: list[Any] = [summary(path, runs)]
+    table = run_table(runs, show_all, variant, now)
+    if table.row_count:
+        parts.append(table)
+    parts.append(totals_table(runs))
+    return Group(*parts)
+
+
+def summary(path: Any, runs: Sequence[RunProgress]) -> str:
+    """'PATH: N runs: a complete, b partial, c pending; ...' (stored statuses, then what runs now)."""
+    stored = {s: sum(r.stored == s for r in runs) for s in ("complete", "partial", "pending")}
+    now = {s: sum(r.status == s for r in runs) for s in ("running", "stopped", "failed")}
+    stalled = sum(r.stalled for r in runs)
+    text = (f"{path}: {len(runs)} runs: {stored['complete']} complete, {stored['partial']} partial, "
+            f"{stored['pending']} pending; {now['running']} running" + (f" ({stalled} stalled)" if stalled else "")
+            + (f", {now['failed']} failed" if now["failed"] else ""))
+    if now["stopped"]:
+        text += f"; {now['stopped']} partial run(s) stopped (no live process): rerun the sweep to resume them"
+    return text
+
+
+RUN_COLUMNS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
+               "job", "last write", "retries", "variant", "flags")
+
+
+def run_table(runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+              now: float | None = None) -> Table:
+    """One row per run (complete ones only with `show_all`), columns RUN_COLUMNS."""
+    table = Table(*RUN_COLUMNS)
+    for r in runs:
+        if r.status == "complete" and not show_all:
+            continue
+        table.add_row(*run_cells(r, variant, now))
+    return table
+
+
+def run_cells(r: RunProgress, variant: Hook | None = None, now: float | None = None) -> list[str]:
+    """The cells of one run's row (RUN_COLUMNS)."""
+    status = r.status if r.status == r.stored or r.stored in ("unknown", "pending") else f"{r.stored} ({r.status})"
+    its = "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}"
+    rate = rate_text(r.steps_per_s)
+    return [r.key.algo, r.key.task, f"{r.key.bound:g}", str(r.key.seed), status, its, steps_text(r.env_steps),
+            rate, duration(r.eta_s), wall_text(r.wall_s), r.host_text(), r.slurm_job_id or "", clock(r.last_write),
+            str(r.retries or 0), _variant({**r.manifest, "algo": r.key.algo}, variant), r.flags(now)]
+
+
+def _variant(row: dict[str, Any], hook: Hook | None) -> str:
+    """The formulation a run was trained with (`row`: its manifest and its `algo`): the hook's name for it,
+    else the manifest's `variant`."""
+    if hook is not None:
+        try:
+            return str(hook(row) or row.get("variant") or "")
+        except Exception:  # noqa: BLE001 - a config the hook cannot read: the recorded name, if any
+            pass
+    return str(row.get("variant") or "")
+
+
+def rate_text(steps_per_s: float | None) -> str:
+    """Env steps per second: '12,345', '4.56'; '' when unknown or zero."""
+    if not steps_per_s or not math.isfinite(steps_per_s):
+        return ""
+    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
+
+
+def wall_text(seconds: float) -> str:
+    """Wall time as H:MM:SS ('' when unknown)."""
+    if not math.isfinite(seconds):
+        return ""
+    s = max(int(round(seconds)), 0)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def totals_table(runs: Sequence[RunProgress]) -> Table:
+    """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
+    table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
+                  "env steps", "steps/s", "ETA", title="totals")
+    for g in totals(runs):
+        table.add_row(g["algo"], g["task"], str(g["runs"]), *(str(g[k]) for k in ("running", "stalled", "stopped",
+                                                                                   "failed", "pending", "complete")),
+                      steps_text(g["env_steps"]), rate_text(g["steps_per_s"]),
+                      duration(g["eta_s"]))
+    return table

@@ -1,0 +1,160 @@
+"""The Progress view (key 8): every selected run of a store being written, as `saferl status` reads it
+(`cube.store.progress`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
+since the last write and what needs attention (stalled, failed), runs that need attention first; sortable
+(> / r) and filterable (/ status:running flags:stalled); totals per algorithm and task below.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.widgets import Static
+
+from cube.store.progress import STATUSES, RunProgress, duration, steps_text, totals
+from saferl_tui.exports import Files, table_files
+from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.views.base import ResultView
+from saferl_tui.views.format import rich_color
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
+
+STATUS_STYLE = {"running": "bold cyan", "stopped": "bold dark_orange", "failed": "bold red", "pending": "dim",
+                "complete": "green"}
+ORDER = {s: i for i, s in enumerate(STATUSES)}
+"""Default order: running, stopped, failed, pending, complete (the runs that need attention first)."""
+HEADER = ("algo", "task", "bound", "seed", "status", "iterates", "steps", "steps/s", "eta", "host", "slurm",
+          "last write", "flags")
+TOTALS_HEADER = ("algo", "task", "runs", *STATUSES, "stalled", "steps", "steps/s", "eta")
+
+
+def progress_row(r: RunProgress, now: float) -> dict[str, Any]:
+    """One run as the values the table shows and sorts by (times as seconds; None where unknown)."""
+    flags = r.flags(now)
+    if r.stalled and "stalled" not in flags:
+        flags = "stalled" + ("; " + flags if flags else "")
+    return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": float(r.key.bound), "seed": int(r.key.seed),
+            "status": r.status, "iterates": r.iterates, "n_iterates": r.n_iterates, "steps": r.env_steps,
+            "steps/s": r.steps_per_s, "eta": r.eta_s, "host": r.host_text(), "slurm": r.slurm_job_id or "",
+            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": flags,
+            "stalled": r.stalled}
+
+
+def _cells(row: dict[str, Any]) -> dict[str, str]:
+    """A row as text (what the filter matches and the exports write)."""
+    it = "" if row["iterates"] is None else f"{row['iterates']}/{row['n_iterates'] or '?'}"
+    ago = "" if row["last write"] is None else duration(row["last write"]) + " ago"
+    rate = "" if row["steps/s"] is None else f"{row['steps/s']:,.0f}"
+    return {"algo": row["algo"], "task": row["task"], "bound": f"{row['bound']:g}", "d": f"{row['bound']:g}",
+            "seed": str(row["seed"]), "status": row["status"], "iterates": it, "steps": steps_text(row["steps"]),
+            "steps/s": rate, "eta": duration(row["eta"]), "host": row["host"], "slurm": row["slurm"],
+            "last write": ago, "flags": row["flags"]}
+
+
+class ProgressView(SortableTable, ResultView):
+    """Every selected run's training progress and the totals per algorithm and task."""
+
+    VIEW_ID = "progress"
+    TITLE = "Progress"
+    KEY = "8"
+    FILTERABLE = True
+    SORT_KEYS = HEADER
+    BINDINGS: ClassVar[list[BindingType]] = list(SORT_BINDINGS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sort_key = "status"
+        self.sort_desc = False
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="progress-title", classes="table-title")
+        yield NavTable(id="progress-table", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="progress-totals-title", classes="table-title section-title")
+        yield NavTable(id="progress-totals", zebra_stripes=True, cursor_type="row")
+
+    @staticmethod
+    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        runs, now = model.progress(sel)
+        return [progress_row(r, now) for r in runs], totals(runs)
+
+    def describe_params(self) -> dict:
+        return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
+
+    def shown_rows(self) -> list[dict[str, Any]]:
+        """The rows on screen: filtered, then sorted (status: attention first; unknown values last)."""
+        rows = [r for r in (self.data or ([], []))[0]
+                if not self.filter_text or row_matches(_cells(r), self.filter_text)]
+
+        def key(r: dict[str, Any]) -> tuple:
+            v = r[self.sort_key]
+            if self.sort_key == "status":
+                return (0, ORDER.get(v, len(ORDER)), bool(not r["stalled"]))
+            if v is None or (isinstance(v, float) and not math.isfinite(v)):
+                return (1, 0)
+            return (0, v)
+
+        return sorted(rows, key=key, reverse=self.sort_desc)
+
+    def render_data(self, data: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
+        rows, groups = data
+        sel = self.selection
+        assert sel is not None
+        table = self.query_one("#progress-table", NavTable)
+        cursor, scroll = table.cursor_row, table.scroll_offset
+        table.clear(columns=True)
+        colors = self.colors_of(sel.algos)
+        shown = self.shown_rows()
+        right = {"iterates", "steps", "steps/s", "eta", "last write"}
+        all_cells = []
+        for r in shown:
+            text = _cells(r)
+            style = {"algo": rich_color(colors[r["algo"]]) if r["algo"] in colors else "",
+                     "status": STATUS_STYLE.get(r["status"], ""), "flags": "bold red"}
+            all_cells.append([Text(text[h], style=style.get(h, ""), justify="right" if h in right else "left")
+                              for h in HEADER])
+        labels = [h + ((" ▼" if self.sort_desc else " ▲") if h == self.sort_key else "") for h in HEADER]
+        add_columns(table, list(zip(labels, HEADER, strict=True)), all_cells)
+        for i, cells in enumerate(all_cells):
+            table.add_row(*cells, key=str(i))
+        if table.row_count:
+            table.move_cursor(row=min(cursor, table.row_count - 1), scroll=False)
+        table.scroll_to(scroll.x, scroll.y, animate=False, immediate=True)
+        self.query_one("#progress-title", Static).update(self._title(rows, len(shown)))
+        self._totals(groups)
+
+    def _title(self, rows: list[dict[str, Any]], n_shown: int) -> Text:
+        counts = {s: sum(r["status"] == s for r in rows) for s in STATUSES}
+        title = Text(f"{len(rows)} runs · ")
+        parts = [(s, n) for s, n in counts.items() if n]
+        for i, (s, n) in enumerate(parts):
+            title.append(", " if i else "")
+            title.append(f"{s}: {n}", style=STATUS_STYLE.get(s, ""))
+        stalled = sum(bool(r["stalled"]) for r in rows)
+        if stalled:
+            title.append(f", stalled: {stalled}", style="bold red")
+        title.append(f" · sorted by {self.sort_key} (> next, r reverse) · / filters (status:running)"
+                     f"{self.filter_suffix(n_shown, len(rows))}")
+        return title
+
+    def _totals(self, groups: list[dict[str, Any]]) -> None:
+        table = self.query_one("#progress-totals", NavTable)
+        table.clear(columns=True)
+        cells = [[Text(str(g["algo"])), Text(str(g["task"])), Text(str(g["runs"]), justify="right"),
+                  *[Text(str(g[s]), justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
+                  Text(str(g["stalled"]), justify="right", style="bold red" if g["stalled"] else "dim"),
+                  Text(steps_text(g["env_steps"]), justify="right"),
+                  Text(f"{g['steps_per_s']:,.0f}" if g["steps_per_s"] else "", justify="right"),
+                  Text(duration(g["eta_s"]), justify="right")] for g in groups]
+        add_columns(table, [(h, h) for h in TOTALS_HEADER], cells)
+        for i, row in enumerate(cells):
+            table.add_row(*row, key=str(i))
+        self.query_one("#progress-totals-title", Static).update(
+            Text("Totals per algorithm and task (steps/s and ETA: running runs)"))
+
+    def export_tables(self) -> Files:
+        if self.data is None:
+            return []
+        rows = [[_cells(r)[h] for h in HEADER] for r in self.shown_rows()]
+        return table_files("progress", HEADER, rows, "Training progress per run")
