@@ -137,6 +137,7 @@ if [ "${PART:-both}" != throughput ]; then
             else print "  no cell measured"}' | tee -a "$LOG.summary"
   cat "$LOG.summary" >> "$LOG"; rm -f "$LOG.summary"
 fi
+[ "${OFFPOLICY:-1}" = 1 ] && [ "${TINY:-0}" != 1 ] && { PYTHON="$PY" LIMIT="${OFFPOLICY_LIMIT:-1500}" bash bench/gpu_suite_offpolicy.sh ${OFFPOLICY_SIZES:-} || rc=$?; cat "$OUT/gpu_suite_offpolicy.log" >> "$LOG"; }  # SAC/SAC-Lag/SAC-PID (sizes: OFFPOLICY_SIZES, see that script)
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>/dev/null | tee -a "$LOG"
 echo "== $(date -u +%FT%TZ) gpu suite rc=$rc (124: stopped at LIMIT), total $((SECONDS - t_start)) s" | tee -a "$LOG"
 exit "$rc"

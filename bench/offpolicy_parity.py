@@ -1,6 +1,6 @@
 """Off-policy learning parity: `train.offpolicy` and crax-bench's own SAC / SAC-Lag / SAC-PID `train()`, same
-task, config and seeds, side by side in this process (phase 1: ours is driven through `make_offpolicy_train`
-directly, not yet through `saferl train`'s runner and cube).
+task, config and seeds, side by side in this process (ours is driven through `make_offpolicy_train`
+directly; `saferl train` runs the same core through `train.offpolicy.program`).
 
 Printed per algorithm and seed: the mean train episode reward / cost of both every few iterates (an iterate
 = num_envs * T env steps for both: crax's epoch is set to the same size), lambda and alpha after the last

@@ -192,6 +192,20 @@ def test_bad_task_or_level_is_one_line(capsys: pytest.CaptureFixture[str], tmp_p
     assert not (tmp_path / "c.zarr").exists()
 
 
+@pytest.mark.parametrize("args, match", [
+    (["--algos", "ppo_pid,crpo", "--tasks", "circle,lift_ant_l5"], "crax-bench has levels 1-3 of lift_ant, not 5"),
+    (["--algos", "ppo_pid,ppo_saut"], "unknown algorithm 'ppo_saut'; choose from ppo, ppo_lag, p3o, focops, ppo_pid"),
+    (["--tasks", "goal_l2", "--task", "circle"], "--tasks given twice; give one list (e.g. --tasks goal,circle_l2)"),
+    (["--algos", "crpo", "--algo", "ppo"], "--algos given twice; give one list (e.g. --algos ppo_pid,crpo)"),
+])
+def test_preset_with_bad_lists_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str],
+                                           match: str) -> None:
+    rc, err = _saferl(capsys, "train", "--preset", "smoke", "--out", str(tmp_path / "c.zarr"), *args)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2 and len(lines) == 1 and match in lines[0], err
+    assert not (tmp_path / "c.zarr").exists()
+
+
 def test_unknown_algorithm_lists_the_new_ones(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), "--algo", "sac_pid", "--task", "goal_l2",
                       "--bound", "25", "--seed", "0")

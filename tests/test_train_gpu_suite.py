@@ -2,8 +2,9 @@
 
 One algorithm on Safe Circle Point (the fastest MJX compile), TINY=1 sizes, SKIP_INSTALL=1 (this environment's
 packages): part 1 times one run of ours and one of crax's (compile excluded), part 2 a vmapped group of 2 of ours
-against one crax run and turns both into device-hours of the paper's grid cell. About 3-5 minutes on 2 cores
-(four compiles; crax's single-run compile is shared through the suite's compile cache).
+against one crax run and turns both into device-hours of the paper's grid cell. About 3-5 minutes on 2 idle cores,
+15 minutes measured on 2 cores shared with other jobs (four compiles; crax's single-run compile is shared
+through the suite's compile cache).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`saferl train`, `saferl evaluate` and `saferl status` (no jax import at module level).
+"""`saferl train` and `saferl evaluate`, and our hooks of `saferl status` (no jax import at module level).
 
     saferl train --algos ppo,ppo_lag,p3o,focops --tasks goal,circle,push,button --bounds 15,25,50 \
         --seeds 0-29 --out results.zarr [--config file.toml] [--preset paper|crax-suite|smoke] [--part K/N] \
@@ -19,14 +19,14 @@ from typing import Any
 
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
-from train.algorithms import ALGOS
+from train.algorithms import ALGOS, ALL_ALGOS, is_offpolicy
 from train.config import TrainConfig, load_toml, with_overrides
 from train.sweep import PRESETS
 from train.tasks import known_labels
 
 
 def register(subparsers: Any) -> None:
-    """Add the `train`, `evaluate` and `status` subcommands."""
+    """Add the `train` and `evaluate` subcommands, and hooks to cube's `status` (our configs' names)."""
     from train.executors import add_executor_arguments
 
     p = subparsers.add_parser("train", help="train PPO, PPO-Lag, P3O, FOCOPS, PPO-PID, PPO-Saute, CRPO on crax-bench "
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
                    help="a named grid and config: paper (its 4 algorithms x 4 Point tasks x d 15/25/50 x 30 seeds), "
                    "crax-suite (every algorithm on every task at level 1, the paper's bounds scaled per task, "
                    "10 seeds), smoke (tiny); --algos/--tasks/--bounds/--seeds replace its lists")
-    for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(ALGOS)}"),
+    for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(ALL_ALGOS)}"),
                               ("--tasks", "--task", f"task label(s) <task>_l<level>: {known_labels()}"),
                               ("--bounds", "--bound", "safety bound(s) d > 0 (episodic cost), e.g. 15,25,50"),
                               ("--seeds", "--seed", "training seed(s): list and ranges, e.g. 0-29")):
@@ -69,12 +69,9 @@ def register(subparsers: Any) -> None:
     e.add_argument("--seed", nargs="+")
     e.set_defaults(func=run_evaluate)
 
-    st = subparsers.add_parser("status", help="list a sweep's runs: complete / partial / pending",
-                               description="Runs of a results store with their status, iterates, env steps, "
-                               "wall time, host, SLURM job id and retries.")
-    st.add_argument("path", help="results store written by saferl train")
-    st.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
-    st.set_defaults(func=run_status)
+    from cube.cli.status import set_status_hooks  # `saferl status` is cube's; it shows our configs' names
+
+    set_status_hooks(subparsers, total_iterates=status_total_iterates, variant=status_variant)
 
 
 def require_train_extra() -> None:
@@ -87,10 +84,16 @@ def require_train_extra() -> None:
     setup_jax()
 
 
+ONCE_EXAMPLES = {"--algos": "ppo_pid,crpo", "--tasks": "goal,circle_l2", "--bounds": "15,25,50",
+                 "--seeds": "0-29"}
+"""An example list for each option `_once` takes (its one-line error shows it)."""
+
+
 def _once(values: list[list[str]] | None, flag: str) -> list[str]:
     """The words of an option that may be given once (argparse `append` collects repeats)."""
     if values and len(values) > 1:
-        raise CubeError(f"{flag} given twice; give one list (e.g. {flag} 0-29 or {flag} 15,25,50)")
+        example = ONCE_EXAMPLES.get(flag, "a,b")
+        raise CubeError(f"{flag} given twice; give one list (e.g. {flag} {example})")
     return values[0] if values else []
 
 
@@ -244,6 +247,13 @@ def _group_size(args: argparse.Namespace, plan: Any, executor: Any, todo: list[A
         from dask.utils import parse_bytes
 
         budget = (int(0.7 * parse_bytes(executor.spec.memory)), f"a SLURM job's --memory {executor.spec.memory}")
+    if any(is_offpolicy(a) for a in plan.algos):  # replay buffers: refused here, before the store is written
+        from train.offpolicy.program import offpolicy_group_fit
+        from train.sweep import make_env, memory_budget
+
+        envs = [make_env(t, plan.config.episode_length) for t in plan.tasks]
+        return min(min(offpolicy_group_fit(plan.config, e.obs_size, e.action_size, args.parallel_runs,
+                                           budget or memory_budget()), largest) for e in envs)
     return min(parallel_runs(plan.config, task, args.parallel_runs, largest, budget) for task in plan.tasks)
 
 
@@ -251,10 +261,12 @@ def run(args: argparse.Namespace) -> int:
     """Entry of `saferl train`: plan (no jax), store, then the runs through the chosen executor."""
     from train.config import config_to_dict
     from train.executors import executor_from_args, read_cluster_table, record_outcome
+    from train.offpolicy.program import check_offpolicy_plan
     from train.record import prepare_store
     from train.sweep import SweepRun, check_store_config, make_units, split_outcome
 
     plan = build_plan(args)
+    check_offpolicy_plan(plan.config, plan.algos)  # a batch larger than the replay buffer fails here
     executor = executor_from_args(args, read_cluster_table(args.config))
     keys = plan.keys()
     if Path(args.out).exists():  # a store of another grid or config fails before jax is imported
@@ -311,12 +323,19 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def run_status(args: argparse.Namespace) -> int:
-    """Entry of `saferl status` (cube only, no jax)."""
-    from train.sweep import render_status
+def status_total_iterates(row: dict[str, Any]) -> int | None:
+    """Iterates J of a run when complete, from its manifest's config (`saferl status`; None without one)."""
+    cfg = row.get("config") or {}
+    keys = ("total_env_steps", "num_envs", "episode_length")
+    return TrainConfig(**{k: v for k, v in cfg.items() if k in keys}).n_iterates if cfg else None
 
-    render_status(args.path, ("partial", "pending", "complete") if args.all else ("partial", "pending"))
-    return 0
+
+def status_variant(row: dict[str, Any]) -> str:
+    """The formulation a run was trained with ("crax", "legacy", the options that differ; `saferl status`)."""
+    from train.config import variant_label
+
+    cfg, algo = row.get("config") or {}, str(row.get("algo", ""))
+    return variant_label(cfg, algo if algo in ALGOS else None) if cfg else ""
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

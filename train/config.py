@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from cube.errors import CubeError
+from train.offpolicy.config import OffPolicySection
 from train.tasks import TASK_SPECS
 
 TASKS: dict[str, str] = {label: spec.env for label, spec in TASK_SPECS.items()}
@@ -194,6 +195,9 @@ class TrainConfig:
     ppo_pid: PidConfig = field(default_factory=PidConfig)
     ppo_saute: SauteConfig = field(default_factory=SauteConfig)
     crpo: CrpoConfig = field(default_factory=CrpoConfig)
+    offpolicy: OffPolicySection = field(default_factory=OffPolicySection)
+    """SAC, SAC-Lag, SAC-PID: their own fields (`train.offpolicy.config.OffPolicySection`, every default's
+    source there); the shared ones (num_envs, learning_rate, batch_size, ...) are this config's."""
 
     @property
     def unrolls_per_update(self) -> int:
@@ -319,7 +323,7 @@ def config_to_dict(config: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
-ADDED_SECTIONS = ("ppo_pid", "ppo_saute", "crpo")
+ADDED_SECTIONS = ("ppo_pid", "ppo_saute", "crpo", "offpolicy")
 """Config sections added after stores were first written (the algorithms beyond the paper's four)."""
 
 
@@ -374,9 +378,9 @@ def variant_label(config: dict[str, Any] | None, algo: str | None = None) -> str
     ones and its algorithm's section; `algo` None: the shared ones and the paper's algorithms' sections."""
     if not config:
         return ""
-    from train.algorithms import algorithm
+    from train.algorithms import any_algorithm
 
-    sections = PAPER_SECTIONS if algo is None else (algorithm(algo).config_section,)
+    sections = PAPER_SECTIONS if algo is None else (any_algorithm(algo).config_section,)
     default = config_to_dict(TrainConfig())
     parts, n_legacy, n_legacy_keys = [], 0, 0
     for key, crax in CRAX_OPTIONS.items():
@@ -411,5 +415,6 @@ SMOKE = TrainConfig(
     value_hidden=(64, 64),
     cost_value_hidden=(64, 64),
     eval_episodes=8,
+    offpolicy=OffPolicySection(grad_updates_per_step=2, max_replay_size=2048, hidden=(32, 32)),
 )
 """Tiny sizes for the smoke preset (`train.sweep.PRESETS`): 3 iterates of 16 episodes of 64 steps, 8 eval episodes."""

@@ -16,14 +16,20 @@ from pathlib import Path
 import numpy as np
 
 from cube.errors import CubeError
-from train.algorithms import ALGORITHM_VARS, Algorithm, algorithm
+from train.algorithms import ALGORITHM_VARS, Algorithm, any_algorithm
 from train.config import TrainConfig
+from train.offpolicy.config import OFFPOLICY_DIAGNOSTICS
 from train.tasks import task_spec
 
 DIAGNOSTICS = ("policy_loss", "value_loss", "cost_value_loss", "entropy", "approx_kl", "clip_fraction",
                "mean_step_cost", "mean_step_reward")
 """Per-iterate diagnostics: means over the iterate's updates, computed by `core.make_train`'s loop."""
-ITERATE_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes", *DIAGNOSTICS, *ALGORITHM_VARS)
+OFFPOLICY_VARS = tuple(v for v in OFFPOLICY_DIAGNOSTICS if v not in DIAGNOSTICS)
+"""The off-policy runs' own per-iterate variables (`train.offpolicy.config.OFFPOLICY_DIAGNOSTICS`: alpha, the
+temperature after the iterate; critic/cost-critic/actor/temperature losses and the minibatch cost lambda moved
+on, means over the iterate's gradient steps; replay_size); NaN for on-policy runs. lambda is `multiplier`."""
+ITERATE_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes", *DIAGNOSTICS, *ALGORITHM_VARS,
+                *OFFPOLICY_VARS)
 """Per-iterate variables of every store (the shared ones written for every run, the algorithms' own for theirs)."""
 
 
@@ -35,7 +41,7 @@ def check_labels(algos: Sequence[str], tasks: Sequence[str], bounds: Sequence[fl
     """
     extra = tuple(known_tasks or ())
     for a in algos:
-        algorithm(a)
+        any_algorithm(a)
     for t in tasks:
         if t not in extra:
             task_spec(t)

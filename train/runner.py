@@ -25,7 +25,7 @@ import numpy as np
 from cube.errors import CubeError
 from cube.schema import RunKey
 from train import checkpoint
-from train.algorithms import algorithm, d_step, initial_state, program_flags
+from train.algorithms import algorithm, d_step, initial_state, is_offpolicy, program_flags
 from train.config import TrainConfig, config_to_dict, variant_label
 from train.placement import current_placement
 from train.record import DIAGNOSTICS, compact_episodes, eval_iterates, iterate_values, n_episode_slots
@@ -164,6 +164,21 @@ class Program:
 
         return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states) if self.batched else states[0]
 
+    @staticmethod
+    def payload(one: Any) -> dict[str, Any]:
+        """The evaluation checkpoint of one run's state."""
+        from train.core import checkpoint_payload
+
+        return checkpoint_payload(one.params, one.normalizer, one.multiplier)
+
+    def record(self, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
+        """(env steps, per-iterate variables but env_steps and dropped_episodes) of one run's iterate output."""
+        spec = algorithm(algo)
+        values = {"multiplier": mult if spec.uses_multiplier else np.nan, "n_updates": int(out.n_updates),
+                  **{k: float(out.metrics[k]) for k in DIAGNOSTICS},
+                  **iterate_values(spec, out.metrics, np.asarray(out.algo_state), np.asarray(out.algo_state_mean))}
+        return int(out.n_updates) * self.config.steps_per_update * self.config.num_envs, values
+
     def _runs_axis(self, tree: Any) -> Any:
         import jax
 
@@ -178,7 +193,7 @@ class Runner:
         self.env = env_factory(task, config.episode_length)
         self.guard = _SigintGuard()
         self.capacity = n_episode_slots(config)
-        self._programs: dict[tuple[bool, bool, bool], Program] = {}
+        self._programs: dict[tuple[Any, ...], Any] = {}
 
     def program(self, n_runs: int, cost_critic: bool = True, budget: bool = False) -> Program:
         """The compiled functions for a group of `n_runs` (built on first use, then shared); `cost_critic`:
@@ -189,9 +204,17 @@ class Runner:
             self._programs[key] = Program(self.config, self.env, *key)
         return self._programs[key]
 
-    def program_for(self, algos: Sequence[str], n_runs: int = 1) -> Program:
-        """The program that trains runs of `algos` (`train.algorithms.program_flags`) in groups of `n_runs`."""
-        return self.program(n_runs, *program_flags(algos))
+    def program_for(self, algos: Sequence[str], n_runs: int = 1) -> Any:
+        """The program that trains runs of `algos` (`train.algorithms.program_flags`) in groups of `n_runs`;
+        off-policy algorithms: a `train.offpolicy.program.OffPolicyProgram` (SAC alone: no cost critic)."""
+        from train.offpolicy.program import OffPolicyProgram, offpolicy_names
+
+        if not offpolicy_names(algos):
+            return self.program(n_runs, *program_flags(algos))
+        key = ("offpolicy", n_runs, any(a != "sac" for a in algos))
+        if key not in self._programs:
+            self._programs[key] = OffPolicyProgram(self.config, self.env, n_runs > 1, key[2], n_runs)
+        return self._programs[key]
 
     def run(self, algo: str, bound: float, seed: int, progress: Any | None = None) -> RunResult:
         """Train (or resume) one run: the group of one of `run_group`."""
@@ -262,7 +285,7 @@ class Runner:
         spec = TASK_SPECS.get(key.task)
         return {"config": config, "algo": key.algo, "task": key.task,
                 "env": self.env.name, **({"level": spec.level} if spec else {}),
-                "variant": variant_label(config, key.algo), "constrained": key.algo != "ppo",
+                "variant": variant_label(config, key.algo), "constrained": key.algo not in ("ppo", "sac"),
                 "bound": float(key.bound), "seed": int(key.seed),
                 "versions": _versions(), **current_placement(), "start_time": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
@@ -278,7 +301,8 @@ class Runner:
         common = set.intersection(*(set(checkpoint.resume_iterates(self.out, k)) for k in keys))
         # resume points written before runs carried an algorithm state load into the old structure; the
         # algorithms of that time have none, so they go on from their initial (unused) state
-        legacy = template._replace(algo_state=None) if template.rollout.budget is None else None
+        old = hasattr(template, "algo_state") and template.rollout.budget is None  # not off-policy or Saute
+        legacy = template._replace(algo_state=None) if old else None
         found, j = None, -1
         for j in sorted(common, reverse=True):
             for tpl in (template, legacy):
@@ -293,7 +317,7 @@ class Runner:
             res = results[k]
             res.env_steps, res.iterates_done, res.resumed_from = f[2], j + 1, j
             res.notes.append(f"resumed after iterate {j}")
-            if f[1].algo_state is None:
+            if getattr(f[1], "algo_state", 0) is None:
                 found[i] = (f[0], f[1]._replace(algo_state=program.member(state, i).algo_state), f[2])
         return program.stack([f[1] for f in found]), j + 1
 
@@ -301,8 +325,6 @@ class Runner:
                progress: Any | None) -> None:
         """Train the group `keys`; only the runs in `written` are written to the store."""
         import jax
-
-        from train.core import checkpoint_payload
 
         cfg = self.config
         program = self.program_for([k.algo for k in keys], len(keys))
@@ -319,7 +341,8 @@ class Runner:
             for i, key in enumerate(keys):
                 if key in written:
                     one = jax.tree_util.tree_map(lambda x, i=i: np.asarray(x[i]), out)
-                    self._record_iterate(writer, key, results[key], j, one, float(mult[i]), dt, first=j == start,
+                    steps, values = program.record(key.algo, one, float(mult[i]))
+                    self._record_iterate(writer, key, results[key], j, one, steps, values, dt, first=j == start,
                                          t_it=t_it)
             if j in evals:
                 ev = program.evaluate(state, [k.seed for k in keys], j)
@@ -330,8 +353,7 @@ class Runner:
                         writer.write_episodes(key, "expl", j, ev.expl_reward[i], ev.expl_cost[i])
                         writer.write_episodes(key, "greedy", j, ev.greedy_reward[i], ev.greedy_cost[i])
                         one = program.member(state, i)
-                        checkpoint.save(self.out, key, j, checkpoint_payload(one.params, one.normalizer,
-                                                                             one.multiplier))
+                        checkpoint.save(self.out, key, j, program.payload(one))
                         checkpoint.save_resume(self.out, key, j, one, results[key].env_steps)
             if progress:
                 view = results[shown[0]] if len(shown) == 1 else label.update([results[k] for k in shown])
@@ -340,26 +362,21 @@ class Runner:
         if progress:
             progress.finish_run(task_id)
 
-    def _record_iterate(self, writer: Any, key: RunKey, res: RunResult, j: int, out: Any, mult: float,
-                        dt: float, *, first: bool, t_it: float) -> None:
+    def _record_iterate(self, writer: Any, key: RunKey, res: RunResult, j: int, out: Any, steps: int,
+                        values: dict[str, float], dt: float, *, first: bool, t_it: float) -> None:
         """Book one finished iterate of one run: timings, its training episodes and per-iterate variables.
 
-        `out` is the run's host copy of the iterate's output (episode buffers, n_updates, metrics).
+        `out` is the run's host copy of the iterate's output (episode buffers); `steps`, `values`: its env
+        steps and per-iterate variables (`Program.record`).
         """
-        cfg = self.config
         if first:
             res.compile_s += dt  # first call: compile + one iterate
         else:
             res.train_s += dt
-        steps = int(out.n_updates) * cfg.steps_per_update * cfg.num_envs
         res.env_steps += steps
         r, c, dropped = compact_episodes(np.asarray(out.episodes.reward), np.asarray(out.episodes.cost),
                                          np.asarray(out.episodes.count), self.capacity)
-        spec = algorithm(key.algo)
-        values = {"env_steps": res.env_steps, "multiplier": mult if spec.uses_multiplier else np.nan,
-                  "n_updates": int(out.n_updates), "dropped_episodes": dropped,
-                  **{k: float(out.metrics[k]) for k in DIAGNOSTICS},
-                  **iterate_values(spec, out.metrics, np.asarray(out.algo_state), np.asarray(out.algo_state_mean))}
+        values = {"env_steps": res.env_steps, "dropped_episodes": dropped, **values}
         with self.guard.hold():
             writer.write_episodes(key, "train", j, r, c)
             writer.write_iterate_vars(key, j, values)
@@ -416,6 +433,9 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
                 and (seeds is None or row["seed"] in seeds))
 
     keys = [RunKey.from_dict(r) for r in rows if wanted(r)]
+    if any(is_offpolicy(k.algo) for k in keys):
+        raise CubeError("saferl train evaluate does not re-evaluate off-policy runs (sac, sac_lag, sac_pid) yet; "
+                        "select on-policy runs with --algo")
     keys = [k for k in keys if iterate in checkpoint.available_iterates(store, k)]
     if not keys:
         raise CubeError(f"no checkpoint at iterate {iterate} in {store} for the selected runs; "

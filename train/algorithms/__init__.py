@@ -19,6 +19,7 @@ from train.algorithms.ppo_lag import PPO_LAG
 from train.algorithms.ppo_pid import PPO_PID
 from train.algorithms.ppo_saute import PPO_SAUTE
 from train.config import TrainConfig
+from train.offpolicy import OFFPOLICY_ALGOS, OffPolicyAlgorithm, offpolicy_algorithm
 
 ALGORITHMS: tuple[Algorithm, ...] = (PPO, PPO_LAG, P3O, FOCOPS, PPO_PID, PPO_SAUTE, CRPO)
 """The registry, in switch order (PPO, PPO-Lag lambda, P3O kappa, FOCOPS nu, PPO-PID lambda, PPO-Saute, CRPO)."""
@@ -41,6 +42,24 @@ def algorithm(name: str) -> Algorithm:
             return a
     raise CubeError(f"unknown algorithm '{name}'; choose from {', '.join(ALGOS)}")
 
+ALL_ALGOS: tuple[str, ...] = ALGOS + OFFPOLICY_ALGOS
+"""Every name `saferl train --algos` accepts: the on-policy registry, then the off-policy one (`train.offpolicy`:
+sac, sac_lag, sac_pid), whose runs train in their own programs (`train.offpolicy.program`)."""
+
+
+def is_offpolicy(name: str) -> bool:
+    """Whether `name` is an off-policy algorithm (trained by `train.offpolicy`)."""
+    return name in OFFPOLICY_ALGOS
+
+
+def any_algorithm(name: str) -> Algorithm | OffPolicyAlgorithm:
+    """The record of `name` in either registry (one-line CubeError naming every algorithm for an unknown one)."""
+    if is_offpolicy(name):
+        return offpolicy_algorithm(name)
+    if name in ALGOS:
+        return algorithm(name)
+    raise CubeError(f"unknown algorithm '{name}'; choose from {', '.join(ALL_ALGOS)}")
+
 
 def initial_state(name: str, config: TrainConfig) -> tuple[float, ...]:
     """The state vector `[STATE_SIZE]` a run of `name` starts with (its own slots, then zeros)."""
@@ -59,5 +78,6 @@ def program_flags(names: Sequence[str]) -> tuple[bool, bool]:
     return any(a.cost_critic for a in algos), budgets.pop()
 
 
-__all__ = ["ALGORITHMS", "ALGORITHM_VARS", "ALGOS", "PAPER_ALGOS", "STATE_SIZE", "Algorithm", "LossInputs",
-           "StateVar", "algorithm", "cost_advantage", "d_step", "initial_state", "program_flags"]
+__all__ = ["ALGORITHMS", "ALGORITHM_VARS", "ALGOS", "ALL_ALGOS", "PAPER_ALGOS", "STATE_SIZE", "Algorithm",
+           "LossInputs", "StateVar", "algorithm", "any_algorithm", "cost_advantage", "d_step", "initial_state",
+           "is_offpolicy", "program_flags"]

@@ -1,5 +1,6 @@
-"""Off-policy safe RL: SAC, SAC-Lag and SAC-PID as crax-bench trains them (phase 1: the core, not yet wired
-into `saferl train`).
+"""Off-policy safe RL: SAC, SAC-Lag and SAC-PID as crax-bench trains them, trained by `saferl train --algos
+sac,sac_lag,sac_pid` through `train.runner` (`program`: the runner's program for them and the checks before
+anything is written).
 
 - `config`: `OffPolicyConfig` (every default with its source) and the replay memory check (no jax).
 - `sac`, `sac_lag`, `sac_pid`: the algorithm records (`OffPolicyAlgorithm`), registered here in switch order.

@@ -211,6 +211,35 @@ class OffPolicyConfig:
             raise CubeError(f"config: sac_pid.deriv_ema_beta must be in [0, 1], got {self.sac_pid.deriv_ema_beta}")
 
 
+@dataclass(frozen=True)
+class OffPolicySection:
+    """The `[offpolicy]` table of `train.config.TrainConfig`: the off-policy fields `TrainConfig` does not share
+    (`SHARED_FIELDS` are taken from it), each defaulting to `OffPolicyConfig`'s (whose docstrings give every
+    default's source: crax's `train()`, its CLI, the SAC paper). An iterate stays `TrainConfig`'s (num_envs x
+    episode_length env steps), so runs of both families share one cube's iterate axis."""
+
+    grad_updates_per_step: int = OffPolicyConfig.grad_updates_per_step
+    """Gradient steps per actor step of all envs (crax 32; so 32 / num_envs per env step)."""
+    max_replay_size: int = OffPolicyConfig.max_replay_size
+    """Replay capacity, transitions per run (crax CLI 1e6); sized against memory before training."""
+    min_replay_size: int = OffPolicyConfig.min_replay_size
+    """Transitions before learning starts (crax 0)."""
+    tau: float = OffPolicyConfig.tau
+    """Polyak rate of the target networks per gradient step (crax = SAC paper 0.005)."""
+    alpha_learning_rate: float = OffPolicyConfig.alpha_learning_rate
+    """Adam lr of log alpha (crax hard-codes 3e-4)."""
+    init_log_alpha: float = OffPolicyConfig.init_log_alpha
+    """Initial log temperature (crax hard-codes 0: alpha = 1)."""
+    target_entropy_scale: float = OffPolicyConfig.target_entropy_scale
+    """Target entropy -scale |A| (crax hard-codes 0.5)."""
+    hidden: tuple[int, ...] = OffPolicyConfig.hidden
+    """Hidden sizes of the policy and each Q network (crax `make_sac_networks`: 256 x 2)."""
+    sac_lag: SacLagConfig = field(default_factory=SacLagConfig)
+    """SAC-Lag's lambda rule (crax: lr 0.01 / T per gradient step, init 0, lambda_max 2)."""
+    sac_pid: SacPidConfig = field(default_factory=SacPidConfig)
+    """SAC-PID's gains (crax: kp 10, ki 0.01, kd 0.01, integral clip 1, lambda clip 1e6, EMA 0.95)."""
+
+
 SHARED_FIELDS = ("total_env_steps", "episode_length", "num_envs", "learning_rate", "discount", "batch_size",
                  "reward_scaling", "normalize_observations", "reset", "eval_episodes", "eval_every")
 """Fields with the same name and meaning in `train.config.TrainConfig`: crax's CLI passes one flag to every
@@ -219,9 +248,13 @@ trainer for each of them, so a sweep that sets them sets them for both families 
 
 def from_train_config(train_config: Any, **overrides: Any) -> OffPolicyConfig:
     """An OffPolicyConfig whose `SHARED_FIELDS` are taken from `train_config` (a TrainConfig or any object with
-    those attributes; missing ones keep the default), then `overrides` applied (validated)."""
+    those attributes; missing ones keep the default) and the fields of its `offpolicy` table
+    (`OffPolicySection`) if it has one, then `overrides` applied (validated)."""
     shared = {name: getattr(train_config, name) for name in SHARED_FIELDS if hasattr(train_config, name)}
-    config = dataclasses.replace(OffPolicyConfig(), **shared, **overrides)
+    section = getattr(train_config, "offpolicy", None)
+    if section is not None:  # TrainConfig's [offpolicy] table
+        shared.update({f.name: getattr(section, f.name) for f in dataclasses.fields(section)})
+    config = dataclasses.replace(OffPolicyConfig(), **{**shared, **overrides})
     config.validate()
     return config
 
