@@ -109,6 +109,38 @@ class EpisodeBuffer(NamedTuple):
     count: jax.Array
 
 
+class StepEnd(NamedTuple):
+    """One env step's episode bookkeeping, each `[n]`: why episodes ended (bool), and the rollout's counters
+    after the step (steps into the episode, running reward/cost sums; 0 where an episode ended)."""
+
+    buf: EpisodeBuffer
+    term: jax.Array
+    time_up: jax.Array
+    done: jax.Array
+    t: jax.Array
+    ep_reward: jax.Array
+    ep_cost: jax.Array
+
+
+def book_step(ro: RolloutState, buf: EpisodeBuffer, reward: jax.Array, cost: jax.Array, term: jax.Array,
+              T: int, slots: int) -> StepEnd:
+    """Add one step's reward and cost `[n]` to the running episode sums and write every episode that ended
+    (terminated, `term` > 0.5, or at T steps) into its env's next slot of `buf` (the last of `slots` when full);
+    the on- and off-policy cores share it, so both record episodes alike."""
+    term = term > 0.5
+    t = ro.t + 1
+    time_up = t >= T
+    done = term | time_up
+    ep_r, ep_c = ro.ep_reward + reward, ro.ep_cost + cost
+    slot, idx = jnp.minimum(buf.count, slots - 1), jnp.arange(reward.shape[0])
+    buf = EpisodeBuffer(buf.reward.at[slot, idx].set(jnp.where(done, ep_r, buf.reward[slot, idx])),
+                        buf.cost.at[slot, idx].set(jnp.where(done, ep_c, buf.cost[slot, idx])),
+                        buf.count + done.astype(jnp.int32))
+    zero = jnp.zeros_like(ep_r)
+    return StepEnd(buf, term, time_up, done, jnp.where(done, 0, t), jnp.where(done, zero, ep_r),
+                   jnp.where(done, zero, ep_c))
+
+
 class IterateOut(NamedTuple):
     """One iterate's output: episodes, number of updates, mean diagnostics over its updates, the algorithm
     state after the iterate and the mean over its updates of the state each update used (`[STATE_SIZE]`)."""
@@ -322,16 +354,8 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
         log_prob = dist.log_prob(logits, raw)
         env_state = v_step(env_state, dist.postprocess(raw))
         next_obs, reward, cost, term = v_observe(env_state)
-        term = term > 0.5
-        t = ro.t + 1
-        time_up = t >= T
-        done = term | time_up
-        ep_r, ep_c = ro.ep_reward + reward, ro.ep_cost + cost
-        slot, idx = jnp.minimum(buf.count, slots - 1), jnp.arange(n)
-        buf = EpisodeBuffer(buf.reward.at[slot, idx].set(jnp.where(done, ep_r, buf.reward[slot, idx])),
-                            buf.cost.at[slot, idx].set(jnp.where(done, ep_c, buf.cost[slot, idx])),
-                            buf.count + done.astype(jnp.int32))
-        zero = jnp.zeros_like(ep_r)
+        end = book_step(ro, buf, reward, cost, term, T, slots)
+        buf, term, time_up, done = end.buf, end.term, end.time_up, end.done
         learner_reward, b_next, extra = reward, None, {}
         if budget:
             b_next, learner_reward, over = L.saute_step(b, cost, reward, bound, sc.budget_discount, sc.penalty,
@@ -340,8 +364,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
                 b_next = jnp.where(term, bound, b_next)
             next_obs = L.saute_observation(next_obs, b_next, bound, sc.normalize_budget_obs)
             extra = {"budget": b, "overdrawn": over}
-        new_ro = RolloutState(env_state, done, jnp.where(done, 0, t), jnp.where(done, zero, ep_r),
-                              jnp.where(done, zero, ep_c), ro.first, b_next)
+        new_ro = RolloutState(env_state, done, end.t, end.ep_reward, end.ep_cost, ro.first, b_next)
         tr = Transition(obs, raw, log_prob, gauss.loc, gauss.scale, learner_reward, cost, term.astype(jnp.float32),
                         (time_up & ~term).astype(jnp.float32), next_obs, **extra)
         return (new_ro, buf), tr

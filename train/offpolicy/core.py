@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from train.core import EpisodeBuffer, EvalOut, RolloutState
+from train.core import EpisodeBuffer, EvalOut, RolloutState, book_step
 from train.envs import EnvFns
 from train.nets import Normalizer, normalizer_init, normalizer_update
 from train.offpolicy import OFFPOLICY_ALGORITHMS
@@ -259,18 +259,9 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         action = dist.sample(nets.policy_network.apply(normalizer, policy_params, obs), k_act)
         env_state = v_step(env_state, action)
         next_obs, reward, cost, term = v_observe(env_state)
-        term = term > 0.5
-        t = ro.t + 1
-        time_up = t >= T
-        done = term | time_up
-        ep_r, ep_c = ro.ep_reward + reward, ro.ep_cost + cost
-        slot, idx = jnp.minimum(buf.count, slots - 1), jnp.arange(n)
-        buf = EpisodeBuffer(buf.reward.at[slot, idx].set(jnp.where(done, ep_r, buf.reward[slot, idx])),
-                            buf.cost.at[slot, idx].set(jnp.where(done, ep_c, buf.cost[slot, idx])),
-                            buf.count + done.astype(jnp.int32))
-        zero = jnp.zeros_like(ep_r)
-        ro = RolloutState(env_state, done, jnp.where(done, 0, t), jnp.where(done, zero, ep_r),
-                          jnp.where(done, zero, ep_c), ro.first)
+        end = book_step(ro, buf, reward, cost, term, T, slots)
+        buf, term, time_up, done = end.buf, end.term, end.time_up, end.done
+        ro = RolloutState(env_state, done, end.t, end.ep_reward, end.ep_cost, ro.first)
         tr = L.Transition(obs, action, reward.astype(jnp.float32), cost.astype(jnp.float32),
                           1.0 - done.astype(jnp.float32), (time_up & ~term).astype(jnp.float32), next_obs)
         return ro, buf, tr
