@@ -207,9 +207,9 @@ def test_preset_with_bad_lists_is_one_line(capsys: pytest.CaptureFixture[str], t
 
 
 def test_unknown_algorithm_lists_the_new_ones(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), "--algo", "sac_pid", "--task", "goal_l2",
+    rc, err = _saferl(capsys, "train", "--out", str(tmp_path / "c.zarr"), "--algo", "sac_pidx", "--task", "goal_l2",
                       "--bound", "25", "--seed", "0")
-    assert rc == 2 and "choose from ppo, ppo_lag, p3o, focops, ppo_pid, ppo_saute, crpo" in err
+    assert rc == 2 and "choose from ppo, ppo_lag, p3o, focops, ppo_pid, ppo_saute, crpo, sac, sac_lag, sac_pid" in err
     assert not (tmp_path / "c.zarr").exists()
 
 
