@@ -447,12 +447,12 @@ class CubeModel:
         return self._cached(key, lambda: stats.aggregate_learning_curve(
             stats.select(self.ss, sel.cube_selection()), boot=self.boot, rng_seed=self.rng_seed))
 
-    def curves(self, sel: UISelection, window: int, mode: str = "train"
+    def curves(self, sel: UISelection, window: int, mode: str = "train", var: str = "multiplier"
                ) -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
         """Smoothed seed mean/std of R and C per iterate of ``mode`` episodes (train; or expl / greedy at
-        the evaluated iterates, NaN elsewhere), of the multiplier (None if absent), and the seed-mean env
-        steps per iterate (None if the cube has none)."""
-        key = ("curves", _sel_key(replace(sel, iterates=None, setting="train")), int(window), mode)
+        the evaluated iterates, NaN elsewhere), of the per-iterate variable ``var`` (the multiplier by
+        default; None if absent), and the seed-mean env steps per iterate (None if the cube has none)."""
+        key = ("curves", _sel_key(replace(sel, iterates=None, setting="train")), int(window), mode, var)
 
         def compute() -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
             im = self.iterate_metrics(sel, mode)
@@ -460,14 +460,23 @@ class CubeModel:
                 keep = np.flatnonzero(np.isfinite(im["R"].values).reshape(-1, im.sizes["iterate"]).any(0)
                                       | np.isfinite(im["C"].values).reshape(-1, im.sizes["iterate"]).any(0))
                 im = im.isel(iterate=keep)
-            run = curves.select_cube(self._run_vars(("multiplier", "env_steps")), sel.cube_selection())
-            mult = curves.multiplier_curves(run, window)
+            run = curves.select_cube(self._run_vars((var, "env_steps")), sel.cube_selection())
+            mult = curves.multiplier_curves(run, window, var)
             steps = None
             if "env_steps" in run:
                 steps = run["env_steps"].transpose(*RUN_DIMS, "iterate").mean("seed", skipna=True)
             return curves.training_curves(im, window), mult, steps
 
         return self._cached(key, compute)
+
+    def iterate_vars(self, sel: UISelection) -> tuple[str, ...]:
+        """The per-iterate variables with a value in the selection's runs, multiplier first
+        (``curves.iterate_var_names``): what the Curves view's third plot can show. Reads each of them once."""
+        assert self.ds is not None, "load() first"
+        names = curves.iterate_var_names(self.ds)
+        key = ("iterate_vars", _sel_key(replace(sel, iterates=None, setting="train")))
+        return self._cached(key, lambda: curves.iterate_var_names(
+            curves.select_cube(self._run_vars(names), sel.cube_selection()), with_values=True))
 
     def _raw(self) -> xr.Dataset:
         """The cube opened without dask (``open_cube(lazy=False)``, the one read path, on the grid of the

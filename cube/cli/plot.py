@@ -3,11 +3,14 @@
     saferl plot CUBE KIND [--out FILE|DIR] [--format pdf|png|svg] [--style paper|screen]
                 [--algo ..] [--task ..] [--bound ..] [--seed 0-9] [--iterates J|LO:HI]
                 [--settings train,final_greedy] [--baseline auto|none|ALGO] [--boot 2000] [--rng-seed 0] [--ci 0.95]
-                [--xmax 2|none] [--window 5] [--bins 20] [--by auto|iterate|env_steps] [--pair X,Y ...]
+                [--xmax 2|none] [--window 5] [--var multiplier] [--bins 20] [--by auto|iterate|env_steps]
+                [--pair X,Y ...]
                 [--no-cache]
 
-KIND: cdf (Figure 2; --xmax none: Figure A.1), curves (reward, cost with the bound, multiplier per
-iterate per condition), hist (final cost, exploration vs greedy, per condition), intervals (IQM and CI
+KIND: cdf (Figure 2; --xmax none: Figure A.1), curves (reward, cost with the bound, and the multiplier per
+iterate per condition; --var NAME another per-iterate variable in its place: pid_integral, pid_error,
+pid_derivative, saute_budget, saute_penalty_share, crpo_regime, crpo_reward_share, alpha, ...; --var list
+prints those the selection has), hist (final cost, exploration vs greedy, per condition), intervals (IQM and CI
 of every metric per algorithm and setting, with the tier), poi (probability of improvement of pairs of
 algorithms), aggregate-curve (IQM over conditions per iterate with its CI band; --out FILE.csv or .json
 writes its numbers instead), or all (the whole set into the --out directory, one file per figure, plus
@@ -59,6 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
                    "none = up to where every curve reaches 1 (Figure A.1)")
     p.add_argument("--window", type=int, default=5, help="curves: moving-average window in iterates (default 5)")
+    p.add_argument("--var", default="multiplier", metavar="NAME",
+                   help="curves: the per-iterate variable of the third row (default multiplier; e.g. pid_integral, "
+                        "saute_budget, crpo_regime, alpha); list: print those the selection has")
     p.add_argument("--bins", type=count_at_most(MAX_BINS), default=20, help="hist: bins per panel (default 20)")
     p.add_argument("--by", choices=("auto", "iterate", "env_steps"), default="auto",
                    help="aggregate-curve x axis: iterates, env-step bins, or auto (env steps when runs differ "
@@ -124,6 +130,27 @@ def _target(args: argparse.Namespace) -> tuple[Path, str]:
     return out, fmt
 
 
+def _list_vars(args: argparse.Namespace) -> int:
+    """`--var list`: the per-iterate variables with values in the selection, with the algorithms that have them."""
+    import numpy as np
+
+    from cube.render.style import iterate_var_label
+    from cube.stats.curves import iterate_var_names, select_cube
+    from cube.store.read import open_cube
+
+    ds = select_cube(open_cube(args.path), selection_from_args(args))
+    names = iterate_var_names(ds, with_values=True)
+    if not names:
+        print("no per-iterate variable has values in this selection")
+        return 0
+    width = max(len(n) for n in names)
+    for name in names:
+        values = np.asarray(ds[name].transpose("algo", ...).values, dtype=np.float64)
+        algos = [str(a) for a, v in zip(ds["algo"].values, values, strict=True) if np.isfinite(v).any()]
+        print(f"{name:<{width}}  {iterate_var_label(name)} ({', '.join(algos)})")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Make the figure(s) and write them; returns the exit code."""
     from cube.stats.cache import wait_for_cache_writes
@@ -139,6 +166,8 @@ def _run(args: argparse.Namespace) -> int:
     from cube.cli.console import err_console, print_recorded_warnings, progress_bar
 
     _check(args)
+    if args.var == "list":
+        return _list_vars(args)
     out, fmt = _target(args)
     if fmt not in DATA_SUFFIXES.values():
         from cube.render.style import require_matplotlib
@@ -153,7 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = stats.settings_arg(settings) if settings is not None else None
     options = PlotOptions(settings=settings, baseline=args.baseline or "auto", boot=args.boot, rng_seed=args.rng_seed,
                                   ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
-                                  bins=args.bins, by=args.by, pairs=_pairs(args.pairs))
+                                  bins=args.bins, by=args.by, pairs=_pairs(args.pairs), var=args.var)
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)

@@ -54,6 +54,7 @@ from cube.render.style import (
     algo_label,
     direction_text,
     focus_limits,
+    iterate_var_label,
     metric_axis_label,
     setting_label,
     styled,
@@ -204,12 +205,14 @@ def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str 
     """Per-condition training curves from `curves.training_curves` (vars R_mean, R_std, C_mean, C_std;
     dims algo, task, bound, iterate) and optionally `curves.multiplier_curves` (mult_mean, mult_std):
     one column per bound, per task a group of rows R̄, C̄ (bound d drawn, gid ``bound``) and the
-    multiplier (algorithms that have one). Mean +- 1 sigma over seeds after a moving average."""
+    multiplier or the per-iterate variable ``mult.attrs["var"]`` (algorithms that have one). Mean +- 1 sigma
+    over seeds after a moving average."""
     algos = _order(tc["algo"].values, baseline)
     colors = colors or algo_colors(algos, baseline)
     tasks, bounds = [str(t) for t in tc["task"].values], tc["bound"].values.astype(np.float64)
     has_mult = mult is not None and bool(np.isfinite(mult["mult_mean"].values).any())
     rows = ["R", "C"] + (["mult"] if has_mult else [])
+    floor_mult = mult is not None and bool(mult.attrs.get("nonnegative", 1))
     iters = tc["iterate"].values
     xs = iters if x is None else x.values
     paper = style == "paper"
@@ -232,7 +235,7 @@ def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str 
                             one = tc.sel(algo=a, task=t, bound=d)
                             m, s = one[f"{row}_mean"].values, one[f"{row}_std"].values
                         # costs and multipliers are >= 0 by construction: a 1-sigma band stops at 0
-                        low = np.maximum(m - s, 0.0) if row in ("C", "mult") else m - s
+                        low = np.maximum(m - s, 0.0) if row == "C" or (row == "mult" and floor_mult) else m - s
                         _line_band(ax, xs, m, low, m + s, colors[a], f"{a}:{t}:{d:g}:{row}", a == baseline,
                                    alpha=0.18)
                         if a == baseline:
@@ -266,6 +269,9 @@ def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str 
 def _row_label(row: str, algos: Sequence[str], mult: xr.Dataset | None) -> str:
     if row != "mult":
         return metric_axis_label(row)
+    var = str(mult.attrs.get("var", "multiplier")) if mult is not None else "multiplier"
+    if var != "multiplier":
+        return iterate_var_label(var)
     have = [a for a in algos if mult is not None and np.isfinite(mult["mult_mean"].sel(algo=a).values).any()]
     syms = [MULTIPLIER_SYMBOL[a] for a in have if a in MULTIPLIER_SYMBOL]
     return f"multiplier ${', '.join(syms)}$" if syms else "multiplier"

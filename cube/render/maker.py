@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import xarray as xr
 
 from cube.compute import Progress, StepProgress, step_progress
@@ -51,6 +52,8 @@ class PlotOptions:
     xmax: float | None = 2.0
     style: str = "paper"
     window: int = 5
+    var: str = "multiplier"
+    """curves: the per-iterate variable of the third row (`cube.stats.curves.iterate_var_names`)."""
     bins: int = 20
     by: str = "auto"
     pairs: tuple[tuple[str, str], ...] | None = None
@@ -185,9 +188,20 @@ class FigureMaker:
             stats.iterate_metrics(self.ss, "train"), self.options.window, ("R", "C")))
 
     def multipliers(self) -> xr.Dataset | None:
+        """Seed mean/std curves of `options.var` (the multiplier by default); CubeError naming the variables
+        the selection has when another variable is asked for and it has no values."""
+        return self._cached("mult", self._read_multipliers)
+
+    def _read_multipliers(self) -> xr.Dataset | None:
         from cube.stats import curves
 
-        return self._cached("mult", lambda: curves.multiplier_curves(self.cube, self.options.window))
+        var = self.options.var
+        out = curves.multiplier_curves(self.cube, self.options.window, var)
+        if var != "multiplier" and (out is None or not np.isfinite(out["mult_mean"].values).any()):
+            have = curves.iterate_var_names(self.cube, with_values=True)
+            what = "no values in this selection" if out is not None else "no such per-iterate variable"
+            raise CubeError(f"--var {var}: {what}; the selection has values of {', '.join(have) or 'none'}")
+        return out
 
     def final_costs(self) -> xr.DataArray | None:
         """Costs of each run's final expl and greedy evaluation: dims (algo, task, bound, seed, episode,

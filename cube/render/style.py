@@ -33,6 +33,21 @@ WIDTH = {"paper": (3.25, 6.75), "screen": (5.0, 10.0)}  # single column, full wi
 # Display names of the paper's algorithms and the symbol of their multiplier; anything else as it is.
 ALGO_LABELS = {"ppo": "PPO", "ppo_lag": "PPO-Lag", "p3o": "P3O", "focops": "FOCOPS"}
 MULTIPLIER_SYMBOL = {"ppo_lag": r"\lambda", "p3o": r"\kappa", "focops": r"\nu"}
+# Per-iterate variables a curve can show (`cube.stats.curves.iterate_var_names`), as an axis label; any other
+# variable by its name. Written by the trainers: PID state (PPO-PID, SAC-PID), Saute's budget, CRPO's regime,
+# SAC's temperature and losses.
+ITERATE_VAR_LABELS = {
+    "multiplier": "multiplier", "pid_integral": "PID integral", "pid_error": "PID error (cost/step − d/T)",
+    "pid_derivative": "PID derivative", "saute_budget": "Saute budget left", "saute_penalty_share":
+    "share of steps penalised", "crpo_regime": "CRPO regime (1 reward, 0 cost)", "crpo_reward_share":
+    "share of reward steps", "alpha": "temperature α", "mean_step_cost": "cost per step",
+    "mean_step_reward": "reward per step (learner's)", "batch_cost": "minibatch cost per step",
+}
+
+
+def iterate_var_label(name: str) -> str:
+    """Axis label of a per-iterate variable (ITERATE_VAR_LABELS, else its name with spaces)."""
+    return ITERATE_VAR_LABELS.get(name, name.replace("_", " "))
 # Short units for axis labels (used when the metric registry has no `unit` field).
 UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
          "Dplus": "(c − d)/d"}

@@ -6,7 +6,9 @@ presentation layers and these functions can be tested on their own:
 * :func:`moving_average` / :func:`training_curves`: per-iterate seed mean and sample std of the
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
   statistics are ``cube.stats.tables.seed_mean_std``, as in the condition table).
-* :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu).
+* :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu) or of any
+  other per-iterate variable (:func:`iterate_var_names`: a PID state, a Saute budget, CRPO's regime, SAC's
+  temperature ...).
 * :func:`final_costs` / :func:`hist_panels` (with ``cube.schema.final_iterate``): the final evaluation
   episodes of one condition (task, bound) for the ``expl`` and ``greedy`` modes and their
   histograms on shared bin edges.
@@ -25,7 +27,8 @@ from cube.compute import Progress
 from cube.schema import RUN_DIMS, final_iterate
 from cube.stats.tables import seed_mean_std
 
-__all__ = ["moving_average", "training_curves", "multiplier_curves", "select_cube", "final_iterate", "final_costs",
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "iterate_var_names", "select_cube",
+           "final_iterate", "final_costs",
            "final_episode_costs", "hist_panels", "HistPanel"]
 
 
@@ -68,18 +71,39 @@ def training_curves(im: xr.Dataset, window: int = 1, metrics: Sequence[str] = ("
     return xr.Dataset(out)
 
 
-def multiplier_curves(ds: xr.Dataset, window: int = 1, var: str = "multiplier") -> xr.Dataset | None:
-    """Seed mean/std per iterate of the multiplier, smoothed like :func:`training_curves`.
+NOT_CURVES = ("env_steps",)
+"""Per-iterate variables that are an x axis, not a curve."""
 
-    ``ds`` is the (selected) cube; returns dims (algo, task, bound, iterate) with vars
-    ``mult_mean``, ``mult_std``, or None when the cube has no ``var``. PPO rows are all NaN.
+
+def iterate_var_names(ds: xr.Dataset, with_values: bool = False) -> tuple[str, ...]:
+    """The cube's per-iterate variables (dims algo, task, bound, seed, iterate) other than ``env_steps``:
+    ``multiplier`` first, then by name. ``with_values``: only those with a finite value in ``ds``
+    (reads them; each is one float per run and iterate)."""
+    names = [str(n) for n, v in ds.data_vars.items()
+             if set(v.dims) == {*RUN_DIMS, "iterate"} and n not in NOT_CURVES]
+    names.sort(key=lambda n: (n != "multiplier", n))
+    if with_values:
+        names = [n for n in names if bool(np.isfinite(np.asarray(ds[n].values, dtype=np.float64)).any())]
+    return tuple(names)
+
+
+def multiplier_curves(ds: xr.Dataset, window: int = 1, var: str = "multiplier") -> xr.Dataset | None:
+    """Seed mean/std per iterate of the multiplier, or of another per-iterate variable ``var``
+    (:func:`iterate_var_names`), smoothed like :func:`training_curves`.
+
+    ``ds`` is the (selected) cube; returns dims (algo, task, bound, iterate) with vars ``mult_mean``,
+    ``mult_std`` and attrs ``var`` (the name) and ``nonnegative`` (1 when no value is below 0, so a
+    1-sigma band may stop at 0), or None when the cube has no ``var``. Runs without it are all NaN.
     """
     if var not in ds:
         return None
     da = ds[var].transpose(*RUN_DIMS, "iterate").load()
-    smooth = da.copy(data=moving_average(da.values, window, axis=-1))
+    values = np.asarray(da.values, dtype=np.float64)
+    smooth = da.copy(data=moving_average(values, window, axis=-1))
     mean, std = seed_mean_std(smooth)
-    return xr.Dataset({"mult_mean": mean, "mult_std": std})
+    finite = values[np.isfinite(values)]
+    nonnegative = int(finite.size == 0 or bool(finite.min() >= 0))
+    return xr.Dataset({"mult_mean": mean, "mult_std": std}, attrs={"var": var, "nonnegative": nonnegative})
 
 
 def select_cube(ds: xr.Dataset, selection: Any) -> xr.Dataset:

@@ -1,6 +1,7 @@
 """The Curves view (key 4): reward, cost (bound drawn) and multiplier of one condition, seed mean ± std
 after a moving average, against training iterates or env steps (x). The setting (t) picks the episodes:
-train, or the expl / greedy evaluations at the iterates the cube evaluated.
+train, or the expl / greedy evaluations at the iterates the cube evaluated. `v` puts another per-iterate
+variable in the multiplier's place (a PID state, Saute's budget, CRPO's regime, SAC's temperature ...).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
+from cube.render.style import iterate_var_label
 from cube.stats.metrics import METRIC, SETTING
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
@@ -37,12 +39,18 @@ class CurvesView(ConditionCycler):
         Binding("plus,equals_sign", "adjust(1)", "Smoothing +", id="curves.window_up"),
         Binding("minus", "adjust(-1)", "Smoothing −", id="curves.window_down"),
         Binding("p", "next_panel", "Next plot / all", id="curves.panels"),
+        Binding("v", "next_var", "Third plot: multiplier → PID state, budget, regime, α …", id="curves.var"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.window = 1
         self.by_steps = False
+        self.var = "multiplier"
+        """The per-iterate variable of the third plot."""
+        self.listing = False
+        """Whether fetches also list the variables with values (after the first `v`: it reads each once)."""
+        self._advance = False
 
     def compose_plots(self) -> ComposeResult:
         yield from self.plot_grid("curves-grid", PANELS)
@@ -52,17 +60,21 @@ class CurvesView(ConditionCycler):
         return SETTING[self.selection.setting].mode if self.selection is not None else "train"
 
     def params(self) -> tuple:
-        return (self.window, self.mode())
+        return (self.window, self.mode(), self.var, self.listing)
 
     def describe_params(self) -> dict:
         cond = self.condition()
         return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]}, "window": self.window,
-                "x": "env_steps" if self.by_steps else "iterate", "episodes": self.mode()}
+                "x": "env_steps" if self.by_steps else "iterate", "episodes": self.mode(), "var": self.var}
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple:
-        window, mode = params
-        return model.curves(sel, window, mode)
+        """(curves, per-iterate variable curves, env steps, names of the variables with values or ())."""
+        window, mode, var, listing = params
+        names = model.iterate_vars(sel) if listing else ()
+        if var not in names and listing:
+            var = "multiplier"  # a selection without the variable: back to the multiplier
+        return (*model.curves(sel, window, mode, var), names)
 
     def shown(self) -> tuple[xr.Dataset, xr.Dataset | None, tuple[str, float]] | None:
         """(curves, multiplier, condition) of the condition on screen."""
@@ -84,7 +96,11 @@ class CurvesView(ConditionCycler):
     def render_data(self, data: tuple) -> None:
         sel = self.selection
         assert sel is not None
+        shows = data[1].attrs.get("var", self.var) if data[1] is not None else self.var
+        self.query_one("#curves-mult").panel_name = str(shows)  # type: ignore[attr-defined]
         self.arrange_plots()
+        if self._advance_var(data):
+            return
         shown = self.shown()
         if shown is None:
             return
@@ -143,6 +159,8 @@ class CurvesView(ConditionCycler):
         plt = widget.plt
         plt.clear_figure()
         plt.frame(bands)
+        var = str(mult.attrs.get("var", self.var)) if mult is not None else self.var
+        floor = 0.0 if mult is None or mult.attrs.get("nonnegative", 1) else None  # a multiplier is >= 0
         any_mult = False
         ys = []
         if mult is not None:
@@ -150,20 +168,47 @@ class CurvesView(ConditionCycler):
             for a, c in colors.items():
                 m = mult["mult_mean"].sel(algo=a).values
                 if np.isfinite(m).any():
-                    s = mult["mult_std"].sel(algo=a).values  # a multiplier is >= 0: its band stops at 0
-                    _band(plt, self._x(it, a, cond), m, s if bands else None, c, 0.0)
-                    ys += [np.maximum(m - s, 0.0), m + s] if bands else [m]
+                    s = mult["mult_std"].sel(algo=a).values
+                    _band(plt, self._x(it, a, cond), m, s if bands else None, c, floor)
+                    ys += [_floored(m - s, floor), m + s] if bands else [m]
                     any_mult = True
             x_mult = np.concatenate([self._x(it, a, cond) for a in colors]) if colors else xall
         else:
             x_mult = xall
-        plt.title("Multiplier λ/κ/ν (train)" if any_mult else "no multiplier (in this cube or selection)")
+        label = "Multiplier λ/κ/ν" if var == "multiplier" else iterate_var_label(var)
+        plt.title(f"{label} (train) · v: next variable" if any_mult
+                  else f"no {label.lower()} (in this cube or selection) · v: next variable")
         plt.xlabel(xlabel)
-        plt.ylabel("multiplier")
+        plt.ylabel(iterate_var_label(var))
         set_ticks(plt, "x", *_xrange(x_mult), 5, integer=not self.by_steps)
         if any_mult:
             set_ticks(plt, "y", *padded_range(*ys), 4)
         widget.refresh()
+
+    def action_next_var(self) -> None:
+        """Show the next per-iterate variable with values in the selection in the third plot (the first press
+        lists them: one read of each)."""
+        self._advance = True
+        if not self.listing:
+            self.listing = True
+            self.request_data()
+            return
+        if self.data is not None:
+            self._advance_var(self.data)
+
+    def _advance_var(self, data: tuple) -> bool:
+        """After `v`: move to the variable after the one shown and fetch it; True when a fetch was asked for."""
+        if not self._advance or len(data) < 4 or not self.listing:
+            return False
+        self._advance = False
+        names = list(data[3])
+        if len(names) <= 1:
+            self.notify("no other per-iterate variable has values in this selection", timeout=4)
+            return False
+        now = names.index(self.var) if self.var in names else -1
+        self.var = names[(now + 1) % len(names)]
+        self.request_data()
+        return True
 
     def condition_changed(self) -> None:
         self.redraw()  # the data holds every condition
@@ -186,8 +231,9 @@ class CurvesView(ConditionCycler):
         if shown is None:
             return []
         cur, mult, (task, bound) = shown
+        var = str(mult.attrs.get("var", self.var)) if mult is not None else self.var
         header = ["algo", "task", "bound", "iterate", "env_steps", "episodes", "window", "R_mean", "R_std",
-                  "C_mean", "C_std", "mult_mean", "mult_std"]
+                  "C_mean", "C_std", f"{var}_mean", f"{var}_std"]
         steps = self.data[2] if self.data is not None else None
         rows = []
         for a in cur["algo"].values:
