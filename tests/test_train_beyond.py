@@ -108,7 +108,7 @@ def test_evaluate_restores_a_saute_checkpoint(cli_store: Path, tmp_path: Path) -
     paired episodes written during training."""
     import shutil
 
-    from train.runner import evaluate_store
+    from train.evaluate import evaluate_store
 
     store = tmp_path / "copy.zarr"
     shutil.copytree(cli_store, store)

@@ -119,6 +119,33 @@ def test_resume_through_the_runner_is_bit_identical(stores: dict[str, Path]) -> 
     assert {r["resumed_from"] for r in rows} == {1} and {r["status"] for r in rows} == {"complete"}
 
 
+def test_evaluate_restores_offpolicy_checkpoints(stores: dict[str, Path], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`saferl evaluate` of SAC / SAC-Lag / SAC-PID checkpoints: the episodes of iterate 3, blanked first, come
+    back equal to the paired evaluation written during training (same compiled rollout, same key)."""
+    import shutil
+
+    from cube import CubeWriter
+    from train.evaluate import evaluate_store
+
+    monkeypatch.setenv("SAFERL_ENABLE_TOY", "1")
+    store = tmp_path / "copy.zarr"
+    shutil.copytree(stores["ref"], store)
+    before = open_cube(store)["cost"].sel(iterate=3, mode=["expl", "greedy"]).load().copy()
+    writer = CubeWriter(store)
+    for algo in ALGOS:
+        for seed in SEEDS:
+            for mode in ("expl", "greedy"):
+                writer.write_episodes(RunKey(algo, "toy", 2.0, seed), mode, 3, np.zeros(0), np.zeros(0))
+    assert np.isnan(open_cube(store)["cost"].sel(iterate=3, mode=["expl", "greedy"]).values).all()
+    lines: list[str] = []
+    assert evaluate_store(store, 3, env_factory=make_env, report=lines.append) == len(ALGOS) * len(SEEDS)
+    assert len(lines) == len(ALGOS) * len(SEEDS)
+    after = open_cube(store)["cost"].sel(iterate=3, mode=["expl", "greedy"]).load()
+    np.testing.assert_allclose(after.values, before.values, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(after.values).sum() == len(ALGOS) * len(SEEDS) * 2 * N_EVAL
+
+
 def test_report_plot_and_tui_read_the_runs(stores: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     from saferl_tui.model import CubeModel, load_model
 

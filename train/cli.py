@@ -341,7 +341,7 @@ def status_variant(row: dict[str, Any]) -> str:
 def run_evaluate(args: argparse.Namespace) -> int:
     """Entry of `saferl evaluate`."""
     require_train_extra()
-    from train.runner import evaluate_store
+    from train.evaluate import evaluate_store
 
     n = evaluate_store(args.path, args.iterate,
                        algos=parse_names(args.algo, "algos") if args.algo else None,

@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from cube.errors import CubeError
 from cube.schema import RunKey
 from train import checkpoint
-from train.algorithms import algorithm, d_step, initial_state, is_offpolicy, program_flags
+from train.algorithms import algorithm, d_step, initial_state, program_flags
 from train.config import TrainConfig, config_to_dict, variant_label
 from train.placement import current_placement
 from train.record import DIAGNOSTICS, compact_episodes, eval_iterates, iterate_values, n_episode_slots
@@ -407,56 +406,3 @@ class GroupLabel:
     def __str__(self) -> str:
         k = self.keys[0]
         return f"{k.algo}/{k.task} x{len(self.keys)} (seeds {','.join(str(x.seed) for x in self.keys)})"
-
-
-def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None = None,
-                   tasks: Sequence[str] | None = None, bounds: Sequence[float] | None = None,
-                   seeds: Sequence[int] | None = None, env_factory: Callable[..., Any] | None = None,
-                   report: Callable[[str], None] = print) -> int:
-    """Roll out stored checkpoints at `iterate` and write their expl/greedy episodes; returns runs done."""
-    import jax
-
-    from cube import CubeWriter, read_manifests
-    from train.config import with_overrides
-    from train.core import Params, eval_key, make_train
-    from train.nets import Normalizer
-
-    if env_factory is None:
-        from train.envs import make_crax_env
-
-        env_factory = make_crax_env
-    rows = read_manifests(store)
-
-    def wanted(row: dict[str, Any]) -> bool:
-        return ((algos is None or row["algo"] in algos) and (tasks is None or row["task"] in tasks)
-                and (bounds is None or any(np.isclose(row["bound"], b) for b in bounds))
-                and (seeds is None or row["seed"] in seeds))
-
-    keys = [RunKey.from_dict(r) for r in rows if wanted(r)]
-    if any(is_offpolicy(k.algo) for k in keys):
-        raise CubeError("saferl train evaluate does not re-evaluate off-policy runs (sac, sac_lag, sac_pid) yet; "
-                        "select on-policy runs with --algo")
-    keys = [k for k in keys if iterate in checkpoint.available_iterates(store, k)]
-    if not keys:
-        raise CubeError(f"no checkpoint at iterate {iterate} in {store} for the selected runs; "
-                        "train with --eval-every or pick an evaluated iterate")
-    writer = CubeWriter(store)
-    cache: dict[tuple[str, str, bool], Any] = {}
-    for key in keys:
-        meta = checkpoint.read_run_meta(store, key)
-        cfg = with_overrides(TrainConfig(), meta["config"])
-        budget = algorithm(key.algo).budget
-        ck = (key.task, repr(cfg), budget)
-        if ck not in cache:
-            trainer = make_train(cfg, env_factory(key.task, cfg.episode_length), budget=budget)
-            cache[ck] = (trainer, jax.jit(trainer.evaluate))
-        trainer, evaluate = cache[ck]
-        payload = checkpoint.load(store, key, iterate, trainer.template())
-        params = Params(payload["policy"], payload["value"], payload["cost_value"])
-        normalizer = Normalizer(**payload["normalizer"])
-        ev = jax.device_get(evaluate(params, normalizer, eval_key(key.seed, iterate), d_step(cfg, key.bound)))
-        writer.write_episodes(key, "expl", iterate, ev.expl_reward, ev.expl_cost)
-        writer.write_episodes(key, "greedy", iterate, ev.greedy_reward, ev.greedy_cost)
-        report(f"{key}: iterate {iterate}: expl cost {np.mean(ev.expl_cost):.2f}, "
-               f"greedy cost {np.mean(ev.greedy_cost):.2f} (d={key.bound:g}, {len(ev.expl_cost)} episodes each)")
-    return len(keys)
