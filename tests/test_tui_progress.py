@@ -120,3 +120,33 @@ async def test_a_netcdf_cube_says_progress_needs_a_store(tmp_path: Path) -> None
         await until_quiet(pilot)
         status = str(app.main_screen.view("progress").query_one(".view-status").render())
         assert "netCDF" in status and app.is_running
+
+
+def test_reader_keeps_unchanged_runs_and_sees_new_claims_and_writes(tmp_path: Path) -> None:
+    """A reader reuses the progress of runs that cannot have changed (sequence still, not running, same claim)
+    but sees a claim taken without any write, and a write to a complete run."""
+    import json
+
+    from cube.store.claims import claim_path
+    from cube.store.locks import SeqWatch
+    from cube.store.progress import ProgressReader
+
+    path = progress_store(tmp_path / "p.zarr")
+    watch, reader = SeqWatch(path), ProgressReader(path, stall_s=STALL_S)
+    first = {(r.key.algo, r.key.seed): r for r in reader.read(now=T0 + AGO, seqs=watch.poll()[1])}
+    assert first[("ppo", 2)].status == "pending" and first[("ppo_lag", 2)].status == "complete"
+    again = {(r.key.algo, r.key.seed): r for r in reader.read(now=T0 + AGO, seqs=watch.poll()[1])}
+    assert again[("ppo_lag", 2)] is first[("ppo_lag", 2)] and again[("ppo", 2)] is first[("ppo", 2)]
+    claim = claim_path(path, RunKey("ppo", "goal", 15.0, 2))
+    claim.parent.mkdir(parents=True, exist_ok=True)
+    claim.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    writer = CubeWriter(path)
+    _write(writer, RunKey("ppo_lag", "goal", 15.0, 2), range(3, 4))
+    now = {(r.key.algo, r.key.seed): r for r in reader.read(now=T0 + AGO, seqs=watch.poll()[1])}
+    assert now[("ppo", 2)].status == "running"  # claimed: no write needed to see it
+    assert now[("ppo_lag", 2)] is not first[("ppo_lag", 2)]
+    assert now[("ppo_lag", 2)].last_write != first[("ppo_lag", 2)].last_write  # its sequence moved: read again
+    fresh = {(r.key.algo, r.key.seed): r for r in read_progress(path, stall_s=STALL_S)}
+    for k, run in now.items():
+        assert (run.status, run.iterates, run.env_steps, run.last_write) == (
+            fresh[k].status, fresh[k].iterates, fresh[k].env_steps, fresh[k].last_write), k

@@ -124,6 +124,7 @@ class ProgressReader:
         self._sizes: dict[str, int] | None = None
         self._coords: dict[str, np.ndarray] = {}
         self._first_seen: dict[tuple[int, ...], tuple[str | None, float, float]] = {}
+        self._shown: dict[tuple[int, ...], RunProgress] = {}
 
     def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunProgress]:
         """Every run of the published grid, in store order. `seqs`: the write sequences just read by the
@@ -136,11 +137,34 @@ class ProgressReader:
         seqs = read_write_seqs(self.path, sizes) if seqs is None else seqs
         if not self._facts or seqs is None or self._seqs is None or seqs.shape != self._seqs.shape:
             self._read_all(sizes)
+            self._shown = {}
         else:
-            self._read_runs(sizes, [tuple(int(i) for i in ix) for ix in np.argwhere(seqs != self._seqs)])
+            moved = [tuple(int(i) for i in ix) for ix in np.argwhere(seqs != self._seqs)]
+            self._read_runs(sizes, moved)
+            for index in moved:
+                self._shown.pop(index, None)
         self._seqs = None if seqs is None else seqs.copy()  # a SeqWatch updates its array in place
         now = time.time() if now is None else now
-        return [self._progress(index, self._located(index, facts), now) for index, facts in self._facts.items()]
+        if seqs is None:  # no sequences: nothing tells which runs are unchanged
+            self._shown = {}
+        out = []
+        for index, facts in self._facts.items():
+            run = self._unchanged(index, facts)
+            if run is None:
+                run = self._shown[index] = self._progress(index, self._located(index, facts), now)
+            out.append(run)
+        return out
+
+    def _unchanged(self, index: tuple[int, ...], facts: _Facts) -> RunProgress | None:
+        """The run's progress of the previous read when nothing it shows can have changed: its write sequence
+        did not move (so neither its stored facts nor its last write time), it is not running (whose numbers
+        move with the clock) and its claim is the same. Saves an idle reader of 1,440 runs most of its work."""
+        prev = self._shown.get(index)
+        if prev is None or prev.status in ("running", "unknown"):
+            return None
+        if facts.stored == "complete" and prev.status == "complete":
+            return prev
+        return prev if claim_state(self.path, prev.key) == prev.claim else None
 
     def _located(self, index: tuple[int, ...], facts: _Facts) -> _Facts:
         """`facts` with the run's labels and sequence chunk path (kept with its facts: one idle read of a
