@@ -130,8 +130,8 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
     from cube import CubeWriter
     from cube.cli import main
     from cube.store.fs import side_folder
+    from cube.store.progress import read_progress
     from train.claims import claim_path
-    from train.sweep import status_rows
 
     out = tmp_path / "c.zarr"
     create_store(out, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=3, n_episodes=2)
@@ -148,9 +148,9 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
         path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid}))
     last = (out / "write_seq" / "c" / "0" / "0" / "0" / "0").stat().st_mtime
     os.utime(out / "write_seq" / "c" / "0" / "0" / "0" / "0", (last, 1767229200.0))  # 2026-01-01T01:00:00Z
-    rows = {r["seed"]: r for r in status_rows(out)}
-    assert rows[0]["liveness"] == "stopped" and rows[0]["wall_s"] == 3600.0
-    assert rows[1]["liveness"] == "running" and rows[1]["wall_s"] > 3600 * 24
+    rows = {r.key.seed: r for r in read_progress(out)}
+    assert rows[0].status == "stopped" and rows[0].wall_s == 3600.0  # its claim's process is gone
+    assert rows[1].status == "running" and rows[1].wall_s > 3600 * 24
     assert main(["status", str(out)]) == 0
     text = capsys.readouterr().out
     assert "1 partial run(s) stopped (no live process)" in text and "partial (stopped)" in text

@@ -87,12 +87,12 @@ def test_episodes_and_algorithm_variables_land_in_the_cube(cli_store: Path) -> N
 
 def test_manifests_status_and_report_show_them(cli_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from cube.cli.entry import main
-    from train.sweep import status_rows
+    from train.cli import status_variant
 
     rows = read_manifests(cli_store)
     assert {r["algo"] for r in rows} == set(NEW) and all(r["status"] == "complete" for r in rows)
     assert all(r["group_size"] == 2 for r in rows)  # seeds 0 and 1 vmapped together
-    variants = {r["algo"]: r["variant"] for r in status_rows(cli_store)}
+    variants = {r["algo"]: status_variant(r) for r in rows}  # what `saferl status` shows
     assert variants == {"ppo_pid": "crax", "crpo": "crax", "ppo_saute": "saute.gamma_b=1 saute.reset=episode"}
     assert all(r["config"]["ppo_saute"]["budget_discount"] == 1.0 for r in rows)  # the choice is in the manifest
     assert main(["status", str(cli_store), "--all"]) == 0

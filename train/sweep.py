@@ -17,14 +17,13 @@ import json
 import os
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cube.errors import CubeError
-from cube.schema import RUN_DIMS, RunKey
+from cube.schema import RunKey
 from train.algorithms import ALGOS, PAPER_ALGOS
 from train.config import (
     SMOKE,
@@ -32,7 +31,6 @@ from train.config import (
     TrainConfig,
     config_to_dict,
     upgrade_stored_config,
-    variant_label,
     with_overrides,
 )
 from train.tasks import LEVEL1_TASKS, PAPER_TASKS, crax_bound
@@ -281,122 +279,6 @@ def claimed_elsewhere(out: str, key: RunKey) -> dict[str, Any]:
 
     holder = read_claim(out, key) or {}
     return {"status": "claimed", "claimed_by": f"{holder.get('host', '?')}:{holder.get('pid', '?')}"}
-
-
-# ------------------------------------------------------------------------------------------- status
-def _wall_s(row: dict[str, Any], last_write: float | None = None) -> float:
-    """Wall time of the run's latest attempt, seconds: until its end, else until now while it runs, else
-    (a run whose process is gone) until its last write (`last_write`, a POSIX time)."""
-    try:
-        start = datetime.fromisoformat(row["start_time"])
-    except (KeyError, TypeError, ValueError):
-        return float("nan")
-    end_s = row.get("end_time")
-    if end_s:
-        end = datetime.fromisoformat(end_s)
-    elif last_write is not None:
-        end = datetime.fromtimestamp(last_write, UTC)
-    else:
-        end = datetime.now(UTC)
-    return (end - start).total_seconds()
-
-
-def run_liveness(path: str | Path, key: RunKey) -> str:
-    """Whether a partial run is still being trained: "running" (its claim's process is alive on this
-    host), "running on HOST?" (claimed from another host, whose processes cannot be checked), or
-    "stopped" (no claim, or its process is gone: the run was killed; rerun the sweep to resume it)."""
-    import socket
-
-    from cube.store.fs import pid_alive
-    from train.claims import read_claim
-
-    holder = read_claim(path, key)
-    if holder is None:
-        return "stopped"
-    if holder.get("host") != socket.gethostname():
-        return f"running on {holder.get('host')}?"
-    return "running" if pid_alive(int(holder.get("pid", -1))) else "stopped"
-
-
-def _last_write(path: Path, index: tuple[int, ...]) -> float | None:
-    """When the run at `index` last wrote episodes (mtime of its write-sequence chunk), or None."""
-    try:
-        return (path / "write_seq" / "c" / "/".join(map(str, index))).stat().st_mtime
-    except OSError:
-        return None
-
-
-def status_rows(path: str | Path) -> list[dict[str, Any]]:
-    """One dict per run: labels, status, iterates done / J, env steps, wall s, host, job id, retries, and the
-    formulation it was trained with (`variant`: "crax" for crax-bench's defaults, else the options that
-    differ, see `train.config.variant_label`; "" for a run without a manifest config)."""
-    from cube import open_cube, read_manifests
-
-    ds = open_cube(path, check=False)
-    position = {d: {v.item() if hasattr(v, "item") else v: i for i, v in enumerate(ds[d].values)} for d in RUN_DIMS}
-    rows = []
-    for row in read_manifests(path):
-        cfg = row.get("config") or {}
-        key = RunKey.from_dict(row)
-        live, last = "", None
-        if row["status"] == "partial":
-            live = run_liveness(path, key)
-            if live == "stopped":
-                last = _last_write(Path(path), tuple(position[d][v] for d, v in zip(
-                    RUN_DIMS, (key.algo, key.task, key.bound, key.seed), strict=True)))
-        n_it = TrainConfig(**{k: v for k, v in cfg.items() if k in ("total_env_steps", "num_envs",
-                                                                     "episode_length")}).n_iterates if cfg else None
-        rows.append({"algo": row["algo"], "task": row["task"], "bound": float(row["bound"]), "seed": int(row["seed"]),
-                     "status": row["status"], "liveness": live, "iterates": row.get("iterates_done"),
-                     "n_iterates": n_it, "env_steps": row.get("env_steps"), "wall_s": _wall_s(row, last),
-                     "host": row.get("host"),
-                     "slurm_job_id": row.get("slurm_job_id"), "retries": row.get("retries", 0),
-                     "variant": _variant(cfg, row["algo"]), "notes": row.get("notes", "")})
-    return rows
-
-
-def _variant(config: dict[str, Any], algo: str) -> str:
-    """`variant_label` of a run's stored config ("" without one; foreign algorithms: the shared options)."""
-    if not config:
-        return ""
-    return variant_label(config, algo if algo in ALGOS else None)
-
-
-def render_status(path: str | Path, show: Sequence[str] = ("partial", "pending", "complete")) -> None:
-    """Print a summary line and a table of the runs whose status is in `show` (rich, to stdout)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    rows = status_rows(path)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("complete", "partial", "pending")}
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)
-    stopped = sum(r["liveness"] == "stopped" for r in rows)
-    console.print(f"{path}: {len(rows)} runs: {counts['complete']} complete, {counts['partial']} partial, "
-                  f"{counts['pending']} pending"
-                  + (f"; {stopped} partial run(s) stopped (no live process): rerun the sweep to resume them"
-                     if stopped else ""), highlight=False, markup=False)
-    table = Table("algo", "task", "bound", "seed", "status", "iterates", "env steps", "wall", "host", "job",
-                  "retries", "variant", "notes")
-    for r in rows:
-        if r["status"] not in show:
-            continue
-        its = "" if r["iterates"] is None else f"{r['iterates']}/{r['n_iterates'] or '?'}"
-        steps = "" if r["env_steps"] is None else f"{r['env_steps']:,.0f}"
-        wall = "" if not np.isfinite(r["wall_s"]) else _duration(r["wall_s"])
-        status = f"{r['status']} ({r['liveness']})" if r["liveness"] else r["status"]
-        table.add_row(r["algo"], r["task"], f"{r['bound']:g}", str(r["seed"]), status, its, steps, wall,
-                      r["host"] or "", str(r["slurm_job_id"] or ""), str(r["retries"] or 0), r["variant"],
-                      str(r["notes"])[:40])
-    if table.row_count:
-        console.print(table)
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
 
 
 # ------------------------------------------------------------------------------ vmapped run groups
