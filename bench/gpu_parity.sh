@@ -23,54 +23,10 @@ SITE=/tmp/site
 t_start=$SECONDS
 : > "$LOG"
 
-if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-  {
-    echo "== install .whl -> $SITE"
-    if "$PY" -m pip --version >/dev/null 2>&1; then
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
-        || { echo "pip install failed"; exit 2; }
-    else  # no pip: a wheel is a zip; none of these has a .data directory, so unpacking is the install
-      echo "(no pip: unpacking the wheels)"
-      "$PY" - "$SITE" .whl/*.whl <<'EOF' || { echo "unpacking failed"; exit 2; }
-import sys, zipfile
-for w in sys.argv[2:]:
-    zipfile.ZipFile(w).extractall(sys.argv[1])
-EOF
-    fi
-    ls .whl
-  } 2>&1 | tee -a "$LOG"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 2
-  export PYTHONPATH="$SITE:$PWD"
-else
-  export PYTHONPATH="$PWD"
-fi
-export XLA_PYTHON_CLIENT_MEM_FRACTION=0.9
-export PYTHONUNBUFFERED=1
-
-{
-  echo "== $(date -u +%FT%TZ) install took $((SECONDS - t_start)) s"
-  nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
-  "$PY" - <<'EOF'
-import contextlib, importlib, io, sys
-print("python", sys.version.split()[0])
-bad = []
-for m in ("jax", "jaxlib", "flax", "optax", "numpy", "xarray", "pandas", "zarr", "mujoco", "mujoco.mjx", "jaxopt",
-          "ml_collections", "crax", "crax.envs", "crax.training.agents.ppo_lag.train",
-          "crax.training.agents.focops.train", "cube", "train.core", "train.runner"):
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            mod = importlib.import_module(m)
-        print(f"  {m:<36} {getattr(mod, '__version__', '')}")
-    except Exception as exc:
-        bad.append(m)
-        print(f"  {m:<36} IMPORT FAILED: {type(exc).__name__}: {exc}")
-if "jax" not in bad:
-    import jax
-    print("jax devices:", jax.devices(), "backend:", jax.default_backend())
-sys.exit(1 if bad else 0)
-EOF
-} 2>&1 | tee -a "$LOG"
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "import check failed (see above)" | tee -a "$LOG"; exit 3; }
+# shellcheck source=bench/gpu_env.sh
+source bench/gpu_env.sh
+gpu_env_install "$PY" "$SITE" "$LOG" || exit 2
+gpu_env_check "$PY" "$LOG" jax jaxlib flax optax numpy xarray pandas zarr mujoco mujoco.mjx jaxopt ml_collections crax crax.envs crax.training.agents.ppo_lag.train crax.training.agents.focops.train cube train.core train.runner || exit 3
 
 SIZE=--paper
 [ "${TINY:-0}" = 1 ] && SIZE=--tiny

@@ -31,53 +31,10 @@ CACHE=${CACHE:-$OUT/jaxcache}
 t_start=$SECONDS
 : > "$LOG"
 
-if [ "${SKIP_INSTALL:-0}" != 1 ]; then
-  {
-    echo "== install .whl -> $SITE"
-    if "$PY" -m pip --version >/dev/null 2>&1; then
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
-        || { echo "pip install failed"; exit 2; }
-    else  # no pip: a wheel is a zip; none of these has a .data directory, so unpacking is the install
-      echo "(no pip: unpacking the wheels)"
-      "$PY" - "$SITE" .whl/*.whl <<'EOF' || { echo "unpacking failed"; exit 2; }
-import sys, zipfile
-for w in sys.argv[2:]:
-    zipfile.ZipFile(w).extractall(sys.argv[1])
-EOF
-    fi
-  } 2>&1 | tee -a "$LOG"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || exit 2
-  export PYTHONPATH="$SITE:$PWD"
-else
-  export PYTHONPATH="$PWD"
-fi
-export XLA_PYTHON_CLIENT_MEM_FRACTION=${XLA_PYTHON_CLIENT_MEM_FRACTION:-0.9}
-export PYTHONUNBUFFERED=1
-
-{
-  echo "== $(date -u +%FT%TZ) setup took $((SECONDS - t_start)) s"
-  nvidia-smi -L 2>/dev/null || echo "(no nvidia-smi)"
-  "$PY" - <<'EOF'
-import contextlib, importlib, io, sys
-print("python", sys.version.split()[0])
-bad = []
-for m in ("jax", "flax", "optax", "zarr", "mujoco", "mujoco.mjx", "crax", "crax.envs",
-          *(f"crax.training.agents.{a}.train" for a in ("ppo", "ppo_lag", "p3o", "focops", "ppo_pid", "ppo_saute", "crpo")),
-          "cube", "train.core", "train.runner"):
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            mod = importlib.import_module(m)
-        print(f"  {m:<36} {getattr(mod, '__version__', '')}")
-    except Exception as exc:
-        bad.append(m)
-        print(f"  {m:<36} IMPORT FAILED: {type(exc).__name__}: {exc}")
-if "jax" not in bad:
-    import jax
-    print("jax devices:", jax.devices(), "backend:", jax.default_backend())
-sys.exit(1 if bad else 0)
-EOF
-} 2>&1 | tee -a "$LOG"
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "import check failed (see above)" | tee -a "$LOG"; exit 3; }
+# shellcheck source=bench/gpu_env.sh
+source bench/gpu_env.sh
+gpu_env_install "$PY" "$SITE" "$LOG" || exit 2
+gpu_env_check "$PY" "$LOG" jax flax optax zarr mujoco mujoco.mjx crax crax.envs $(printf "crax.training.agents.%s.train " ppo ppo_lag p3o focops ppo_pid ppo_saute crpo) cube train.core train.runner || exit 3
 
 if [ "${TINY:-0}" = 1 ]; then
   SIZES=(--num-envs 8 --batch-size 8 --num-minibatches 4 --epochs 2 --tiny)
