@@ -24,6 +24,30 @@ from dask.callbacks import Callback
 
 from cube.errors import CubeError
 
+KEEP_FREED_BYTES = 1 << 31
+"""How much freed memory a command process keeps for reuse (`keep_freed_memory`)."""
+
+
+def keep_freed_memory() -> bool:
+    """Let this process reuse the memory of freed large arrays instead of giving it back to the OS (glibc's
+    mallopt: allocations up to 1 GiB from the heap, up to KEEP_FREED_BYTES kept after free). The statistics
+    pass allocates and frees temporaries of ~64-128 MiB per block of runs; by default glibc maps and unmaps
+    each, and the page faults of mapping them again cost the pass a third of its CPU time in the kernel
+    (paper scale: ~9 s of system time, ~10% of the wall time; bench/follow_speed.py). For command-line
+    processes only (`saferl ...`), whose memory goes back at exit. Returns whether it took effect (False
+    on systems without glibc)."""
+    import ctypes
+    import ctypes.util
+
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(m_mmap_threshold, 1 << 30)) and bool(mallopt(m_trim_threshold, KEEP_FREED_BYTES))
+
+
 ENV_VAR = "DASK_SCHEDULER_ADDRESS"
 CONNECT_TIMEOUT_S = 5.0
 Progress = Callable[[int, int], None]

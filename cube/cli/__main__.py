@@ -2,6 +2,6 @@
 
 import sys
 
-from cube.cli.entry import main
+from cube.cli.entry import console_main
 
-sys.exit(main())
+sys.exit(console_main())

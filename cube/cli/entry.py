@@ -93,5 +93,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+def console_main() -> int:
+    """The ``saferl`` console script: `main` in a process tuned for large array work
+    (`cube.compute.keep_freed_memory`)."""
+    from cube.compute import keep_freed_memory
+
+    keep_freed_memory()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())
