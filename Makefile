@@ -30,7 +30,7 @@ demo: $(VENV)/.dev-installed $(DEMO)
 
 test: $(VENV)/.train-installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

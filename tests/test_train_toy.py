@@ -21,8 +21,9 @@ from cube import open_cube, read_manifests  # noqa: E402
 from train.algorithms import ALGOS, algorithm  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
 from train.core import make_train  # noqa: E402
+from train.evaluate import evaluate_store  # noqa: E402
 from train.record import check_labels, prepare_store  # noqa: E402
-from train.runner import Runner, evaluate_store  # noqa: E402
+from train.runner import Runner  # noqa: E402
 from train.toy import make_toy_env  # noqa: E402
 
 D = 8.0

@@ -5,7 +5,7 @@ with the plain compiled trainer, a larger group as one vmapped program. Per iter
 returns the completed episodes' sums in one transfer; the host compacts them (NaN slots dropped), writes
 them as mode `train` with the per-iterate variables and, at evaluation iterates, N paired expl/greedy
 episodes plus a checkpoint and a resume point per run. Ctrl-C is deferred while a store write is in progress.
-`evaluate_store` rolls out stored checkpoints again.
+`train.evaluate.evaluate_store` rolls out stored checkpoints again.
 """
 
 from __future__ import annotations
