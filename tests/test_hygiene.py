@@ -170,3 +170,13 @@ def test_broken_plugin_is_one_warning_and_the_rest_works(tmp_path: Path) -> None
     assert any("plugin 'broken'" in line for line in lines)
     assert "Traceback" not in run.stderr
     assert run.returncode in (1, 2)  # validate ran and refused the missing store
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_console_script_keeps_freed_memory() -> None:
+    """`keep_freed_memory` takes effect here (glibc) and `console_main` runs the CLI after it."""
+    probe = ("import sys; from cube.compute import keep_freed_memory; import cube.cli.entry as e; "
+             "print(keep_freed_memory()); sys.argv = ['saferl', '--help']; e.console_main()")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[0] == "True" and "usage: saferl" in run.stdout
