@@ -139,14 +139,17 @@ def _list_vars(args: argparse.Namespace) -> int:
     from cube.store.read import open_cube
 
     ds = select_cube(open_cube(args.path), selection_from_args(args))
-    names = iterate_var_names(ds, with_values=True)
-    if not names:
-        print("no per-iterate variable has values in this selection")
-        return 0
-    width = max(len(n) for n in names)
-    for name in names:
+    having: dict[str, list[str]] = {}  # each variable read once: the algorithms with a value of it
+    for name in iterate_var_names(ds):
         values = np.asarray(ds[name].transpose("algo", ...).values, dtype=np.float64)
         algos = [str(a) for a, v in zip(ds["algo"].values, values, strict=True) if np.isfinite(v).any()]
+        if algos:
+            having[name] = algos
+    if not having:
+        print("no per-iterate variable has values in this selection")
+        return 0
+    width = max(len(n) for n in having)
+    for name, algos in having.items():
         print(f"{name:<{width}}  {iterate_var_label(name)} ({', '.join(algos)})")
     return 0
 

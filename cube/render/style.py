@@ -48,6 +48,8 @@ ITERATE_VAR_LABELS = {
 def iterate_var_label(name: str) -> str:
     """Axis label of a per-iterate variable (ITERATE_VAR_LABELS, else its name with spaces)."""
     return ITERATE_VAR_LABELS.get(name, name.replace("_", " "))
+
+
 # Short units for axis labels (used when the metric registry has no `unit` field).
 UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
          "Dplus": "(c − d)/d"}
