@@ -45,7 +45,8 @@ from cube.store.layout import CHUNK_COMPRESSORS
 
 CACHE_GROUP = "_derived/suffstats"
 CACHE_LOCK = "_derived/.suffstats.lock"
-SUFFSTATS_VERSION = 1
+SUFFSTATS_VERSION = 2
+"""1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`)."""
 UNKNOWN_FP = np.uint64(0)
 """The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
 with odds of 2^-64): written for a run that changed while its statistics were computed."""

@@ -14,12 +14,14 @@ function of these.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import EPISODE_RULE_HINT, RUN_DIMS, first_broken_episode
+from cube.stats import fused
 
 CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
 """The dims of one cell of statistics (a run's iterate in one mode)."""
@@ -56,14 +58,76 @@ def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.nd
 
     Same arguments as `block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
     indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
+    Large blocks go through the compiled loop of `cube.stats.fused` where numba is installed (the same
+    numbers, bit for bit; `SAFERL_KERNEL=numpy|fused|auto` chooses); a block breaking the episode rule
+    always ends in the numpy kernel, which names its first bad episode.
     """
     reward, cost = _as_float(reward), _as_float(cost)
+    if _use_fused(cost.size):
+        got = _fused_cell_stats(reward, cost, d, kappa)
+        if got is not None:
+            return got
+    return _numpy_cell_stats(reward, cost, d, kappa, where)
+
+
+FUSED_MIN_VALUES = 1 << 18
+"""Blocks of fewer episode slots stay in numpy under SAFERL_KERNEL=auto: a small report never pays numba's
+import (0.3 s) for a kernel that takes milliseconds."""
+
+
+def kernel_choice() -> str:
+    """'numpy', 'fused' or 'auto' (the default), from SAFERL_KERNEL; 'fused' falls back to numpy where numba
+    is not installed."""
+    choice = os.environ.get("SAFERL_KERNEL", "auto").strip().lower() or "auto"
+    if choice not in ("numpy", "fused", "auto"):
+        raise CubeError(f"SAFERL_KERNEL={choice!r} is not a kernel: use numpy, fused or auto")
+    return choice
+
+
+def _use_fused(n_values: int) -> bool:
+    choice = kernel_choice()
+    if choice == "numpy" or not fused.available():
+        return False
+    return choice == "fused" or n_values >= FUSED_MIN_VALUES
+
+
+def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray
+                      ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray] | None:
+    """`cell_stats` by the compiled loop; None when the block breaks the episode rule."""
+    n_eps, n_modes = cost.shape[-2:]
+    cells = (*cost.shape[:-2], n_modes)
+    r_3d = np.ascontiguousarray(reward.reshape(-1, n_eps, n_modes))
+    c_3d = np.ascontiguousarray(cost.reshape(-1, n_eps, n_modes))
+    d_cells = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(c_3d.shape[0], n_modes)
+    n_cells = c_3d.shape[0] * n_modes
+    sums = np.empty((n_cells, len(SUM_VARS)), dtype=np.float64)
+    le = np.empty((n_cells, kappa.size), dtype=np.int64)
+    has_cost = np.zeros(n_cells, dtype=bool)
+    for bound in np.unique(d_cells):
+        at_most_d, le_kappa = cost_thresholds(float(bound), kappa, c_3d.dtype)
+        selected = d_cells == bound
+        if fused.fill_cells(r_3d, c_3d, selected, float(bound), at_most_d, le_kappa,
+                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost):
+            return None
+    rows = np.flatnonzero(has_cost)
+    return cells, rows, sums[rows], le[rows]
+
+
+def _numpy_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+                      where: Callable[[tuple[int, ...]], str] | None
+                      ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """`cell_stats` in numpy: the non-empty cells gathered episode-major, (E, k)."""
     n_eps, n_modes = cost.shape[-2:]
     cells = (*cost.shape[:-2], n_modes)
     r_3d, c_3d = reward.reshape(-1, n_eps, n_modes), cost.reshape(-1, n_eps, n_modes)
     def gather(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Contiguous (k, E) rows of the cells `rows`, in the stored dtype (sums accumulate in float64)."""
+        """Contiguous (k, E) rows of the cells `rows`, in the stored dtype."""
         return r_3d[rows // n_modes, :, rows % n_modes], c_3d[rows // n_modes, :, rows % n_modes]
+
+    def gather_by_episode(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The same cells as (E, k) columns, for sums in episode order (as `cube.stats.fused` adds them)."""
+        run, mode = rows // n_modes, rows % n_modes
+        return r_3d.transpose(1, 0, 2)[:, run, mode], c_3d.transpose(1, 0, 2)[:, run, mode]
 
     no_cost = _all_nan(c_3d).reshape(-1)
     rows = np.flatnonzero(~no_cost)
@@ -77,7 +141,9 @@ def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.nd
     for bound in np.unique(d_rows):
         sel = slice(None) if np.all(d_rows == bound) else np.flatnonzero(d_rows == bound)
         locate = _row_locator(where, rows[sel], cells)
-        sums[sel], le[sel] = _row_stats(r_rows[sel], c_rows[sel], float(bound), kappa, locate)
+        _check_episodes(r_rows[sel], c_rows[sel], locate)
+        le[sel] = _row_cdf_counts(c_rows[sel], float(bound), kappa)
+        sums[sel] = _column_sums(*gather_by_episode(rows[sel]), float(bound), kappa)
     return cells, rows, sums, le
 
 
@@ -92,27 +158,38 @@ def _as_float(x: np.ndarray) -> np.ndarray:
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
-def _row_stats(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray,
-               where: Callable[[tuple[int, ...]], str] | None) -> tuple[np.ndarray, np.ndarray]:
-    """Statistics of cells given as rows r, c (k, E) (any float dtype) sharing the bound d: SUM_VARS
-    (k, 6) float64 and CDF counts (k, G) int64.
-
-    Comparisons run in the stored dtype against thresholds chosen so that they decide exactly what the
-    float64 expressions c > d and (c - d)/d <= kappa decide (see `cost_thresholds`): no float64 copy
-    of the episodes is made except for the overshoots."""
-    has_r, has_c = ~np.isnan(r), ~np.isnan(c)
-    _check_episodes(r, c, where)
-    at_most_d, le_kappa = cost_thresholds(d, kappa, c.dtype)
-    g = kappa.size
+def _row_cdf_counts(c: np.ndarray, d: float, kappa: np.ndarray) -> np.ndarray:
+    """CDF counts (k, G) int64 of cells given as rows of costs c (k, E) (any float dtype) sharing the
+    bound d. Comparisons run in the stored dtype against thresholds that decide exactly what the float64
+    (c - d)/d <= kappa decides (see `cost_thresholds`). Row-major on purpose: neighbouring costs of one
+    cell fall in neighbouring buckets, so the table lookups of `grid_locate` stay in cache."""
+    _, le_kappa = cost_thresholds(d, kappa, c.dtype)
+    g, k = kappa.size, c.shape[0]
     loc = grid_locate(le_kappa, c).astype(np.int64)  # NaN -> G: the bin dropped below
-    loc += (np.arange(c.shape[0], dtype=np.int64) * (g + 1))[:, None]
-    hist = np.bincount(loc.ravel(), minlength=c.shape[0] * (g + 1)).reshape(-1, g + 1)
+    loc += (np.arange(k, dtype=np.int64) * (g + 1))[:, None]
+    hist = np.bincount(loc.ravel(), minlength=k * (g + 1)).reshape(-1, g + 1)
+    return np.cumsum(hist[:, :g], axis=1)
+
+
+def _column_sums(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray) -> np.ndarray:
+    """SUM_VARS (k, 6) float64 of cells given as columns of r, c (E, k) sharing the bound d; each float64
+    sum adds the column's episodes in episode order. A violation is c > t_d in the stored
+    dtype (`cost_thresholds`: the same decision as the float64 c > d)."""
+    at_most_d, _ = cost_thresholds(d, kappa, c.dtype)
+    has_r, has_c = ~np.isnan(r), ~np.isnan(c)
     over = np.subtract(c, d, dtype=np.float64)
     np.fmax(over, 0.0, out=over)  # fmax: a missing episode (NaN) adds 0
-    sums = np.stack([np.count_nonzero(has_r, axis=-1), np.where(has_r, r, 0).sum(-1, dtype=np.float64),
-                     np.count_nonzero(has_c, axis=-1), np.where(has_c, c, 0).sum(-1, dtype=np.float64),
-                     np.count_nonzero(c > at_most_d, axis=-1), over.sum(-1)], axis=-1)
-    return sums, np.cumsum(hist[:, :g], axis=1)
+    return np.stack([np.count_nonzero(has_r, axis=0), _in_order(np.where(has_r, r, 0)),
+                     np.count_nonzero(has_c, axis=0), _in_order(np.where(has_c, c, 0)),
+                     np.count_nonzero(c > at_most_d, axis=0), _in_order(over)], axis=-1)
+
+
+def _in_order(x: np.ndarray) -> np.ndarray:
+    """(E, k) -> (k,) float64 column sums, adding x[0], x[1], ... in that order: an accumulation is
+    sequential by definition (a plain sum may add pairwise, as numpy does along contiguous memory)."""
+    if x.shape[0] == 0:
+        return np.zeros(x.shape[1], dtype=np.float64)
+    return np.cumsum(x, axis=0, dtype=np.float64)[-1]
 
 
 def _row_locator(where: Callable[[tuple[int, ...]], str] | None, rows: np.ndarray,
@@ -144,15 +221,15 @@ class BadEpisodes(CubeError):
 
 
 def _check_episodes(r: np.ndarray, c: np.ndarray, where: Callable[[tuple[int, ...]], str] | None) -> None:
-    """One-line BadEpisodes (a CubeError) when rewards and costs (..., M, E) break the cube's episode rule
+    """One-line BadEpisodes (a CubeError) when rewards and costs (k, E) break the cube's episode rule
     (`cube.schema.EPISODE_RULES`)."""
     broken = first_broken_episode(r, c)
     if broken is None:
         return
     rule, bad = broken
-    first = tuple(int(i) for i in np.argwhere(bad)[0])
-    block_index = getattr(where, "block_index", lambda i: None)(first[:-2] + (first[-1], first[-2]))
-    loc = where(first[:-2] + (first[-1], first[-2])) if where else f"block index {first}"
+    row, episode = (int(i) for i in np.argwhere(bad)[0])  # the first cell's first bad episode
+    block_index = getattr(where, "block_index", lambda i: None)((episode, row))
+    loc = where((episode, row)) if where else f"block index {(row, episode)}"
     raise BadEpisodes(f"invalid cube: {rule.count_text(int(bad.sum()))} (first at {loc}); {EPISODE_RULE_HINT}: "
                       "fix the writer, or check the store with saferl validate", block_index)
 
@@ -172,13 +249,9 @@ def grid_locate(kappa: np.ndarray, x: np.ndarray) -> np.ndarray:
     bucket by far less than h/4, so x lies in its bucket's window and the answer is below_q + (s_q < x).
     Falls back to searchsorted for grids too fine for that.
     """
-    key = kappa.tobytes() + kappa.dtype.str.encode()
-    if key not in _LOCATE_TABLES:
-        _LOCATE_TABLES[key] = _locate_table(kappa)
-    entry = _LOCATE_TABLES[key]
     x = np.asarray(x)
-    # the bucket index must be right to well within h/4: a few rounding errors of x's dtype per span
-    if entry is None or x.dtype.kind != "f" or np.finfo(x.dtype).eps * entry[4] > 0.01:
+    entry = _bucket_table(kappa, x.dtype)
+    if entry is None:
         return np.searchsorted(kappa, x, side="left")
     top, inv_h, below, inside, _ = entry
     with np.errstate(over="ignore", invalid="ignore"):
@@ -189,6 +262,19 @@ def grid_locate(kappa: np.ndarray, x: np.ndarray) -> np.ndarray:
     idx = np.take(below, q)
     idx += np.take(inside, q) < x
     return idx
+
+
+def _bucket_table(kappa: np.ndarray, dtype: np.dtype) -> tuple[float, float, np.ndarray, np.ndarray, float] | None:
+    """`grid_locate`'s bucket table (top, 1/h, below, inside, scale) for locating values of `dtype` on
+    `kappa`, or None where a binary search must do it."""
+    key = kappa.tobytes() + kappa.dtype.str.encode()
+    if key not in _LOCATE_TABLES:
+        _LOCATE_TABLES[key] = _locate_table(kappa)
+    entry = _LOCATE_TABLES[key]
+    # the bucket index must be right to well within h/4: a few rounding errors of x's dtype per span
+    if entry is None or np.dtype(dtype).kind != "f" or np.finfo(dtype).eps * entry[4] > 0.01:
+        return None
+    return entry
 
 
 def _locate_table(kappa: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray, float] | None:

@@ -1,0 +1,128 @@
+"""The compiled statistics loop (`cube.stats.fused`) gives the numpy kernel's numbers bit for bit, and the
+numpy kernel's sums are sequential float64 sums in episode order (checked against a plain Python loop)."""
+
+from __future__ import annotations
+
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from cube.errors import CubeError
+from cube.stats import fused, kernel
+
+pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not installed")
+
+
+def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None):
+    monkeypatch.setenv("SAFERL_KERNEL", choice)
+    return kernel.cell_stats(r, c, d, kappa, where)
+
+
+def _assert_same(a, b) -> None:
+    assert a[0] == b[0]
+    for x, y in zip(a[1:], b[1:], strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
+
+
+def _block(seed: int, shape: tuple[int, ...], dtype: type, empty: float, missing_reward: float,
+           bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A (S, J, E, M) block: gamma costs around the bound (some exactly on CDF thresholds and on d), whole
+    cells empty with probability `empty`, single episodes missing, rewards unknown with `missing_reward`."""
+    rng = np.random.default_rng(seed)
+    s_, _, e_, m_ = shape
+    d = bounds[rng.integers(0, bounds.size, s_)].reshape(s_, 1, 1, 1)
+    c = (rng.gamma(2.0, 1.0, shape) * d / 2).astype(dtype)
+    on_grid = rng.random(shape) < 0.2
+    grid_costs = (d * (1 + rng.choice(kernel.default_kappa(), shape))).astype(dtype)
+    c = np.where(on_grid, grid_costs, c)
+    c = np.where(rng.random(shape) < 0.05, np.broadcast_to(d, shape).astype(dtype), c)
+    c[rng.random(shape) < 0.1] = 0
+    c[rng.random(shape) < 0.1] = np.nan
+    c[np.broadcast_to(rng.random((s_, shape[1], 1, m_)) < empty, shape)] = np.nan
+    r = rng.normal(0.0, 10.0 ** rng.integers(-2, 6), shape).astype(dtype)
+    r[np.isnan(c) | (rng.random(shape) < missing_reward)] = np.nan
+    return r, c, d
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from([np.float32, np.float64]),
+       shape=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 70), st.integers(1, 3)),
+       empty=st.sampled_from([0.0, 0.5, 1.0]), missing_reward=st.sampled_from([0.0, 0.3]),
+       bounds=st.sampled_from([np.array([25.0]), np.array([0.1, 25.0, 50.0]), np.array([1 / 3, 7e5])]))
+def test_fused_equals_numpy_bit_for_bit(monkeypatch, seed, dtype, shape, empty, missing_reward, bounds):
+    r, c, d = _block(seed, shape, dtype, empty, missing_reward, bounds)
+    kappa = kernel.default_kappa()
+    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(grid=hnp.arrays(np.float64, st.integers(1, 30), elements=st.floats(-1, 20, allow_nan=False), unique=True),
+       seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from([np.float32, np.float64]))
+def test_fused_equals_numpy_on_any_grid(monkeypatch, grid, seed, dtype):
+    """Coarse grids take the bucket table, grids with nearly equal points the binary search."""
+    kappa = np.sort(grid)
+    r, c, d = _block(seed, (2, 3, 40, 3), dtype, 0.3, 0.1, np.array([15.0, 25.0]))
+    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
+
+
+def test_both_kernels_add_episodes_in_order(monkeypatch):
+    """sum_r, sum_c and sum_over are float64 sums in episode order, NaN adding nothing: a plain loop."""
+    r, c, d = _block(7, (2, 5, 300, 3), np.float32, 0.2, 0.2, np.array([25.0]))
+    cells, rows, _, _ = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)
+    r3, c3 = r.reshape(-1, 300, 3), c.reshape(-1, 300, 3)
+    want = np.zeros((rows.size, 3))
+    for k, cell in enumerate(rows):
+        run, mode = divmod(int(cell), 3)
+        for e in range(300):
+            y, x = float(r3[run, e, mode]), float(c3[run, e, mode])
+            want[k, 0] += 0.0 if np.isnan(y) else y
+            want[k, 1] += 0.0 if np.isnan(x) else x
+            want[k, 2] += 0.0 if np.isnan(x) else max(x - 25.0, 0.0)
+    for choice in ("numpy", "fused"):
+        _, _, sums, _ = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa())
+        np.testing.assert_array_equal(sums[:, [1, 3, 5]], want)
+
+
+@pytest.mark.parametrize(("where", "value", "message"), [
+    ((1, 2, 5, 0), np.inf, "1 infinite cost(s)"), ((0, 1, 3, 1), -1.0, "1 negative cost(s)"),
+    ((1, 0, 7, 2), "nan cost", "NaN cost(s) of episodes with a reward"),
+    ((0, 0, 0, 0), "inf reward", "1 infinite reward(s)")])
+def test_fused_path_names_the_first_bad_episode_as_numpy_does(monkeypatch, where, value, message):
+    r, c, d = _block(3, (2, 3, 20, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    if value == "nan cost":
+        c[where] = np.nan
+    elif value == "inf reward":
+        r[where] = np.inf
+    else:
+        c[where] = value
+    errors = []
+    for choice in ("fused", "numpy"):
+        with pytest.raises(CubeError) as got:
+            _stats(choice, monkeypatch, r, c, d, kernel.default_kappa())
+        errors.append(str(got.value))
+    assert errors[0] == errors[1] and message in errors[0]
+
+
+def test_auto_uses_the_compiled_loop_for_large_blocks_only(monkeypatch):
+    calls = []
+    real = fused.fill_cells
+    monkeypatch.setattr(fused, "fill_cells", lambda *a: calls.append(a[1].size) or real(*a))
+    monkeypatch.setattr(kernel, "FUSED_MIN_VALUES", 1000)
+    kappa = kernel.default_kappa()
+    small = _block(1, (1, 2, 100, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    large = _block(1, (2, 2, 100, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    _stats("auto", monkeypatch, *small, kappa)
+    assert calls == []
+    _stats("auto", monkeypatch, *large, kappa)
+    assert calls == [1200]
+    _stats("numpy", monkeypatch, *large, kappa)
+    assert calls == [1200]
+
+
+def test_an_unknown_kernel_is_one_line(monkeypatch):
+    r, c, d = _block(1, (1, 1, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    with pytest.raises(CubeError, match=r"^SAFERL_KERNEL='numbra' is not a kernel: use numpy, fused or auto$"):
+        _stats("numbra", monkeypatch, r, c, d, kernel.default_kappa())
