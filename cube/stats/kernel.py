@@ -70,9 +70,10 @@ def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.nd
     return _numpy_cell_stats(reward, cost, d, kappa, where)
 
 
-FUSED_MIN_VALUES = 1 << 18
-"""Blocks of fewer episode slots stay in numpy under SAFERL_KERNEL=auto: a small report never pays numba's
-import (0.3 s) for a kernel that takes milliseconds."""
+FUSED_MIN_VALUES = 1 << 21
+"""Blocks of fewer episode slots stay in numpy under SAFERL_KERNEL=auto: numba's import and cached
+compile (0.4-0.6 s) cost more than numpy's CPU on such a block (a paper-scale run, 0.75 M slots, takes
+10 ms in numpy), so a small report, or following runs one at a time, never pays it."""
 
 
 def kernel_choice() -> str:

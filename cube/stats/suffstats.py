@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -285,6 +286,7 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     sizes = ds.encoding.get("saferl_grid")
     before = read_write_seqs(path, sizes)  # the writers' seqlock, read before any episode
     written = WrittenSince(path, before, sizes) if before is not None else None
+    status = _read_status_meanwhile(path, ds, cache)
     if cache and path.is_dir():
         ss = _from_cache(path, ds, kappa, progress, background_write, written)
     else:
@@ -292,7 +294,7 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     interrupted: list[tuple[int, ...]] = []
     if before is not None:
         ss = _settle_written_runs(ss, path, ds, before, interrupted)
-    ss = _attach_run_info(ss, ds, path if path.is_dir() else None, cache)
+    ss = _attach_run_info(ss, ds, status)
     if interrupted and "run_status" in ss:
         for index in interrupted:  # a run holding an interrupted write is partial, whatever it says
             ss["run_status"].values[index] = min(int(ss["run_status"].values[index]), RUN_STATUS["partial"])
@@ -328,12 +330,26 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
     return ss
 
 
-def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, path: Path | None = None, cache: bool = False) -> xr.Dataset:
-    """Carry the cube's run_status, `means_only` flags and `synthetic` flag (not cached: they change
-    without new episodes)."""
+def _read_status_meanwhile(path: Path, ds: xr.Dataset, cache: bool) -> Future | None:
+    """`zarr_run_status` in a thread of its own, started before the pass: reading 1,440 one-run chunk files
+    waits on the disk, which the pass's CPU work then hides (about 2 s of a cold paper-scale report).
+    A status read before the episodes is never newer than them, so a run it calls complete is complete in
+    the statistics too. None when there is no status to read that way."""
+    if "run_status" not in ds or not path.is_dir():
+        return None
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="saferl-status")
+    try:
+        return pool.submit(zarr_run_status, path, ds, cache)
+    finally:
+        pool.shutdown(wait=False)  # its thread ends with this one read
+
+
+def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = None) -> xr.Dataset:
+    """Carry the cube's run_status (from `status`, a `_read_status_meanwhile`, when it read one), `means_only`
+    flags and `synthetic` flag (not cached: they change without new episodes)."""
     if "run_status" in ds:
-        status = zarr_run_status(path, ds, cache) if path is not None else None
-        ss["run_status"] = status if status is not None else ds["run_status"].transpose(*RUN_DIMS).load()
+        values = status.result() if status is not None else None
+        ss["run_status"] = values if values is not None else ds["run_status"].transpose(*RUN_DIMS).load()
     if MEANS_ONLY in ds:
         ss[MEANS_ONLY] = ds[MEANS_ONLY].transpose(*RUN_DIMS, "mode").load().astype(bool)
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
