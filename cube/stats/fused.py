@@ -39,7 +39,6 @@ def _compiled() -> Any:
 def _define() -> Any:
     import numba
 
-    @numba.njit(cache=True, nogil=True)
     def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost):
         """r3, c3: (n, E, M) rewards and costs; selected (n, M) bool: the cells of bound d. Fills, for the
         selected cells with a cost, sums[cell] (6,) float64, le[cell] (G,) int64 and has_cost[cell]
@@ -98,7 +97,10 @@ def _define() -> Any:
                     le[cell, j] = running
         return False
 
-    return cells
+    try:
+        return numba.njit(cache=True, nogil=True)(cells)
+    except RuntimeError:  # no folder to cache in (a read-only install, no writable home): compile per process
+        return numba.njit(nogil=True)(cells)
 
 
 def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
