@@ -116,3 +116,24 @@ def test_representative_tasks_step(label: str) -> None:
 @pytest.mark.parametrize("label", [t for t in TASK_SPECS if t not in CI_STEPPED])
 def test_every_task_steps(label: str) -> None:
     _step_task(label)
+
+
+@pytest.mark.parametrize("label", ["velocity_swimmer_l1", "lift_humanoid_l3"])
+def test_crax_step_bugs_are_mended(label: str) -> None:
+    """Two crax-bench bugs that stopped these tasks at their first scanned step, mended in train.envs: the
+    swimmer's fluid model called jnp.clip(a_min=...), which the installed jax rejects; lift_humanoid level 3
+    adds `airtime_reward` to metrics and info in step only, so a scan's carry changed structure."""
+    fns = make_crax_env(label, episode_length=20)
+
+    def steps(state, keys):
+        def one(s, key):
+            s = fns.step(s, jax.random.uniform(key, (2, fns.action_size), minval=-1.0, maxval=1.0))
+            return s, jax.vmap(fns.observe)(s)[1:3]
+        return jax.lax.scan(one, state, keys)
+
+    state = jax.vmap(fns.reset)(jax.random.split(jax.random.PRNGKey(0), 2))
+    step = jax.vmap(fns.step)
+    fns = fns._replace(step=step)
+    _, (reward, cost) = jax.jit(steps)(state, jax.random.split(jax.random.PRNGKey(1), 3))
+    assert reward.shape == (3, 2) and np.isfinite(np.asarray(reward)).all()
+    assert (np.asarray(cost) >= 0).all()

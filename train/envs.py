@@ -36,7 +36,34 @@ def import_crax() -> Any:
     with contextlib.redirect_stdout(io.StringIO()):
         import crax.envs
 
+    _mend_fluid_clip()
     return crax.envs
+
+
+class _ClipTakingOldKeywords:
+    """jax.numpy whose `clip` also takes the `a_min`/`a_max` keywords that jax has removed."""
+
+    def __init__(self, jnp: Any) -> None:
+        self._jnp = jnp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._jnp, name)
+
+    def clip(self, x: Any, min: Any = None, max: Any = None, *, a_min: Any = None, a_max: Any = None) -> Any:  # noqa: A002
+        return self._jnp.clip(x, a_min if min is None else min, a_max if max is None else max)
+
+
+def _mend_fluid_clip() -> None:
+    """crax's fluid model (`crax/fluid.py`, the swimmer's viscosity) calls `jp.clip(x, a_min=...)`, which the
+    installed jax rejects, so every `velocity_swimmer` level failed at its first step: that module alone gets
+    a jax.numpy whose clip takes both spellings (same numbers)."""
+    import inspect
+
+    import crax.fluid as fluid
+    import jax.numpy as jnp
+
+    if "a_min" not in inspect.signature(jnp.clip).parameters and fluid.jp is jnp:
+        fluid.jp = _ClipTakingOldKeywords(jnp)
 
 
 def autoreset_restore(first: Any, state: Any) -> Any:
@@ -86,5 +113,24 @@ def make_crax_env(task: str, episode_length: int) -> EnvFns:
         cost = state.info["cost"]
         return state.obs, state.reward, jnp.asarray(cost, jnp.float32), state.done
 
-    return EnvFns(reset=env.reset, step=env.step, observe=observe, obs_size=int(env.observation_size),
-                  action_size=int(env.action_size), name=task_spec(task).env, restore=autoreset_restore)
+    return EnvFns(reset=_reset_with_step_entries(env), step=env.step, observe=observe,
+                  obs_size=int(env.observation_size), action_size=int(env.action_size), name=task_spec(task).env,
+                  restore=autoreset_restore)
+
+
+def _reset_with_step_entries(env: Any) -> Callable[[Any], Any]:
+    """env.reset, with the entries its step adds to `metrics` and `info` already there (as 0): a scan over
+    steps needs the state to keep one structure. crax's `safe_lift_humanoid` at level 3 adds
+    `airtime_reward` in step only, so that level failed at its first step."""
+    if not getattr(env, "_airtime_reward_weight", 0) > 0:
+        return env.reset
+
+    def reset(rng: Any) -> Any:
+        import jax.numpy as jnp
+
+        state = env.reset(rng)
+        zero = jnp.zeros((), jnp.float32)
+        return state.replace(metrics={**state.metrics, "airtime_reward": zero},
+                             info={**state.info, "airtime_reward": zero})
+
+    return reset
