@@ -12,7 +12,6 @@ as bench/scale.py writes them). Timings are process CPU time, fastest of --round
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -48,9 +47,8 @@ def stored_block(store: Path, seeds: int) -> tuple[np.ndarray, np.ndarray, float
 
 
 def time_kernel(choice: str, reward: np.ndarray, cost: np.ndarray, bound: float, kappa: np.ndarray):
-    os.environ["SAFERL_KERNEL"] = choice
     start = time.process_time()
-    out = kernel.cell_stats(reward, cost, np.array(bound), kappa, None)
+    out = kernel.cell_stats(reward, cost, np.array(bound), kappa, None, kernel=choice)
     return time.process_time() - start, out
 
 

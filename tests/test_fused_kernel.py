@@ -16,8 +16,7 @@ pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not inst
 
 
 def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None):
-    monkeypatch.setenv("SAFERL_KERNEL", choice)
-    return kernel.cell_stats(r, c, d, kappa, where)
+    return kernel.cell_stats(r, c, d, kappa, where, kernel=choice)
 
 
 def _assert_same(a, b) -> None:
@@ -124,5 +123,26 @@ def test_auto_uses_the_compiled_loop_for_large_blocks_only(monkeypatch):
 
 def test_an_unknown_kernel_is_one_line(monkeypatch):
     r, c, d = _block(1, (1, 1, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
-    with pytest.raises(CubeError, match=r"^SAFERL_KERNEL='numbra' is not a kernel: use numpy, fused or auto$"):
+    with pytest.raises(CubeError, match=r"^'numbra' is not a statistics kernel: use auto, numpy, fused$"):
         _stats("numbra", monkeypatch, r, c, d, kernel.default_kappa())
+    monkeypatch.setenv("SAFERL_KERNEL", "numbra")
+    with pytest.raises(CubeError, match=r"^SAFERL_KERNEL='numbra' is not a kernel: use numpy, fused or auto$"):
+        kernel.cell_stats(r, c, d, kernel.default_kappa(), None)
+
+
+def test_the_environment_replaces_the_default_kernel_only(monkeypatch):
+    """SAFERL_KERNEL (a benchmark's override) replaces the default "auto"; an explicit kernel wins."""
+    calls = []
+    real = fused.fill_cells
+    monkeypatch.setattr(fused, "fill_cells", lambda *a: calls.append(a[1].size) or real(*a))
+    r, c, d = _block(1, (1, 2, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    kappa = kernel.default_kappa()
+    monkeypatch.delenv("SAFERL_KERNEL", raising=False)
+    assert kernel.default_kernel() == kernel.DEFAULT_KERNEL == "auto"
+    kernel.cell_stats(r, c, d, kappa, None)  # auto, a small block: numpy
+    assert calls == []
+    monkeypatch.setenv("SAFERL_KERNEL", "fused")
+    kernel.cell_stats(r, c, d, kappa, None)
+    assert calls == [60]
+    kernel.cell_stats(r, c, d, kappa, None, kernel="numpy")
+    assert calls == [60]

@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from cube import CubeError, RunKey, export_netcdf, extend_store, open_cube, stats, write_episodes
 from cube.selection import Selection, parse_selection
-from cube.stats import cache, kernel
+from cube.stats import cache, kernel, suffvars
 from cube.stats import suffstats as sfs
 
 
@@ -34,7 +34,7 @@ def _small_copy(tmp_path: Path) -> Path:
 
 
 def _same(a, b) -> None:
-    for v in (*kernel.SUM_VARS, "le"):
+    for v in suffvars.STATS_VARS:
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
     for d in ("algo", "task", "bound", "seed", "iterate", "mode"):
         assert a[d].values.tolist() == b[d].values.tolist()
@@ -167,7 +167,7 @@ def test_progress_is_reported_and_no_cache_leaves_store_untouched(demo_copy: Pat
 def test_netcdf_source_gives_the_same_statistics(demo_copy: Path, tmp_path: Path):
     nc = export_netcdf(demo_copy, tmp_path / "demo.nc")
     a, b = sfs.load_suffstats(demo_copy, cache=False), sfs.load_suffstats(nc)
-    for v in (*kernel.SUM_VARS, "le"):
+    for v in suffvars.STATS_VARS:
         np.testing.assert_array_equal(a[v].values, b[v].values)
     assert a.attrs["synthetic"] and b.attrs["synthetic"]
     assert a["run_status"].dims == b["run_status"].dims == ("algo", "task", "bound", "seed")

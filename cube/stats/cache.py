@@ -38,7 +38,7 @@ import zarr
 from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
-from cube.stats.kernel import CELL_DIMS, SUM_VARS
+from cube.stats.suffvars import CELL_DIMS, STATS_VARS
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
@@ -222,10 +222,6 @@ def cache_lock(path: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-STATS_VARS = (*SUM_VARS, "le")
-"""The cached statistics (besides the labels and the per-run fingerprints `run_fp`)."""
 
 
 def _cache_encoding(out: xr.Dataset) -> dict[str, dict]:

@@ -23,6 +23,10 @@ import numpy as np
 
 _COMPILE_LOCK = threading.Lock()
 
+OUTPUTS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
+"""The statistics the loop computes, in the order of its `col` argument (each one's output column is
+`cube.stats.suffvars.COLUMN[name]`: the loop does not fix the output order)."""
+
 
 def available() -> bool:
     """Whether numba is installed (without importing it)."""
@@ -39,10 +43,11 @@ def _compiled() -> Any:
 def _define() -> Any:
     import numba
 
-    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost):
+    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col):
         """r3, c3: (n, E, M) rewards and costs; selected (n, M) bool: the cells of bound d. Fills, for the
-        selected cells with a cost, sums[cell] (6,) float64, le[cell] (G,) int64 and has_cost[cell]
-        (cell = i * M + m). Returns True when an episode breaks the cube's episode rule."""
+        selected cells with a cost, sums[cell] (6,) float64 (OUTPUTS[k] in column col[k]), le[cell] (G,)
+        int64 and has_cost[cell] (cell = i * M + m). Returns True when an episode breaks the cube's episode
+        rule."""
         n, n_eps, n_modes = c3.shape
         g = t.size
         last = below.size - 1
@@ -85,12 +90,12 @@ def _define() -> Any:
                     continue
                 cell = i * n_modes + m
                 has_cost[cell] = True
-                sums[cell, 0] = n_r
-                sums[cell, 1] = sum_r
-                sums[cell, 2] = n_c
-                sums[cell, 3] = sum_c
-                sums[cell, 4] = n_viol
-                sums[cell, 5] = sum_over
+                sums[cell, col[0]] = n_r
+                sums[cell, col[1]] = sum_r
+                sums[cell, col[2]] = n_c
+                sums[cell, col[3]] = sum_c
+                sums[cell, col[4]] = n_viol
+                sums[cell, col[5]] = sum_over
                 running = 0
                 for j in range(g):
                     running += hist[j]
@@ -104,10 +109,12 @@ def _define() -> Any:
 
 
 def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
-               t: np.ndarray, table: tuple | None, sums: np.ndarray, le: np.ndarray, has_cost: np.ndarray) -> bool:
+               t: np.ndarray, table: tuple | None, sums: np.ndarray, le: np.ndarray, has_cost: np.ndarray,
+               col: np.ndarray) -> bool:
     """Run the compiled loop on C-contiguous (n, E, M) rewards and costs of one float dtype (see `cells`);
-    `table`: `kernel`'s bucket table for `t`, or None for a binary search. Returns whether the block breaks
-    the episode rule (then the outputs are incomplete)."""
+    `table`: `kernel`'s bucket table for `t`, or None for a binary search; `col` (6,) int64: the output
+    column of each of OUTPUTS. Returns whether the block breaks the episode rule (then the outputs are
+    incomplete)."""
     dtype = c3.dtype
     if table is None:
         top, inv_h, below, inside = 0.0, 1.0, np.zeros(1, np.int32), np.zeros(1, dtype)
@@ -115,4 +122,4 @@ def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, a
         top, inv_h, below, inside = table[:4]
     return bool(_compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t,
                             np.array([top], dtype=dtype), np.array([inv_h], dtype=dtype), below,
-                            np.asarray(inside, dtype=dtype), table is not None, sums, le, has_cost))
+                            np.asarray(inside, dtype=dtype), table is not None, sums, le, has_cost, col))

@@ -9,7 +9,13 @@ present (NaN = no episode) and bound d:
     le[g]    = #{i: (c_i - d) / d <= kappa[g]}   (dim `kappa`, the empirical-CDF counts)
 
 Sums are float64 accumulations of the float32 episodes; counts are exact. Every paper metric and CDF is a
-function of these.
+function of these. Their names and order are declared once, in `cube.stats.suffvars`.
+
+Two kernels compute them, bit for bit alike: this module's numpy kernel and the compiled loop of
+`cube.stats.fused` (numba). `cell_stats(..., kernel=)` chooses: "auto" (the default) takes the compiled loop
+for blocks of at least FUSED_MIN_VALUES episode slots where numba is installed, else numpy; "numpy" and
+"fused" force one ("fused" falls back to numpy without numba). The environment variable SAFERL_KERNEL, when
+set, replaces the default (for benchmarks); an explicit `kernel` always wins.
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from collections.abc import Callable
 import numpy as np
 
 from cube.errors import CubeError
-from cube.schema import EPISODE_RULE_HINT, RUN_DIMS, first_broken_episode
+from cube.schema import EPISODE_RULE_HINT, first_broken_episode
 from cube.stats import fused
+from cube.stats.suffvars import COLUMN, SUM_VARS
 
-CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
-"""The dims of one cell of statistics (a run's iterate in one mode)."""
-SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
+KERNELS = ("auto", "numpy", "fused")
+DEFAULT_KERNEL = "auto"
 
 
 def default_kappa() -> np.ndarray:
@@ -36,15 +42,15 @@ def default_kappa() -> np.ndarray:
 
 
 def block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
-                 where: Callable[[tuple[int, ...]], str] | None = None) -> np.ndarray:
+                 where: Callable[[tuple[int, ...]], str] | None = None, kernel: str | None = None) -> np.ndarray:
     """Per-cell statistics of one block.
 
     reward, cost: (..., E, M) in the store's layout (episode, then mode); d: bounds broadcastable to
     (..., 1, 1); kappa: (G,) sorted. Returns (..., M, 6 + G) float64: SUM_VARS then le[0..G-1].
     Raises CubeError for a negative or infinite cost, or a NaN cost of an episode with a reward;
-    `where(index into the (..., E, M) block)` names the cell in that message.
+    `where(index into the (..., E, M) block)` names the cell in that message. `kernel`: see `cell_stats`.
     """
-    cells, rows, sums, le = cell_stats(reward, cost, d, kappa, where)
+    cells, rows, sums, le = cell_stats(reward, cost, d, kappa, where, kernel)
     out = np.zeros((int(np.prod(cells)), len(SUM_VARS) + kappa.size), dtype=np.float64)
     out[rows, : len(SUM_VARS)] = sums
     out[rows, len(SUM_VARS):] = le
@@ -52,18 +58,18 @@ def block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.n
 
 
 def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
-                where: Callable[[tuple[int, ...]], str] | None
+                where: Callable[[tuple[int, ...]], str] | None, kernel: str | None = None
                 ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
     """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty).
 
     Same arguments as `block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
     indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
-    Large blocks go through the compiled loop of `cube.stats.fused` where numba is installed (the same
-    numbers, bit for bit; `SAFERL_KERNEL=numpy|fused|auto` chooses); a block breaking the episode rule
-    always ends in the numpy kernel, which names its first bad episode.
+    `kernel`: "auto", "numpy" or "fused" (None = `default_kernel()`, see the module docstring); both give
+    the same numbers, bit for bit. A block breaking the episode rule always ends in the numpy kernel, which
+    names its first bad episode.
     """
     reward, cost = _as_float(reward), _as_float(cost)
-    if _use_fused(cost.size):
+    if _use_fused(cost.size, check_kernel(kernel)):
         got = _fused_cell_stats(reward, cost, d, kappa)
         if got is not None:
             return got
@@ -71,25 +77,39 @@ def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.nd
 
 
 FUSED_MIN_VALUES = 1 << 21
-"""Blocks of fewer episode slots stay in numpy under SAFERL_KERNEL=auto: numba's import and cached
-compile (0.4-0.6 s) cost more than numpy's CPU on such a block (a paper-scale run, 0.75 M slots, takes
-10 ms in numpy), so a small report, or following runs one at a time, never pays it."""
+"""Blocks of fewer episode slots stay in numpy under kernel "auto": numba's import and cached compile
+(0.4-0.6 s) cost more than numpy's CPU on such a block (a paper-scale run, 0.75 M slots, takes 10 ms in
+numpy), so a small report, or following runs one at a time, never pays it."""
 
 
-def kernel_choice() -> str:
-    """'numpy', 'fused' or 'auto' (the default), from SAFERL_KERNEL; 'fused' falls back to numpy where numba
-    is not installed."""
-    choice = os.environ.get("SAFERL_KERNEL", "auto").strip().lower() or "auto"
-    if choice not in ("numpy", "fused", "auto"):
+def default_kernel() -> str:
+    """The kernel used when none is given: DEFAULT_KERNEL ("auto"), or $SAFERL_KERNEL where it is set (a
+    benchmark's override)."""
+    choice = os.environ.get("SAFERL_KERNEL", "").strip().lower()
+    if not choice:
+        return DEFAULT_KERNEL
+    if choice not in KERNELS:
         raise CubeError(f"SAFERL_KERNEL={choice!r} is not a kernel: use numpy, fused or auto")
     return choice
 
 
-def _use_fused(n_values: int) -> bool:
-    choice = kernel_choice()
+def check_kernel(kernel: str | None) -> str:
+    """A kernel name checked ("auto", "numpy" or "fused"); None = `default_kernel()`."""
+    if kernel is None:
+        return default_kernel()
+    if kernel not in KERNELS:
+        raise CubeError(f"{kernel!r} is not a statistics kernel: use {', '.join(KERNELS)}")
+    return kernel
+
+
+def _use_fused(n_values: int, choice: str) -> bool:
     if choice == "numpy" or not fused.available():
         return False
     return choice == "fused" or n_values >= FUSED_MIN_VALUES
+
+
+FUSED_COLUMNS = np.array([COLUMN[name] for name in fused.OUTPUTS], dtype=np.int64)
+"""Where the compiled loop puts each statistic it computes (`fused.OUTPUTS`) in the output columns."""
 
 
 def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray
@@ -108,7 +128,7 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
         at_most_d, le_kappa = cost_thresholds(float(bound), kappa, c_3d.dtype)
         selected = d_cells == bound
         if fused.fill_cells(r_3d, c_3d, selected, float(bound), at_most_d, le_kappa,
-                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost):
+                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost, FUSED_COLUMNS):
             return None
     rows = np.flatnonzero(has_cost)
     return cells, rows, sums[rows], le[rows]
@@ -180,9 +200,10 @@ def _column_sums(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray) -> n
     has_r, has_c = ~np.isnan(r), ~np.isnan(c)
     over = np.subtract(c, d, dtype=np.float64)
     np.fmax(over, 0.0, out=over)  # fmax: a missing episode (NaN) adds 0
-    return np.stack([np.count_nonzero(has_r, axis=0), _in_order(np.where(has_r, r, 0)),
-                     np.count_nonzero(has_c, axis=0), _in_order(np.where(has_c, c, 0)),
-                     np.count_nonzero(c > at_most_d, axis=0), _in_order(over)], axis=-1)
+    values = {"n_r": np.count_nonzero(has_r, axis=0), "sum_r": _in_order(np.where(has_r, r, 0)),
+              "n": np.count_nonzero(has_c, axis=0), "sum_c": _in_order(np.where(has_c, c, 0)),
+              "n_viol": np.count_nonzero(c > at_most_d, axis=0), "sum_over": _in_order(over)}
+    return np.stack([values[name] for name in SUM_VARS], axis=-1)
 
 
 def _in_order(x: np.ndarray) -> np.ndarray:

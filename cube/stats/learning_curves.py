@@ -34,7 +34,8 @@ from cube.compute import Progress
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS
 from cube.stats.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
-from cube.stats.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, iqm, metric_values
+from cube.stats.metrics import METRIC, check_metrics, iqm, metric_values
+from cube.stats.suffvars import SUM_VARS
 
 __all__ = ["aggregate_learning_curve", "per_run_curves", "steps_differ"]
 
@@ -50,7 +51,7 @@ def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np
     if "train" not in ss["mode"].values:
         raise CubeError("the cube has no 'train' mode: learning curves need training episodes")
     one = ss.sel(mode="train")
-    arrays = {v: one[v].transpose(*RUN_DIMS, "iterate").values for v in SUFFSTAT_INPUTS}
+    arrays = {v: one[v].transpose(*RUN_DIMS, "iterate").values for v in SUM_VARS}
     d = ss["bound"].values.astype(np.float64).reshape(1, 1, -1, 1, 1)
     vals = metric_values(arrays, d, tuple(dict.fromkeys(("R", "C", *metrics))))
     cell = (arrays["n"] > 0) & np.isfinite(vals["C"])  # a cell counts where it has costs

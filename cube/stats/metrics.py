@@ -4,7 +4,7 @@ Every consumer (the statistics in `cube.stats`, the exports, the TUI, figures) r
 directions and formulas from here; nothing else codes "R is higher-is-better" or a metric's label.
 
 Metrics (Spoor et al., sec. 3), per cell (run, iterate, mode) over the N episodes present, from the
-sufficient statistics of `cube.stats.suffstats` (n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
+sufficient statistics of a cell (`cube.stats.suffvars`: n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
 
     R = sum_r / n_r        C = sum_c / n        Dnorm = (C - d) / d        V = n_viol / n
     Dplus = sum_over / (n_viol d) if n_viol > 0 else 0        (NaN where the cell has no episodes)
@@ -83,11 +83,11 @@ METRIC_LIST: tuple[Metric, ...] = (
 METRIC: dict[str, Metric] = {m.name: m for m in METRIC_LIST}
 METRICS: tuple[str, ...] = tuple(METRIC)
 HIGHER_IS_BETTER: frozenset[str] = frozenset(m.name for m in METRIC_LIST if m.higher_is_better)
-SUFFSTAT_INPUTS: tuple[str, ...] = ("n", "n_r", "sum_r", "sum_c", "n_viol", "sum_over")
 
 
 def metric_values(stats: Arrays, d: np.ndarray, names: Sequence[str] = METRICS) -> dict[str, np.ndarray]:
-    """{metric: value} from sufficient statistics (arrays broadcasting with d); NaN where no episodes."""
+    """{metric: value} from sufficient statistics (`cube.stats.suffvars.SUM_VARS`: arrays broadcasting with
+    d); NaN where no episodes."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return {name: METRIC[name].formula(stats, d) for name in names}
 

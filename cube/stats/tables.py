@@ -32,18 +32,17 @@ from cube.stats.bootstrap import (
     iqm_interval,
     strata,
 )
-from cube.stats.kernel import SUM_VARS
 from cube.stats.metrics import (
     METRIC,
     METRICS,
     SETTING,
     SETTINGS,
-    SUFFSTAT_INPUTS,
     check_metrics,
     directions,
     metric_values,
     tier,
 )
+from cube.stats.suffvars import STATS_VARS, SUM_VARS
 
 __all__ = [
     "select", "run_metrics", "iterate_metrics", "condition_table", "aggregate_table", "cdf_curves",
@@ -90,7 +89,7 @@ def select(ss: xr.Dataset, selection: Selection) -> xr.Dataset:
             raise CubeError(f"no iterates in {lo}..{hi}: the cube has iterates {iters.min()}..{iters.max()}")
         keep = (ss["mode"] != "train") | ((ss["iterate"] >= lo) & (ss["iterate"] <= hi))
         ss = ss.copy()
-        for v in (*SUM_VARS, "le"):
+        for v in STATS_VARS:
             if v in ss:
                 ss[v] = ss[v].where(keep, 0).astype(ss[v].dtype)
     ss.attrs["selection"] = selection.to_json()
@@ -114,7 +113,7 @@ def _cell_metrics(ss: xr.Dataset) -> xr.Dataset:
     formulas on plain numpy arrays (xarray's alignment of a dozen operations costs more than the arithmetic)."""
     dims = ss["n"].dims
     d = ss["bound"].values.astype(np.float64).reshape([-1 if x == "bound" else 1 for x in dims])
-    out = metric_values({v: ss[v].transpose(*dims).values for v in SUFFSTAT_INPUTS}, d)
+    out = metric_values({v: ss[v].transpose(*dims).values for v in SUM_VARS}, d)
     means_only = _means_only(ss)
     if means_only is not None:  # means of windows of episodes: no per-episode metric exists there
         for name in METRICS:
