@@ -13,7 +13,7 @@ import pytest
 
 from cube import open_cube, read_manifests, stats, validate
 from cube.cli import main
-from cube.stats.tables import not_available_text
+from cube.stats.runs import not_available_text
 from tests.tuiwait import until_quiet
 
 

@@ -15,7 +15,7 @@ from cube import Recorder, open_cube, read_manifests, stats, validate
 from cube.cli import main
 from cube.schema import MAX_SEED, run_facts
 from cube.stats.reasons import reason_codes
-from cube.stats.tables import not_available_text
+from cube.stats.runs import not_available_text
 from cube.store.layout import MAX_ITERATES
 from tests.import_fixtures import omnisafe_config, omnisafe_run, safepo_run, saferl_eval_run
 

@@ -541,7 +541,7 @@ def test_property_dask_pass_equals_plain_numpy(seed, chunk_seed, chunk_it):
 def test_facade_reexports_the_one_definition_of_each_name():
     """`cube.stats` is a facade: every public name is the object of the module that defines it."""
     from cube import schema
-    from cube.stats import accessor, bootstrap, curves, metrics, tables
+    from cube.stats import accessor, bootstrap, compare, curves, metrics, runs, subset, tables
 
     for name in stats.__all__:
         assert hasattr(stats, name), name
@@ -549,9 +549,27 @@ def test_facade_reexports_the_one_definition_of_each_name():
                          ("SETTINGS", metrics), ("TIER_LABELS", metrics), ("HIGHER_IS_BETTER", metrics),
                          ("bootstrap_rng", bootstrap), ("StatsWarning", bootstrap),
                          ("stratified_bootstrap_weights", bootstrap), ("aggregate_table", tables),
-                         ("some_labels", tables), ("SaferlAccessor", accessor)):
+                         ("some_labels", runs), ("run_metrics", runs), ("select", subset),
+                         ("greedy_expl_gap", compare), ("SaferlAccessor", accessor)):
         assert getattr(stats, name) is getattr(module, name), name
     assert curves.final_iterate is schema.final_iterate  # one definition, in the core
+
+
+def test_one_selection_engine_for_cubes_and_statistics():
+    """`select_runs` picks runs of a cube and of its suffstats alike (bounds within tolerance, a label twice
+    counted once, unknown labels one line); `select` is it plus the iterate window."""
+    from cube.stats import curves, subset
+
+    ds = random_cube(np.random.default_rng(4))
+    ss = stats.load_suffstats(ds)
+    sel = Selection(algos=("alg1", "alg1"), bounds=(25.0 + 1e-12,), seeds=(0, 2))
+    cube = subset.select_runs(ds, sel)
+    picked = stats.select(ss, sel)
+    for d, want in (("algo", ["alg1"]), ("bound", [25.0]), ("seed", [0, 2])):
+        assert list(cube[d].values) == list(picked[d].values) == want
+    assert curves.select_cube(ds, sel).identical(cube)
+    with pytest.raises(CubeError, match="unknown task nope: the cube has task0, task1"):
+        subset.select_runs(ds, Selection(tasks=("nope",)))
 
 
 def test_directions_come_from_the_registry():

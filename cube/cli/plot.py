@@ -135,10 +135,11 @@ def _list_vars(args: argparse.Namespace) -> int:
     import numpy as np
 
     from cube.render.style import iterate_var_label
-    from cube.stats.curves import iterate_var_names, select_cube
+    from cube.stats.curves import iterate_var_names
+    from cube.stats.subset import select_runs
     from cube.store.read import open_cube
 
-    ds = select_cube(open_cube(args.path), selection_from_args(args))
+    ds = select_runs(open_cube(args.path), selection_from_args(args))
     having: dict[str, list[str]] = {}  # each variable read once: the algorithms with a value of it
     for name in iterate_var_names(ds):
         values = np.asarray(ds[name].transpose("algo", ...).values, dtype=np.float64)

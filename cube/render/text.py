@@ -87,7 +87,7 @@ NOT_AVAILABLE = "n/a"
 
 def _unavailable(ds: xr.Dataset, metric: str | None = None, **at: Any) -> bool:
     """Whether a cell is "not available" because its runs hold only per-epoch means (`means_only`, see
-    `cube.stats.tables`): the metrics that need every episode (metric None = the tier)."""
+    `cube.stats.runs`): the metrics that need every episode (metric None = the tier)."""
     if "means_only" not in ds or (metric is not None and not METRIC[metric].needs_episodes):
         return False
     return bool(ds["means_only"].sel(at).item())

@@ -1,13 +1,20 @@
 """The public statistics API (a facade): the paper's metrics, tables, bootstrap CIs and tiers.
 
-Everything here is defined in one of four modules and re-exported unchanged:
+Everything exported here is defined in one of these modules and re-exported unchanged:
 
 * `cube.stats.metrics`   the registry (names, labels, directions, formulas), settings, tiers, IQM;
+* `cube.stats.suffstats` `load_suffstats`: the one pass over the episodes, kept current through its cache;
+* `cube.stats.subset`    `select`: a `Selection` applied to sufficient statistics (the one selection engine);
+* `cube.stats.runs`      run and iterate metrics, the settings a cube has, the seed mean and std;
+* `cube.stats.tables`    condition and aggregate tables, CDFs;
+* `cube.stats.compare`   probability of improvement, greedy-expl gap;
 * `cube.stats.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
-* `cube.stats.tables`    select, run/iterate metrics, condition and aggregate tables, CDFs, probability of
-                   improvement, greedy-expl gap;
 * `cube.stats.learning_curves` aggregate learning curves (IQM over conditions per iterate, bootstrap band);
 * `cube.stats.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
+
+Below the facade: `suffvars` (the names of the sufficient statistics), `kernel` and `fused` (the numpy and
+compiled kernels), `cache`, `curves` (per-condition curves and histograms), `reasons` (why a number is
+missing), `reference` (a cube's tables beside published numbers).
 
 Definitions and the choices the paper leaves open: docs/statistics.md.
 """
@@ -22,26 +29,22 @@ from cube.stats.bootstrap import (
     stratified_bootstrap_means,
     stratified_bootstrap_weights,
 )
+from cube.stats.compare import greedy_expl_gap, probability_of_improvement
 from cube.stats.learning_curves import aggregate_learning_curve
 from cube.stats.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, not_safe, tier
-from cube.stats.suffstats import load_suffstats
-from cube.stats.tables import (
-    Progress,
-    aggregate_table,
+from cube.stats.runs import (
     available_settings,
-    cdf_curves,
-    condition_table,
-    greedy_expl_gap,
     iterate_metrics,
     means_only_runs,
-    probability_of_improvement,
     require_data,
     run_metrics,
     runs_without,
-    select,
     settings_arg,
     some_labels,
 )
+from cube.stats.subset import select
+from cube.stats.suffstats import load_suffstats
+from cube.stats.tables import Progress, aggregate_table, cdf_curves, condition_table
 
 __all__ = [
     "SETTINGS", "METRICS", "TIER_LABELS", "load_suffstats", "select", "run_metrics", "iterate_metrics",
