@@ -128,6 +128,26 @@ def test_a_bound_that_is_not_positive_is_a_one_line_error(bad: float):
     assert "\n" not in str(err.value)
 
 
+def test_run_chunk_files_come_from_zarrs_metadata(tmp_path: Path):
+    """`cache.run_chunks` locates each run's chunk files through zarr's chunk-key encoding: the files zarr
+    wrote for that run, and a rewrite of one run's chunk changes that run's fingerprint only."""
+    import zarr
+
+    path = _small_copy(tmp_path)
+    ds = open_cube(path)
+    chunks = cache.run_chunks(path, dict(ds.sizes))
+    assert chunks is not None
+    arr = zarr.open_group(str(path), mode="r")["cost"]
+    assert chunks.files((1, 0, 0, 1))[1] == path / "cost" / arr.metadata.encode_chunk_key((1, 0, 0, 1, 0, 0, 0))
+    assert all(f.is_file() for f in chunks.files((1, 0, 0, 1)))
+    before = cache.run_fingerprints(path, ds)
+    group = zarr.open_group(str(path), mode="r+")
+    group["cost"][1, 0, 0, 1] = group["cost"][1, 0, 0, 1] + 1
+    after = cache.run_fingerprints(path, ds)
+    assert np.argwhere(before != after).tolist() == [[1, 0, 0, 1]]
+    assert cache.run_chunks(path, {**ds.sizes, "episode": ds.sizes["episode"] + 1}) is None  # not the whole grid
+
+
 def test_store_not_chunked_per_run_uses_a_whole_store_fingerprint(tmp_path: Path):
     import xarray as xr
 

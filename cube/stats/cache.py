@@ -21,7 +21,6 @@ is a link (it would make the cache write, and delete, outside the store).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading
@@ -103,49 +102,58 @@ def _stat_key(path: Path) -> bytes:
     return f"{st.st_size}:{st.st_mtime_ns}:".encode() + tail
 
 
-def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
-    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys."""
-    return one_run_chunks(path, dict(ds.sizes))
+class RunChunks:
+    """Where a store keeps each run's reward and cost: one chunk file per run and array, located through zarr's
+    own metadata of the two arrays (their chunk grid and chunk-key encoding). The one place the cache looks at
+    a store's chunk files (to fingerprint them); `run_chunks` makes one where a store keeps one run per chunk."""
+
+    def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]]) -> None:
+        self.path, self.keys = Path(path), dict(keys)
+
+    def files(self, index: tuple[int, ...]) -> tuple[Path, Path]:
+        """The reward and cost chunk files of the run at `index` (positions along the run dims)."""
+        chunk = (*(int(i) for i in index), 0, 0, 0)
+        return self.path / "reward" / self.keys["reward"](chunk), self.path / "cost" / self.keys["cost"](chunk)
+
+    def fingerprint(self, index: tuple[int, ...]) -> np.uint64:
+        """The run's fingerprint: a hash of the size, mtime and tail of its two chunk files (`_stat_key`)."""
+        reward, cost = self.files(index)
+        h = hashlib.blake2b(_stat_key(reward) + b"|" + _stat_key(cost), digest_size=8)
+        return np.uint64(int.from_bytes(h.digest(), "little"))
+
+    def fingerprints(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Every run's fingerprint, (algo, task, bound, seed) uint64."""
+        out = np.empty(shape, dtype=np.uint64)
+        for idx in np.ndindex(*shape):
+            out[idx] = self.fingerprint(idx)
+        return out
 
 
-def one_run_chunks(path: Path, sizes: Mapping[str, int]) -> bool:
-    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys, for the
-    grid `sizes` (dim -> length; iterate, episode and mode are read)."""
-    for name in ("reward", "cost"):
-        try:
-            meta = json.loads((path / name / "zarr.json").read_text())
-            shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
-            enc = meta["chunk_key_encoding"]
-        except (OSError, KeyError, ValueError):
-            return False
-        full = [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-        sharded = any(c.get("name") == "sharding_indexed" for c in meta.get("codecs", []))
-        if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or sharded or enc.get("name") != "default"
-                or enc.get("configuration", {}).get("separator", "/") != "/"
-                or meta.get("dimension_names") != [*RUN_DIMS, "iterate", "episode", "mode"]):
-            return False
-    return True
+def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks | None:
+    """The store's `RunChunks` when reward and cost are stored one run per chunk (unsharded, dims in the cube's
+    order, each chunk holding all iterates, episodes and modes of the grid `sizes` (dim -> length; None: not
+    checked)); None otherwise, or when the arrays' metadata does not read."""
+    keys = {}
+    try:
+        group = zarr.open_group(str(path), mode="r")
+        for name in ("reward", "cost"):
+            meta = group[name].metadata
+            shape = list(meta.chunk_grid.chunk_shape)
+            full = shape[4:] if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
+            if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or meta.shards is not None
+                    or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
+                return None
+            keys[name] = meta.encode_chunk_key
+    except Exception:  # noqa: BLE001 - no v3 arrays there (a netCDF file, a foreign store): not one run per chunk
+        return None
+    return RunChunks(Path(path), keys)
 
 
 def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:
-    """Per run (algo, task, bound, seed): uint64 hash of the size and mtime of its reward and cost chunk
+    """Per run (algo, task, bound, seed): uint64 hash of the size, mtime and tail of its reward and cost chunk
     files; None when the store is not chunked one run per chunk (then the whole store is hashed)."""
-    if not _one_run_chunks(path, ds):
-        return None
-    shape = tuple(ds.sizes[d] for d in RUN_DIMS)
-    out = np.empty(shape, dtype=np.uint64)
-    for idx in np.ndindex(*shape):
-        out[idx] = run_fingerprint(path, idx)
-    return out
-
-
-def run_fingerprint(path: Path, index: tuple[int, ...]) -> np.uint64:
-    """The fingerprint of the run at `index` (positions along the run dims) of a store chunked one run per
-    chunk (`run_fingerprints`)."""
-    key = "/".join(map(str, index)) + "/" + "/".join("0" * 3)
-    h = hashlib.blake2b(_stat_key(path / "reward" / "c" / key) + b"|" + _stat_key(path / "cost" / "c" / key),
-                        digest_size=8)
-    return np.uint64(int.from_bytes(h.digest(), "little"))
+    chunks = run_chunks(path, dict(ds.sizes))
+    return None if chunks is None else chunks.fingerprints(tuple(ds.sizes[d] for d in RUN_DIMS))
 
 
 def store_fingerprint(path: Path) -> str:
@@ -168,7 +176,7 @@ def read_cache(path: Path) -> xr.Dataset | None:
     """The cached statistics, verified (checksums of every chunk, the dtypes and shapes they were written
     with); None when there is none, and None with one `CacheWarning` when it does not verify."""
     wait_for_cache_writes(path)
-    if not _cache_folder_ok(path) or not (path / CACHE_GROUP / "zarr.json").exists():
+    if not _cache_folder_ok(path) or not _cache_present(path):
         return None
     try:
         cached = xr.open_zarr(path / CACHE_GROUP, consolidated=False, chunks=None)
@@ -191,11 +199,22 @@ def read_cache(path: Path) -> xr.Dataset | None:
     return cached.assign_coords({d: np.array([str(v) for v in cached[d].values]) for d in ("algo", "task", "mode")})
 
 
+def _cache_present(path: Path) -> bool:
+    """Whether the store has a cache group (readable or not: one that does not read is reported, then recomputed)."""
+    try:
+        zarr.open_group(str(path / CACHE_GROUP), mode="r")
+    except FileNotFoundError:
+        return False
+    except Exception:  # noqa: BLE001 - there, but damaged
+        return True
+    return True
+
+
 def layout_written(path: Path) -> bool:
     """Whether the cache's metadata reads and says it was written with checks (older caches were not)."""
     try:
-        return "layout" in json.loads((path / CACHE_GROUP / "zarr.json").read_text()).get("attributes", {})
-    except (OSError, ValueError, AttributeError):
+        return "layout" in zarr.open_group(str(path / CACHE_GROUP), mode="r").attrs
+    except Exception:  # noqa: BLE001 - metadata that does not read: a cache written with checks, now damaged
         return True
 
 
@@ -277,9 +296,8 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
 def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None) -> xr.Dataset:
     """`out` with its fingerprints `run_fp` (taken before the episodes were read), where runs written since
     then keep the statistics of the cache on disk when its fingerprint is theirs now, else UNKNOWN_FP."""
-    now = np.empty_like(run_fp)
-    for idx in np.ndindex(*run_fp.shape):
-        now[idx] = run_fingerprint(path, idx)
+    chunks = run_chunks(path)
+    now = chunks.fingerprints(run_fp.shape) if chunks is not None else np.full_like(run_fp, UNKNOWN_FP)
     fp = np.array(run_fp, dtype=np.uint64, copy=True)
     moved = np.argwhere(now != fp)
     if moved.shape[0]:
@@ -319,6 +337,9 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
     blocks = _patch_blocks(ss, runs, run_fp)
     if not _cache_folder_ok(path):
         return True  # no cache is used here: nothing to patch, nothing to write
+    chunks = run_chunks(path)
+    if chunks is None:
+        return False
     with cache_lock(path) as locked:
         if not locked:
             return True
@@ -330,7 +351,7 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
             if fps.shape != ss["n"].shape[: len(RUN_DIMS)]:
                 return False
             for condition, seeds in blocks.items():
-                current = [s for s, fp in seeds.items() if run_fingerprint(path, (*condition, s)) == fp]
+                current = [s for s, fp in seeds.items() if chunks.fingerprint((*condition, s)) == fp]
                 if not current:
                     continue
                 for v in STATS_VARS:

@@ -32,10 +32,13 @@ from cube.compute import Progress, compute
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS, RunKey
 from cube.stats.cache import (
+    UNKNOWN_FP,
+    RunChunks,
     grid_fingerprint,
     in_background,
     patch_cache,
     read_cache,
+    run_chunks,
     run_fingerprints,
     store_fingerprint,
     write_cache,
@@ -391,7 +394,6 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
     in the new grid; the sequences the result is at). Falls back to `load_suffstats_at` (every run) for a
     store without write sequences, a grid that lost or reordered labels, or when more than half the runs
     changed. CubeError (one line) when the store is gone or cannot be read."""
-    from cube.stats.cache import run_fingerprint
     from cube.store.grid import open_view, published_sizes
     from cube.store.layout import read_coords
 
@@ -417,17 +419,18 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
     regridded = not all(np.array_equal(ss[d].values, coords[d]) for d in CELL_DIMS) or seqs_before.shape != after.shape
     if changed.shape[0] == 0 and not regridded:
         return ss, changed, after
-    one_run = cache and _chunked_per_run(path, coords)
-    fps = [run_fingerprint(path, tuple(i)) for i in changed] if one_run else []  # before any episode is read
+    # a store keeping one run per chunk: its cache is keyed, and patched, run by run
+    chunks = run_chunks(path, {d: len(v) for d, v in coords.items()}) if cache else None
+    fps = [chunks.fingerprint(tuple(i)) for i in changed] if chunks else []  # before any episode is read
     ss = _reread_runs(ss, path, group, sizes, coords, changed, kernel)
-    if one_run:
+    if chunks is not None:
         grid = grid_fingerprint(coords, ss["kappa"].values)
         attrs = {"grid": grid, "store": ""}
         if regridded:  # the cache is written whole: every run's fingerprint now
-            _save_patch(path, ss, attrs, _fingerprints_now(path, ss, after, sizes, changed, fps), changed,
+            _save_patch(path, ss, attrs, _fingerprints_now(chunks, ss, after, sizes, changed, fps), changed,
                         background_write)
         else:  # patched run by run: the others' fingerprints only if that fails (1,440 stat calls saved)
-            whole = partial(_fingerprints_now, path, ss, after, sizes, changed, fps)
+            whole = partial(_fingerprints_now, chunks, ss, after, sizes, changed, fps)
             _save_patch(path, ss, attrs, whole, changed, background_write, np.asarray(fps, dtype=np.uint64))
     return ss, changed, after
 
@@ -458,13 +461,6 @@ def _regrid(ss: xr.Dataset, before: np.ndarray, coords: dict[str, np.ndarray]
     return grown, moved
 
 
-def _chunked_per_run(path: Path, coords: dict[str, np.ndarray]) -> bool:
-    """Whether the store keeps one run per chunk (its cache is keyed, and patched, run by run)."""
-    from cube.stats.cache import one_run_chunks
-
-    return one_run_chunks(path, {d: len(v) for d, v in coords.items()})
-
-
 def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[str, np.ndarray],
                  runs: np.ndarray, kernel: str | None = None) -> xr.Dataset:
     """A copy of `ss` with the runs at `runs` read again, each as one writer state."""
@@ -492,17 +488,13 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
     return out
 
 
-def _fingerprints_now(path: Path, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
+def _fingerprints_now(chunks: RunChunks, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
                       fps: list) -> np.ndarray:
     """Every run's fingerprint for a cache write of `ss` (at sequences `after`): those of `runs` as taken
     before they were read (`fps`); the others now, where their sequence still is `after` and even (so
     `ss` holds their data now), else UNKNOWN_FP."""
-    from cube.stats.cache import UNKNOWN_FP, run_fingerprint
-
-    shape = ss["n"].shape[: len(RUN_DIMS)]
-    out = np.empty(shape, dtype=np.uint64)
-    for idx in np.ndindex(*shape):
-        out[idx] = run_fingerprint(path, idx)
+    out = chunks.fingerprints(ss["n"].shape[: len(RUN_DIMS)])
+    path = chunks.path
     still = read_write_seqs(path, sizes)
     if still is None or still.shape != after.shape:
         out[...] = UNKNOWN_FP
