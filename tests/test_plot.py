@@ -19,6 +19,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from cube import stats  # noqa: E402
 from cube.cli import main  # noqa: E402
 from cube.errors import CubeError  # noqa: E402
+from cube.render import aggregate_figures as A  # noqa: E402
 from cube.render import figures as F  # noqa: E402
 from cube.render import style  # noqa: E402
 from cube.render.maker import FigureMaker, PlotOptions  # noqa: E402
@@ -159,7 +160,7 @@ def test_intervals_figure(maker: FigureMaker):
 
 def test_poi_figure(maker: FigureMaker):
     fig = maker.figure("poi")
-    pairs = F.poi_pairs(maker.ss["algo"].values, "ppo")
+    pairs = A.poi_pairs(maker.ss["algo"].values, "ppo")
     assert len(pairs) == 6 and all(y != "ppo" or x != "ppo" for x, y in pairs)
     assert all(y == "ppo" for x, y in pairs if "ppo" in (x, y))
     assert len(fig.axes) == 15

@@ -1,5 +1,6 @@
 """From a cube and a selection to the paper's figures: `FigureMaker` computes what each figure needs
-(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures`.
+(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures` and
+`cube.render.aggregate_figures`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,8 @@ import xarray as xr
 
 from cube.compute import Progress, StepProgress, step_progress
 from cube.errors import CubeError
-from cube.render.figures import (
-    aggregate_curve_figure,
-    cdf_figure,
-    curves_figure,
-    hist_figure,
-    intervals_figure,
-    poi_figure,
-    poi_pairs,
-)
+from cube.render.aggregate_figures import aggregate_curve_figure, intervals_figure, poi_figure, poi_pairs
+from cube.render.figures import cdf_figure, curves_figure, hist_figure
 from cube.render.style import KINDS, STYLES, algo_colors
 from cube.schema import same_bound
 from cube.stats.curves import hist_panels
