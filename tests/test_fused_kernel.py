@@ -15,8 +15,8 @@ from cube.stats import fused, kernel
 pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not installed")
 
 
-def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None):
-    return kernel.cell_stats(r, c, d, kappa, where, kernel=choice)
+def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None, alphas=(0.1, 0.05)):
+    return kernel.cell_stats(r, c, d, kappa, where, kernel=choice, alphas=alphas)
 
 
 def _assert_same(a, b) -> None:
@@ -50,11 +50,14 @@ def _block(seed: int, shape: tuple[int, ...], dtype: type, empty: float, missing
 @given(seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from([np.float32, np.float64]),
        shape=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 70), st.integers(1, 3)),
        empty=st.sampled_from([0.0, 0.5, 1.0]), missing_reward=st.sampled_from([0.0, 0.3]),
-       bounds=st.sampled_from([np.array([25.0]), np.array([0.1, 25.0, 50.0]), np.array([1 / 3, 7e5])]))
-def test_fused_equals_numpy_bit_for_bit(monkeypatch, seed, dtype, shape, empty, missing_reward, bounds):
+       bounds=st.sampled_from([np.array([25.0]), np.array([0.1, 25.0, 50.0]), np.array([1 / 3, 7e5])]),
+       alphas=st.sampled_from([(0.1, 0.05), (0.3, 1.0, 0.01)]))
+def test_fused_equals_numpy_bit_for_bit(monkeypatch, seed, dtype, shape, empty, missing_reward, bounds, alphas):
+    """Every statistic, the CVaRs (`CellStats.cvar`) included."""
     r, c, d = _block(seed, shape, dtype, empty, missing_reward, bounds)
     kappa = kernel.default_kappa()
-    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
+    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa, alphas=alphas),
+                 _stats("numpy", monkeypatch, r, c, d, kappa, alphas=alphas))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -70,7 +73,7 @@ def test_fused_equals_numpy_on_any_grid(monkeypatch, grid, seed, dtype):
 def test_both_kernels_add_episodes_in_order(monkeypatch):
     """sum_r, sum_c and sum_over are float64 sums in episode order, NaN adding nothing: a plain loop."""
     r, c, d = _block(7, (2, 5, 300, 3), np.float32, 0.2, 0.2, np.array([25.0]))
-    cells, rows, _, _ = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)
+    cells, rows = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)[:2]
     r3, c3 = r.reshape(-1, 300, 3), c.reshape(-1, 300, 3)
     want = np.zeros((rows.size, 3))
     for k, cell in enumerate(rows):
@@ -81,7 +84,7 @@ def test_both_kernels_add_episodes_in_order(monkeypatch):
             want[k, 1] += 0.0 if np.isnan(x) else x
             want[k, 2] += 0.0 if np.isnan(x) else max(x - 25.0, 0.0)
     for choice in ("numpy", "fused"):
-        _, _, sums, _ = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa())
+        sums = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa()).sums
         np.testing.assert_array_equal(sums[:, [1, 3, 5]], want)
 
 

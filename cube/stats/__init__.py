@@ -5,7 +5,9 @@ Everything exported here is defined in one of these modules and re-exported unch
 * `cube.stats.metrics`   the registry (names, labels, directions, formulas), settings, tiers, IQM;
 * `cube.stats.suffstats` `load_suffstats`: the one pass over the episodes, kept current through its cache;
 * `cube.stats.subset`    `select`: a `Selection` applied to sufficient statistics (the one selection engine);
-* `cube.stats.runs`      run and iterate metrics, the settings a cube has, the seed mean and std;
+* `cube.stats.runs`      run and iterate metrics, the settings a cube has, the seed mean and std, the CVaR
+                         alpha of the tables (`with_cvar_alpha`);
+* `cube.stats.tail`      CVaR's definition and alphas;
 * `cube.stats.tables`    condition and aggregate tables, CDFs;
 * `cube.stats.compare`   probability of improvement, greedy-expl gap;
 * `cube.stats.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
@@ -31,9 +33,20 @@ from cube.stats.bootstrap import (
 )
 from cube.stats.compare import greedy_expl_gap, probability_of_improvement
 from cube.stats.learning_curves import aggregate_learning_curve
-from cube.stats.metrics import HIGHER_IS_BETTER, METRICS, SETTINGS, TIER_LABELS, TIER_TOL, iqm, not_safe, tier
+from cube.stats.metrics import (
+    HIGHER_IS_BETTER,
+    METRICS,
+    PAPER_METRICS,
+    SETTINGS,
+    TIER_LABELS,
+    TIER_TOL,
+    iqm,
+    not_safe,
+    tier,
+)
 from cube.stats.runs import (
     available_settings,
+    cvar_alpha,
     iterate_metrics,
     means_only_runs,
     require_data,
@@ -41,10 +54,12 @@ from cube.stats.runs import (
     runs_without,
     settings_arg,
     some_labels,
+    with_cvar_alpha,
 )
 from cube.stats.subset import select
 from cube.stats.suffstats import load_suffstats
 from cube.stats.tables import Progress, aggregate_table, cdf_curves, condition_table
+from cube.stats.tail import CVAR_ALPHAS, DEFAULT_CVAR_ALPHA
 
 __all__ = [
     "SETTINGS", "METRICS", "TIER_LABELS", "load_suffstats", "select", "run_metrics", "iterate_metrics",
@@ -52,5 +67,6 @@ __all__ = [
     "available_settings", "require_data", "stratified_bootstrap_means", "stratified_bootstrap_weights",
     "probability_of_improvement", "greedy_expl_gap", "runs_without", "StatsWarning", "TIER_TOL",
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
-    "means_only_runs", "aggregate_learning_curve", "not_safe",
+    "means_only_runs", "aggregate_learning_curve", "not_safe", "PAPER_METRICS", "with_cvar_alpha", "cvar_alpha",
+    "CVAR_ALPHAS", "DEFAULT_CVAR_ALPHA",
 ]

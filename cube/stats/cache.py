@@ -3,7 +3,9 @@ one per run: size, mtime and tail of its reward and cost chunk files; stores not
 are keyed by all their episode files) and `_derived/run_status.npz`. Written whole as a store of its own and
 moved in, so readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
 conditions whose runs changed, one (algo, task, bound) per chunk), statistics first and fingerprints last,
-while readers read the fingerprints first. Best effort (a read-only store is simply not cached).
+while readers read the fingerprints first. Best effort (a read-only store is simply not cached). The CVaRs
+are kept for the alphas they were computed with (`cvar_alpha`: 0.1 and 0.05, and another one last asked for);
+asking for an alpha the cache lacks recomputes the statistics once (`cube.stats.suffstats`).
 
 Writers of the cache (whole or patched) hold `_derived/.suffstats.lock` and, under it, take the fingerprint
 of every run they write again: a run written since its statistics were read keeps what the cache holds
@@ -37,15 +39,16 @@ import zarr
 from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
-from cube.stats.suffvars import CELL_DIMS, STATS_VARS
+from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
 
 CACHE_GROUP = "_derived/suffstats"
 CACHE_LOCK = "_derived/.suffstats.lock"
-SUFFSTATS_VERSION = 2
-"""1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`)."""
+SUFFSTATS_VERSION = 3
+"""1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`); 3: with the CVaRs
+(`cvar_c`, dim `cvar_alpha`). A cache of another version is of another grid: recomputed, never misread."""
 UNKNOWN_FP = np.uint64(0)
 """The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
 with odds of 2^-64): written for a run that changed while its statistics were computed."""
@@ -302,7 +305,7 @@ def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: st
     moved = np.argwhere(now != fp)
     if moved.shape[0]:
         fp[tuple(moved.T)] = UNKNOWN_FP
-        old = _open_cache(path, grid)
+        old = _open_cache(path, grid, out[ALPHA_DIM].values)
         if old is not None:
             keep = moved[old["run_fp"][tuple(moved.T)] == now[tuple(moved.T)]]
             if keep.shape[0]:
@@ -317,11 +320,14 @@ def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: st
     return out
 
 
-def _open_cache(path: Path, grid: str | None) -> zarr.Group | None:
-    """The cache on disk as zarr arrays when it is of grid `grid` and keeps run fingerprints, else None."""
+def _open_cache(path: Path, grid: str | None, alphas: np.ndarray) -> zarr.Group | None:
+    """The cache on disk as zarr arrays when it is of grid `grid`, holds the CVaRs of `alphas` (no more, no
+    fewer) and keeps run fingerprints, else None."""
     try:
         group = zarr.open_group(path / CACHE_GROUP, mode="r+")
         if grid is None or group.attrs.get("grid") != grid or "run_fp" not in group:
+            return None
+        if not np.array_equal(np.asarray(group[ALPHA_DIM][...]), np.asarray(alphas, dtype=np.float64)):
             return None
         return group
     except Exception:  # noqa: BLE001 - no cache, or one that does not open: nothing to keep or patch
@@ -343,7 +349,7 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
     with cache_lock(path) as locked:
         if not locked:
             return True
-        group = _open_cache(path, grid)
+        group = _open_cache(path, grid, ss[ALPHA_DIM].values)
         if group is None:
             return False
         try:

@@ -5,8 +5,11 @@ The numpy kernel makes about thirty passes over a block's episodes (NaN masks, a
 bucket, a histogram, five sums); this loop reads each episode once. It is an accelerator, not a second
 definition: counts are exact in both, the CDF counts use the same thresholds (`cost_thresholds`) and the
 same bucket tables (`grid_locate`), and every float64 sum adds the episodes in episode order, as the numpy
-kernel does (an accumulation along the episodes of an (E, k) array). A block
-breaking the episode rule returns `broken`; the numpy kernel then names the first bad episode.
+kernel does (an accumulation along the episodes of an (E, k) array). CVaR (`cube.stats.tail`) takes the
+cell's costs as the loop kept them: the k-th largest, v, is found in the CDF bin where the counts from the
+top reach k (a quickselect of that bin's few costs, exact), then S sums the costs above v in episode order,
+as the numpy kernel does after a partition. A block breaking the episode rule returns `broken`; the numpy
+kernel then names the first bad episode.
 
 numba is imported on first use only (about 0.3 s, and a compile of 2-5 s per dtype the first time on a
 machine, cached next to this file after that); `available()` says whether it can be.
@@ -43,15 +46,24 @@ def _compiled() -> Any:
 def _define() -> Any:
     import numba
 
-    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col):
+    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col,
+              k_tab, an_tab, cvar):
         """r3, c3: (n, E, M) rewards and costs; selected (n, M) bool: the cells of bound d. Fills, for the
         selected cells with a cost, sums[cell] (6,) float64 (OUTPUTS[k] in column col[k]), le[cell] (G,)
-        int64 and has_cost[cell] (cell = i * M + m). Returns True when an episode breaks the cube's episode
-        rule."""
+        int64, cvar[cell] (A,) float64 (CVaR_alpha of the costs, from k_tab and an_tab: `tail.tail_table`)
+        and has_cost[cell] (cell = i * M + m). Returns True when an episode breaks the cube's episode rule."""
         n, n_eps, n_modes = c3.shape
         g = t.size
         last = below.size - 1
         hist = np.zeros(g + 1, dtype=np.int64)
+        n_alpha = k_tab.shape[0]
+        costs = np.empty_like(c3[0, :, 0])  # the cell's costs in episode order, NaN left out
+        bin_costs = np.empty((n_alpha, n_eps), dtype=costs.dtype)
+        n_bin = np.empty(n_alpha, dtype=np.int64)
+        rank = np.empty(n_alpha, dtype=np.int64)
+        bin_lo = np.empty(n_alpha, dtype=np.float64)
+        bin_hi = np.empty(n_alpha, dtype=np.float64)
+        v = np.empty(n_alpha, dtype=np.float64)
         for i in range(n):
             for m in range(n_modes):
                 if not selected[i, m]:
@@ -71,6 +83,7 @@ def _define() -> Any:
                     if not np.isnan(y):
                         n_r += 1
                         sum_r += np.float64(y)
+                    costs[n_c] = x
                     n_c += 1
                     sum_c += np.float64(x)
                     if x > at_most_d:
@@ -100,6 +113,62 @@ def _define() -> Any:
                 for j in range(g):
                     running += hist[j]
                     le[cell, j] = running
+                # CVaR: v = c_(k), the k-th largest cost, lies in the CDF bin where the counts from the top reach
+                # k; it is the rank-th largest of that bin's costs (a quickselect of few values).
+                for a in range(n_alpha):
+                    k = k_tab[a, n_c]
+                    b = g
+                    reached = hist[g]
+                    while reached < k:
+                        b -= 1
+                        reached += hist[b]
+                    rank[a] = k - (reached - hist[b])
+                    bin_lo[a] = np.float64(t[b - 1]) if b > 0 else -np.inf  # bin b: t[b - 1] < c <= t[b]
+                    bin_hi[a] = np.float64(t[b]) if b < g else np.inf
+                    n_bin[a] = 0
+                for a in range(n_alpha):
+                    vals = bin_costs[a]
+                    lower, upper, found = bin_lo[a], bin_hi[a], 0
+                    for e in range(n_c):
+                        x = costs[e]
+                        if x > lower and x <= upper:
+                            vals[found] = x
+                            found += 1
+                    n_bin[a] = found
+                    lo, hi, want = 0, n_bin[a] - 1, rank[a] - 1  # the want-th position in descending order
+                    while True:
+                        if lo >= hi:
+                            v[a] = np.float64(vals[lo])
+                            break
+                        p1, p2, p3 = vals[lo], vals[(lo + hi) // 2], vals[hi]
+                        pivot = max(min(p1, p2), min(max(p1, p2), p3))  # the median of three
+                        lt, e, gt = lo, lo, hi  # [lo, lt) > pivot, [lt, e) == pivot, (gt, hi] < pivot
+                        while e <= gt:
+                            if vals[e] > pivot:
+                                vals[lt], vals[e] = vals[e], vals[lt]
+                                lt += 1
+                                e += 1
+                            elif vals[e] < pivot:
+                                vals[gt], vals[e] = vals[e], vals[gt]
+                                gt -= 1
+                            else:
+                                e += 1
+                        if want < lt:
+                            hi = lt - 1
+                        elif want > gt:
+                            lo = gt + 1
+                        else:
+                            v[a] = np.float64(pivot)
+                            break
+                for a in range(n_alpha):  # S: the costs above v, added in episode order
+                    cut, total, count = v[a], 0.0, 0
+                    for e in range(n_c):
+                        x = costs[e]
+                        if x > cut:
+                            total += np.float64(x)
+                            count += 1
+                    an = an_tab[a, n_c]
+                    cvar[cell, a] = (total + (an - count) * cut) / an
         return False
 
     try:
@@ -110,11 +179,11 @@ def _define() -> Any:
 
 def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
                t: np.ndarray, table: tuple | None, sums: np.ndarray, le: np.ndarray, has_cost: np.ndarray,
-               col: np.ndarray) -> bool:
+               col: np.ndarray, k_tab: np.ndarray, an_tab: np.ndarray, cvar: np.ndarray) -> bool:
     """Run the compiled loop on C-contiguous (n, E, M) rewards and costs of one float dtype (see `cells`);
     `table`: `kernel`'s bucket table for `t`, or None for a binary search; `col` (6,) int64: the output
-    column of each of OUTPUTS. Returns whether the block breaks the episode rule (then the outputs are
-    incomplete)."""
+    column of each of OUTPUTS; `k_tab`, `an_tab` (A, E + 1): `cube.stats.tail.tail_table`, `cvar` (cells, A)
+    its output. Returns whether the block breaks the episode rule (then the outputs are incomplete)."""
     dtype = c3.dtype
     if table is None:
         top, inv_h, below, inside = 0.0, 1.0, np.zeros(1, np.int32), np.zeros(1, dtype)
@@ -122,4 +191,5 @@ def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, a
         top, inv_h, below, inside = table[:4]
     return bool(_compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t,
                             np.array([top], dtype=dtype), np.array([inv_h], dtype=dtype), below,
-                            np.asarray(inside, dtype=dtype), table is not None, sums, le, has_cost, col))
+                            np.asarray(inside, dtype=dtype), table is not None, sums, le, has_cost, col,
+                            k_tab, an_tab, cvar))

@@ -20,12 +20,13 @@ from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS, RunKey, final_iterate
 from cube.stats.metrics import METRIC, METRICS, SETTING, SETTINGS, metric_values
 from cube.stats.subset import iterate_window
-from cube.stats.suffvars import SUM_VARS
+from cube.stats.suffvars import ALPHA_DIM, CVAR_VAR, SUM_VARS
+from cube.stats.tail import DEFAULT_CVAR_ALPHA, check_alpha
 
 __all__ = [
     "run_metrics", "iterate_metrics", "run_cdf_counts", "settings_arg", "available_settings", "require_data",
     "runs_without", "some_labels", "seed_mean_std", "not_available_text", "means_only_runs", "mark_means_only",
-    "setting_mode",
+    "setting_mode", "cvar_alpha", "with_cvar_alpha", "formula_inputs",
 ]
 
 
@@ -36,13 +37,51 @@ def setting_mode(setting: str) -> str:
     return SETTING[setting].mode
 
 
+# ------------------------------------------------------------------------------------------- CVaR
+def cvar_alpha(ss: xr.Dataset) -> float:
+    """The alpha of the CVaR metric of statistics (or of a table made from them): the one chosen with
+    `with_cvar_alpha`, else DEFAULT_CVAR_ALPHA (0.1)."""
+    return float(ss.attrs.get("cvar_alpha", DEFAULT_CVAR_ALPHA))
+
+
+def with_cvar_alpha(ss: xr.Dataset, alpha: float) -> xr.Dataset:
+    """Statistics whose CVaR metric is CVaR_alpha (every table made from them, and its exports, say so:
+    attrs `cvar_alpha`). CubeError when they do not hold that alpha: load them with `cvar_alphas=(alpha,)`."""
+    alpha = check_alpha(alpha)
+    _alpha_position(ss, alpha)
+    return ss.assign_attrs(cvar_alpha=alpha)
+
+
+def formula_inputs(cells: xr.Dataset, dims: Sequence[str]) -> dict[str, np.ndarray]:
+    """The registry formulas' inputs from statistics `cells` as numpy arrays with dims `dims`: SUM_VARS and
+    the upper-tail means CVAR_VAR at the chosen alpha (`cvar_alpha`; NaN where the statistics lack them)."""
+    out = {v: cells[v].transpose(*dims).values for v in SUM_VARS}
+    if CVAR_VAR in cells and ALPHA_DIM in cells[CVAR_VAR].dims:
+        at = float(cells[ALPHA_DIM].values[_alpha_position(cells, cvar_alpha(cells))])
+        out[CVAR_VAR] = cells[CVAR_VAR].sel({ALPHA_DIM: at}).transpose(*dims).values
+    else:
+        out[CVAR_VAR] = np.full(out["n"].shape, np.nan)
+    return out
+
+
+def _alpha_position(cells: xr.Dataset, alpha: float) -> int:
+    """Where `alpha` is along the statistics' ALPHA_DIM; CubeError (one line) when they do not hold it."""
+    held = np.asarray(cells[ALPHA_DIM].values, dtype=np.float64) if ALPHA_DIM in cells.coords else np.empty(0)
+    hits = np.flatnonzero(held == alpha)
+    if not hits.size:
+        have = ", ".join(f"{a:g}" for a in held) or "none"
+        raise CubeError(f"these statistics hold CVaR at alpha {have}, not {alpha:g}: "
+                        f"load them with load_suffstats(..., cvar_alphas=({alpha:g},))")
+    return int(hits[0])
+
+
 # ------------------------------------------------------------------------------- per-run metrics
 def _cell_metrics(ss: xr.Dataset) -> xr.Dataset:
     """Metrics X^j per cell (the dims of `n`); NaN where the cell has no episodes. The registry's
     formulas on plain numpy arrays (xarray's alignment of a dozen operations costs more than the arithmetic)."""
     dims = ss["n"].dims
     d = ss["bound"].values.astype(np.float64).reshape([-1 if x == "bound" else 1 for x in dims])
-    out = metric_values({v: ss[v].transpose(*dims).values for v in SUM_VARS}, d)
+    out = metric_values(formula_inputs(ss, dims), d)
     means_only = _means_only(ss)
     if means_only is not None:  # means of windows of episodes: no per-episode metric exists there
         for name in METRICS:

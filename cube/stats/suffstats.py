@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -46,7 +47,8 @@ from cube.stats.cache import (
     zarr_run_status,
 )
 from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
-from cube.stats.suffvars import CDF_VAR, CELL_DIMS, COUNT_VARS, STATS_VARS, SUM_VARS
+from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
+from cube.stats.tail import cvar_alphas as tail_alphas
 from cube.store.grid import Sizes
 from cube.store.locks import RunReader, read_write_seqs, runs_written_since
 from cube.store.read import InterruptedWriteWarning, damaged_store_error, open_cube
@@ -63,22 +65,37 @@ def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable
 
 
 Block = dict[str, np.ndarray]
-"""The statistics of a block of cells: {name: array (..., M[, G])} for every name of STATS_VARS."""
+"""The statistics of a block of cells: {name: array (..., M[, G or A])} for every name of STATS_VARS."""
 
 
-def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, labels: dict[str, np.ndarray],
-               origin: tuple[int, ...], le_dtype: type,
-               written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None) -> Block:
+@dataclass(frozen=True)
+class BlockSpec:
+    """What every block of a pass computes: the CDF grid `kappa` and the dtype of its counts, the CVaR
+    `alphas` (`cube.stats.tail`), and the `kernel` ("auto", "numpy", "fused"; None = the default)."""
+
+    kappa: np.ndarray
+    le_dtype: type
+    alphas: tuple[float, ...]
+    kernel: str | None = None
+
+    @classmethod
+    def of(cls, ss: xr.Dataset, kernel: str | None = None) -> BlockSpec:
+        """The spec of existing statistics `ss` (to recompute some of their runs alike)."""
+        return cls(ss["kappa"].values, ss[CDF_VAR].dtype, tuple(float(a) for a in ss[ALPHA_DIM].values), kernel)
+
+
+def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, labels: dict[str, np.ndarray],
+               origin: tuple[int, ...], spec: BlockSpec,
+               written: Callable[[tuple[int, ...]], bool] | None = None) -> Block:
     """One dask task: the statistics of a block of episodes (..., E, M) whose first element sits at `origin`
-    in the cube: (..., M) float64 per SUM_VARS name and the (..., M, G) CDF counts (`le_dtype`).
+    in the cube: (..., M) float64 per SUM_VARS name, the (..., M, G) CDF counts and the (..., M, A) CVaRs.
 
     `written(run position)` tells whether a run was written while the pass read it (`WrittenSince`):
     bad values in such a run are a reader's torn view, not a broken cube, so the run is left out here
-    (all zero) and recomputed from a consistent read afterwards; elsewhere they are a one-line error.
-    `kernel`: `cube.stats.kernel.cell_stats`'s."""
+    (all zero) and recomputed from a consistent read afterwards; elsewhere they are a one-line error."""
     while True:
         try:
-            cells, rows, sums, le = cell_stats(r, c, d, kappa, _locator(labels, origin), kernel)
+            got = cell_stats(r, c, d, spec.kappa, _locator(labels, origin), spec.kernel, spec.alphas)
             break
         except BadEpisodes as exc:
             run_dims = r.ndim - 3  # 4 for blocks of runs, 0 for one run's (J, E, M)
@@ -90,12 +107,14 @@ def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, l
             r, c = np.array(r, copy=True), np.array(c, copy=True)
             blank = exc.block_index[:run_dims]
             r[blank], c[blank] = np.nan, np.nan
-    out_sums = np.zeros((len(SUM_VARS), int(np.prod(cells))), dtype=np.float64)
-    out_le = np.zeros((out_sums.shape[1], kappa.size), dtype=le_dtype)
-    out_sums[:, rows] = sums.T
-    out_le[rows] = le
-    block = {name: out_sums[i].reshape(cells) for i, name in enumerate(SUM_VARS)}
-    block[CDF_VAR] = out_le.reshape(*cells, kappa.size)
+    n_cells = int(np.prod(got.cells))
+    out_sums = np.zeros((len(SUM_VARS), n_cells), dtype=np.float64)
+    out_sums[:, got.rows] = got.sums.T
+    block = {name: out_sums[i].reshape(got.cells) for i, name in enumerate(SUM_VARS)}
+    for name, values, dtype in ((CDF_VAR, got.le, spec.le_dtype), (CVAR_VAR, got.cvar, np.float64)):
+        out = np.zeros((n_cells, values.shape[1]), dtype=dtype)
+        out[got.rows] = values
+        block[name] = out.reshape(*got.cells, values.shape[1])
     return block
 
 
@@ -142,13 +161,14 @@ def _le_dtype(n_episodes: int) -> type:
 
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
-                      written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None
-                      ) -> xr.Dataset:
+                      written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None,
+                      cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
-    block's sums and CDF counts, which are then copied into place. `kernel`: "auto" (None: the default,
-    `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way."""
+    block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
+    default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
+    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed)."""
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -156,17 +176,18 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     c = da.asarray(cost.data).rechunk(r.chunks)
     r_blocks, c_blocks = r.to_delayed(), c.to_delayed()
     starts = [np.concatenate([[0], np.cumsum(ch)[:-1]]) for ch in r.chunks[:5]]
-    labels, le_dtype = _labels(ds), _le_dtype(ds.sizes["episode"])
+    labels = _labels(ds)
+    spec = BlockSpec(kappa, _le_dtype(ds.sizes["episode"]), tail_alphas(cvar_alphas), kernel)
     tasks, places = [], []
     for idx in np.ndindex(*r.numblocks[:5]):
         origin = tuple(int(starts[k][i]) for k, i in enumerate(idx))
         place = tuple(slice(o, o + r.chunks[k][i]) for k, (o, i) in enumerate(zip(origin, idx, strict=True)))
         d = bounds[place[2]].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against the block (..., E, M)
-        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, kappa, labels,
-                                              (*origin, 0, 0), le_dtype, written, kernel))
+        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, labels,
+                                              (*origin, 0, 0), spec, written))
         places.append(place)
     cells = (*r.shape[:5], r.shape[6])
-    ss = _empty_suffstats(ds, kappa, cells, le_dtype)
+    ss = _empty_suffstats(ds, cells, spec)
     for place, block in zip(places, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         _put(ss, place, block)
     for v in COUNT_VARS:
@@ -174,13 +195,14 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     return ss
 
 
-def _empty_suffstats(ds: xr.Dataset, kappa: np.ndarray, cells: tuple[int, ...], le_dtype: type) -> xr.Dataset:
-    """A suffstats Dataset of the cells (A, T, B, S, J, M) of `ds`, to be filled: SUM_VARS float64 and the
-    CDF counts (A, T, B, S, J, M, G) of `le_dtype`."""
+def _empty_suffstats(ds: xr.Dataset, cells: tuple[int, ...], spec: BlockSpec) -> xr.Dataset:
+    """A suffstats Dataset of the cells (A, T, B, S, J, M) of `ds`, to be filled: SUM_VARS float64, the CDF
+    counts (..., G) of `spec.le_dtype` and the CVaRs (..., A) float64."""
     coords = {d: ds[d].values for d in CELL_DIMS}
     data = {v: (CELL_DIMS, np.empty(cells, dtype=np.float64)) for v in SUM_VARS}
-    data[CDF_VAR] = ((*CELL_DIMS, "kappa"), np.empty((*cells, kappa.size), dtype=le_dtype))
-    return xr.Dataset(data, coords={**coords, "kappa": kappa})
+    data[CDF_VAR] = ((*CELL_DIMS, "kappa"), np.empty((*cells, spec.kappa.size), dtype=spec.le_dtype))
+    data[CVAR_VAR] = ((*CELL_DIMS, ALPHA_DIM), np.empty((*cells, len(spec.alphas)), dtype=np.float64))
+    return xr.Dataset(data, coords={**coords, "kappa": spec.kappa, ALPHA_DIM: np.array(spec.alphas)})
 
 
 def _labels(ds: xr.Dataset) -> dict[str, np.ndarray]:
@@ -199,12 +221,12 @@ def _read(thing, progress: Progress | None, source: str | None = None):
 def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None,
                  written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None) -> xr.Dataset:
     """Recompute the statistics of the runs at positions `runs` ((n, 4) indices) in place; returns ss."""
-    kappa, bounds = ss["kappa"].values, _check_bounds(ds)
+    bounds, spec = _check_bounds(ds), BlockSpec.of(ss, kernel)
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
-    labels, le_dtype = _labels(ds), ss[CDF_VAR].dtype
-    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa, labels,
-                                      (*map(int, i), 0, 0, 0), le_dtype, written, kernel) for i in runs]
+    labels = _labels(ds)
+    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], labels, (*map(int, i), 0, 0, 0),
+                                      spec, written) for i in runs]
     for index, block in zip(map(tuple, runs), _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         _put(ss, index, block)
     return ss
@@ -212,15 +234,16 @@ def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Pro
 
 def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
                 background: bool = False, written: Callable[[tuple[int, ...]], bool] | None = None,
-                kernel: str | None = None) -> xr.Dataset:
+                kernel: str | None = None, cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """Cached statistics brought up to date: reused, patched run by run, or recomputed; a cache write
-    runs in a background thread when `background`."""
+    runs in a background thread when `background`. A cache without one of the CVaR alphas asked for is
+    recomputed (a full pass) with the default alphas and those asked for, and written so."""
     write = write_cache_in_background if background else write_cache
     grid = grid_fingerprint(ds, kappa)
     run_fp = run_fingerprints(path, ds)  # taken before any data is read: a later write makes it stale
     attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else ""}
     cached = read_cache(path)
-    if cached is not None and cached.attrs.get("grid") == grid:
+    if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
         if run_fp is None and cached.attrs.get("store") == attrs["store"]:
             return cached.drop_vars("run_fp", errors="ignore")
         if run_fp is not None and "run_fp" in cached:
@@ -231,9 +254,14 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
-    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel)
+    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
     write(path, ss, attrs, run_fp)
     return ss
+
+
+def _holds_alphas(ss: xr.Dataset, cvar_alphas: Sequence[float] | None) -> bool:
+    """Whether statistics hold the CVaRs of the default alphas and of `cvar_alphas`."""
+    return CVAR_VAR in ss and set(tail_alphas(cvar_alphas)) <= {float(a) for a in ss[ALPHA_DIM].values}
 
 
 def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | Callable[[], np.ndarray],
@@ -276,7 +304,8 @@ def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
 
 def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
                    kappa: np.ndarray | None = None, cache: bool = True,
-                   background_write: bool = False, kernel: str | None = None) -> xr.Dataset:
+                   background_write: bool = False, kernel: str | None = None,
+                   cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """Sufficient statistics for a cube path or Dataset; cached in Zarr stores (see module docstring).
 
     Returns an in-memory Dataset with dims (algo, task, bound, seed, iterate, mode[, kappa]).
@@ -285,21 +314,23 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
     `background_write`, a new or patched cache is written by a background thread while the caller goes
     on (a second of the paper-scale report); `wait_for_cache_writes()` waits for it, and so does exit.
     `kernel`: the statistics kernel, "auto" (None: the default, `cube.stats.kernel.default_kernel`),
-    "numpy" or "fused"; the same numbers either way.
+    "numpy" or "fused"; the same numbers either way. `cvar_alphas`: CVaR alphas besides the ones always
+    computed and cached (`cube.stats.tail.CVAR_ALPHAS`: 0.1, 0.05); a cache lacking one is recomputed.
     """
-    return load_suffstats_at(source, progress, kappa, cache, background_write, kernel)[0]
+    return load_suffstats_at(source, progress, kappa, cache, background_write, kernel, cvar_alphas)[0]
 
 
 def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
                       kappa: np.ndarray | None = None, cache: bool = True,
-                      background_write: bool = False, kernel: str | None = None
-                      ) -> tuple[xr.Dataset, np.ndarray | None]:
+                      background_write: bool = False, kernel: str | None = None,
+                      cvar_alphas: Sequence[float] | None = None) -> tuple[xr.Dataset, np.ndarray | None]:
     """`load_suffstats`, and the write sequences it is at ((algo, task, bound, seed) int64): every run's
     statistics are of its data at that sequence or later. The baseline of `update_suffstats`; None for
     sources without write sequences (Datasets, netCDF files, foreign stores)."""
     kappa = kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
-        return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel), source), None
+        return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
+                                source), None
     path = Path(source)
     ds = open_cube(path)  # one grid snapshot (`cube.store.grid`) for every read of this pass
     sizes = ds.encoding.get("saferl_grid")
@@ -307,9 +338,9 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     written = WrittenSince(path, before, sizes) if before is not None else None
     status = _read_status_meanwhile(path, ds, cache)
     if cache and path.is_dir():
-        ss = _from_cache(path, ds, kappa, progress, background_write, written, kernel)
+        ss = _from_cache(path, ds, kappa, progress, background_write, written, kernel, cvar_alphas)
     else:
-        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel)
+        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
     interrupted: list[tuple[int, ...]] = []
     if before is not None:
         ss = _settle_written_runs(ss, path, ds, before, interrupted, kernel)
@@ -332,7 +363,7 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
     if not dirty:
         return ss
     reader = RunReader(path, ("reward", "cost"), sizes)
-    kappa, bounds, labels = ss["kappa"].values, _check_bounds(ds), _labels(ds)
+    spec, bounds, labels = BlockSpec.of(ss, kernel), _check_bounds(ds), _labels(ds)
     ss = ss.copy(deep=True)
     for index in dirty:
         got = reader.read(index)
@@ -342,8 +373,7 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
                           InterruptedWriteWarning, stacklevel=3)
             if interrupted is not None:
                 interrupted.append(index)
-        _put(ss, index, _map_block(reward, cost, bounds[index[2]], kappa, labels, (*index, 0, 0, 0),
-                                   ss[CDF_VAR].dtype, kernel=kernel))
+        _put(ss, index, _map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
     return ss
 
 
@@ -413,7 +443,7 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
             grown = None
     if grown is None:
         fresh, at = load_suffstats_at(path, kappa=ss["kappa"].values, cache=cache, background_write=background_write,
-                                      kernel=kernel)
+                                      kernel=kernel, cvar_alphas=tuple(float(a) for a in ss[ALPHA_DIM].values))
         changed = np.argwhere(np.ones(tuple(len(coords[d]) for d in RUN_DIMS), dtype=bool))
         return fresh, changed, at
     regridded = not all(np.array_equal(ss[d].values, coords[d]) for d in CELL_DIMS) or seqs_before.shape != after.shape
@@ -471,15 +501,15 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
     if not runs.shape[0]:
         return out
     reader = RunReader(path, names, sizes)
-    kappa, labels = ss["kappa"].values, {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
+    spec, labels = BlockSpec.of(ss, kernel), {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
     bounds = _check_bounds(xr.Dataset(coords={"bound": coords["bound"]}))
     for index in map(tuple, runs):
         got = reader.read(index)
         if got.interrupted is not None:
             warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
                           InterruptedWriteWarning, stacklevel=3)
-        _put(out, index, _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], kappa, labels,
-                                    (*index, 0, 0, 0), out[CDF_VAR].dtype, kernel=kernel))
+        _put(out, index, _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], labels,
+                                    (*index, 0, 0, 0), spec))
         if "run_status" in names:
             status = int(got.arrays["run_status"])
             out["run_status"].values[index] = min(status, RUN_STATUS["partial"]) if got.interrupted else status
