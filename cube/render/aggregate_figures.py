@@ -32,6 +32,7 @@ from cube.render.style import (
     value_span,
 )
 from cube.stats.metrics import METRIC, tier_label
+from cube.stats.runs import cvar_alpha
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -85,7 +86,7 @@ def intervals_figure(agg: xr.Dataset, baseline: str | None = None, colors: Mappi
                                     xycoords=("axes fraction", "data"), ha="right" if v > lims[1] else "left",
                                     va="center", fontsize="small", color=BASELINE_COLOR, gid=f"offscale:{baseline}")
                 if si == 0:
-                    ax.set_title(f"{tex_symbol(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                    ax.set_title(f"{tex_symbol(m, cvar_alpha(agg))}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
                 if si == len(settings) - 1:
                     ax.set_xlabel(UNITS.get(m, ""), fontsize="small")
                 ax.tick_params(axis="y", length=0)
@@ -144,7 +145,8 @@ def poi_figure(pois: Sequence[xr.Dataset], colors: Mapping[str, str] | None = No
                 ax.set_xlim(-0.03, 1.03)
                 ax.tick_params(axis="y", length=0)
                 if si == 0:
-                    ax.set_title(f"{tex_symbol(m)}  ({'↑' if METRIC[m].higher_is_better else '↓'})")
+                    arrow = "↑" if METRIC[m].higher_is_better else "↓"
+                    ax.set_title(f"{tex_symbol(m, cvar_alpha(pois[0]))}  ({arrow})")
                 if si == len(settings) - 1:
                     ax.set_xlabel(r"$P(X > Y)$")
             axes[si, 0].set_ylabel(setting_label(s))
@@ -166,7 +168,7 @@ def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, color
     col = "iterate" if "iterate" in curve.dims else "step_bin"
     x = curve[col].values
     ncols = 3 if len(metrics) > 2 else len(metrics)
-    nrows = math.ceil((len(metrics) + 1) / ncols) if len(metrics) > 2 else 1
+    nrows = math.ceil(len(metrics) / ncols)  # a spare panel holds the legend, else it goes above
     paper = style == "paper"
     with styled(style):
         fig = new_figure(style, "double", (1.55 if paper else 3.0) * nrows + 0.35)
@@ -186,7 +188,7 @@ def aggregate_curve_figure(curve: xr.Dataset, baseline: str | None = None, color
                 ax.axhline(0.0, color=REFERENCE_COLOR, ls="--", lw=0.8, zorder=4, gid="bound")
             note_empty(ax, [curve["value"].sel(metric=m).values], empty_note)
             focus_y(ax, others, base, baseline, (0.0,) if m == "Dnorm" else ())
-            ax.set_ylabel(f"IQM {metric_axis_label(m)}")
+            ax.set_ylabel(f"IQM {metric_axis_label(m, alpha=cvar_alpha(curve))}")
             ax.set_title(direction_text(m), fontsize="small", style="italic")
             if i + ncols >= len(metrics) or len(metrics) <= 2:  # nothing drawn below this panel
                 ax.set_xlabel(xlabel)

@@ -51,6 +51,8 @@ class PlotOptions:
     bins: int = 20
     by: str = "auto"
     pairs: tuple[tuple[str, str], ...] | None = None
+    cvar_alpha: float = 0.1
+    """The alpha of the CVaR panels (`cube.stats.tail`; 0.1 and 0.05 are cached, another one is computed)."""
 
 
 class FigureMaker:
@@ -72,8 +74,10 @@ class FigureMaker:
             raise CubeError(f"unknown style {self.options.style!r}: use {' or '.join(STYLES)}")
         self._progress = progress
         if ss is None:
-            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"))
+            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"),
+                                      cvar_alphas=(self.options.cvar_alpha,))
         self.all_algos = [str(a) for a in ss["algo"].values]
+        ss = stats.with_cvar_alpha(ss, self.options.cvar_alpha)
         self.ss = stats.select(ss, selection.check_iterates(ss.sizes["iterate"])) if selection is not None else ss
         marked = stats.not_safe(self.ss["algo"].values, self.options.baseline)
         base = marked[0] if marked else None

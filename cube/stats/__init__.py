@@ -59,7 +59,7 @@ from cube.stats.runs import (
 from cube.stats.subset import select
 from cube.stats.suffstats import load_suffstats
 from cube.stats.tables import Progress, aggregate_table, cdf_curves, condition_table
-from cube.stats.tail import CVAR_ALPHAS, DEFAULT_CVAR_ALPHA
+from cube.stats.tail import CVAR_ALPHAS, DEFAULT_CVAR_ALPHA, check_alpha
 
 __all__ = [
     "SETTINGS", "METRICS", "TIER_LABELS", "load_suffstats", "select", "run_metrics", "iterate_metrics",
@@ -68,5 +68,5 @@ __all__ = [
     "probability_of_improvement", "greedy_expl_gap", "runs_without", "StatsWarning", "TIER_TOL",
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
     "means_only_runs", "aggregate_learning_curve", "not_safe", "PAPER_METRICS", "with_cvar_alpha", "cvar_alpha",
-    "CVAR_ALPHAS", "DEFAULT_CVAR_ALPHA",
+    "CVAR_ALPHAS", "DEFAULT_CVAR_ALPHA", "check_alpha",
 ]

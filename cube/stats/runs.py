@@ -114,7 +114,7 @@ def mark_means_only(out: xr.Dataset, ss: xr.Dataset, settings: Sequence[str], ov
 
 
 def not_available_text(attrs: dict) -> str:
-    """Why V, D_norm+, tiers and CDFs are missing for means-only runs, from a cube's (or its suffstats')
+    """Why V, D_norm+, CVaR, tiers and CDFs are missing for means-only runs, from a cube's (or its suffstats')
     attrs: what the stored means are (`means_notes`, written by `saferl import`), else which source kept
     only means."""
     notes = attrs.get("means_notes")
