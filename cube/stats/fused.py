@@ -7,8 +7,8 @@ definition: counts are exact in both, the CDF counts use the same thresholds (`c
 same bucket tables (`grid_locate`), and every float64 sum adds the episodes in episode order, as the numpy
 kernel does (an accumulation along the episodes of an (E, k) array). CVaR (`cube.stats.tail`) takes the
 cell's costs as the loop kept them: the k-th largest, v, is found in the CDF bin where the counts from the
-top reach k (a quickselect of that bin's few costs, exact), then S sums the costs above v in episode order,
-as the numpy kernel does after a partition. A block breaking the episode rule returns `broken`; the numpy
+top reach k (a quickselect of the few costs of those bins, exact), then S sums the costs above v in episode
+order, as the numpy kernel does after a partition. A block breaking the episode rule returns `broken`; the numpy
 kernel then names the first bad episode.
 
 numba is imported on first use only (about 0.3 s, and a compile of 2-5 s per dtype the first time on a
@@ -58,11 +58,8 @@ def _define() -> Any:
         hist = np.zeros(g + 1, dtype=np.int64)
         n_alpha = k_tab.shape[0]
         costs = np.empty_like(c3[0, :, 0])  # the cell's costs in episode order, NaN left out
-        bin_costs = np.empty((n_alpha, n_eps), dtype=costs.dtype)
-        n_bin = np.empty(n_alpha, dtype=np.int64)
+        kept = np.empty_like(costs)  # the costs of the bins that hold the v of every alpha
         rank = np.empty(n_alpha, dtype=np.int64)
-        bin_lo = np.empty(n_alpha, dtype=np.float64)
-        bin_hi = np.empty(n_alpha, dtype=np.float64)
         v = np.empty(n_alpha, dtype=np.float64)
         for i in range(n):
             for m in range(n_modes):
@@ -114,7 +111,9 @@ def _define() -> Any:
                     running += hist[j]
                     le[cell, j] = running
                 # CVaR: v = c_(k), the k-th largest cost, lies in the CDF bin where the counts from the top reach
-                # k; it is the rank-th largest of that bin's costs (a quickselect of few values).
+                # k. One scan keeps the costs of the bins of every alpha (from the lowest to the highest of them),
+                # each alpha's v is a quickselect among those few; one more scan adds the costs above each v.
+                b_low, b_high = g, 0
                 for a in range(n_alpha):
                     k = k_tab[a, n_c]
                     b = g
@@ -122,34 +121,44 @@ def _define() -> Any:
                     while reached < k:
                         b -= 1
                         reached += hist[b]
-                    rank[a] = k - (reached - hist[b])
-                    bin_lo[a] = np.float64(t[b - 1]) if b > 0 else -np.inf  # bin b: t[b - 1] < c <= t[b]
-                    bin_hi[a] = np.float64(t[b]) if b < g else np.inf
-                    n_bin[a] = 0
+                    rank[a] = k
+                    b_low, b_high = min(b_low, b), max(b_high, b)
+                above = 0  # the costs above the kept bins
+                for j in range(b_high + 1, g + 1):
+                    above += hist[j]
+                lower = np.float64(t[b_low - 1]) if b_low > 0 else -np.inf  # bin b: t[b - 1] < c <= t[b]
+                upper = np.float64(t[b_high]) if b_high < g else np.inf
+                n_kept = 0
+                for e in range(n_c):
+                    x = costs[e]
+                    if x > lower and x <= upper:
+                        kept[n_kept] = x
+                        n_kept += 1
+                done = -1  # the position of the last v found: kept is partitioned around it
                 for a in range(n_alpha):
-                    vals = bin_costs[a]
-                    lower, upper, found = bin_lo[a], bin_hi[a], 0
-                    for e in range(n_c):
-                        x = costs[e]
-                        if x > lower and x <= upper:
-                            vals[found] = x
-                            found += 1
-                    n_bin[a] = found
-                    lo, hi, want = 0, n_bin[a] - 1, rank[a] - 1  # the want-th position in descending order
+                    lo, hi, want = 0, n_kept - 1, rank[a] - above - 1  # v's position in descending order
+                    if done >= 0 and want < done:
+                        hi = done - 1
+                    elif done >= 0 and want > done:
+                        lo = done + 1
+                    elif done >= 0:
+                        v[a] = v[a - 1]
+                        continue
                     while True:
                         if lo >= hi:
-                            v[a] = np.float64(vals[lo])
+                            v[a] = np.float64(kept[lo])
+                            done = lo
                             break
-                        p1, p2, p3 = vals[lo], vals[(lo + hi) // 2], vals[hi]
+                        p1, p2, p3 = kept[lo], kept[(lo + hi) // 2], kept[hi]
                         pivot = max(min(p1, p2), min(max(p1, p2), p3))  # the median of three
                         lt, e, gt = lo, lo, hi  # [lo, lt) > pivot, [lt, e) == pivot, (gt, hi] < pivot
                         while e <= gt:
-                            if vals[e] > pivot:
-                                vals[lt], vals[e] = vals[e], vals[lt]
+                            if kept[e] > pivot:
+                                kept[lt], kept[e] = kept[e], kept[lt]
                                 lt += 1
                                 e += 1
-                            elif vals[e] < pivot:
-                                vals[gt], vals[e] = vals[e], vals[gt]
+                            elif kept[e] < pivot:
+                                kept[gt], kept[e] = kept[e], kept[gt]
                                 gt -= 1
                             else:
                                 e += 1
@@ -159,16 +168,27 @@ def _define() -> Any:
                             lo = gt + 1
                         else:
                             v[a] = np.float64(pivot)
+                            done = want
                             break
-                for a in range(n_alpha):  # S: the costs above v, added in episode order
-                    cut, total, count = v[a], 0.0, 0
+                a = 0
+                while a < n_alpha:  # S: the costs above v, added in episode order (two alphas per scan)
+                    second = a + 1 if a + 1 < n_alpha else a
+                    cut1, cut2 = v[a], v[second]
+                    total1 = total2 = 0.0
+                    count1 = count2 = 0
                     for e in range(n_c):
-                        x = costs[e]
-                        if x > cut:
-                            total += np.float64(x)
-                            count += 1
+                        x = np.float64(costs[e])
+                        if x > cut1:
+                            total1 += x
+                            count1 += 1
+                        if x > cut2:
+                            total2 += x
+                            count2 += 1
                     an = an_tab[a, n_c]
-                    cvar[cell, a] = (total + (an - count) * cut) / an
+                    cvar[cell, a] = (total1 + (an - count1) * cut1) / an
+                    an = an_tab[second, n_c]
+                    cvar[cell, second] = (total2 + (an - count2) * cut2) / an
+                    a += 2
         return False
 
     try:
