@@ -140,11 +140,15 @@ def tier_at_bound(dnorm, v_high, dplus) -> np.ndarray:
 
 
 def round_up(x: float, digits: int = 2) -> float:
-    """x rounded up to `digits` significant digits (a bound shown shorter must not shrink)."""
+    """x rounded up to `digits` significant digits (a bound shown shorter must not shrink). The decimal is
+    read back from text, so its float is never below x (rounding to the nearest float is monotone)."""
     if not np.isfinite(x) or x <= 0:
         return float(x)
-    scale = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
-    return float(min(math.ceil(round(x / scale, 9)) * scale, 1.0))
+    exp = math.floor(math.log10(x)) - digits + 1
+    q = math.ceil(round(x / 10.0**exp, 9))  # 0.0015 / 1e-4 = 14.999999999999998 is 15, not 16
+    if float(f"{q}e{exp}") < x:  # ... but what was rounded off was above x: one step up
+        q += 1
+    return min(float(f"{q}e{exp}"), 1.0)
 
 
 def tier_claims(observed: np.ndarray, at_bound: np.ndarray, v_high: np.ndarray, ci: float = 0.95) -> np.ndarray:
