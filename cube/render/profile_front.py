@@ -221,6 +221,8 @@ def _focus(ax: Axes, task: xr.Dataset, algos: Sequence[str], baseline: str | Non
     if ylim is not None:
         ax.set_ylim(*ylim)
     if xside or yside:
-        arrow = {1: "→", -1: "←"}.get(xside, "") + {1: "↑", -1: "↓"}.get(yside, "")
+        # mathtext arrows: the paper style's serif font has no arrow glyphs
+        arrow = {1: r"$\rightarrow$", -1: r"$\leftarrow$"}.get(xside, "") + {1: r"$\uparrow$",
+                                                                             -1: r"$\downarrow$"}.get(yside, "")
         ax.text(0.98, 0.02, f"{algo_label(baseline)} off scale {arrow}", transform=ax.transAxes, ha="right",
                 va="bottom", fontsize="x-small", color=REFERENCE_COLOR, style="italic", gid="offscale")
