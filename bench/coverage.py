@@ -3,7 +3,8 @@ beside the honest interval saferl ships (`cube.stats.honest`), by simulation (`c
 
     .venv/bin/python bench/coverage.py [--reps 2000] [--iqm-reps 1000] [--boot 1000] [--iqm-boot 500]
                                       [--rng-seed 0]
-                                      [--concentration 10] [--icc-floor 0.05] [--out FILE.md]
+                                      [--concentration 10] [--icc-floor 0.05] [--levels condition,iqm]
+                                      [--out FILE.md]
 
 Grid: p in {0, 0.001, 0.01, 0.05, 0.3}; seeds K in {3, 5, 10, 30}; episodes N in {10, 100, 2048}; per-seed
 p_k ~ Beta(mean p, concentration) ("beta") or p_k = p ("identical"). Truth: p for a condition, IQM of
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rng-seed", type=int, default=0)
     ap.add_argument("--concentration", type=float, default=10.0, help="Beta concentration of the seeds' p_k")
     ap.add_argument("--icc-floor", type=float, default=ICC_FLOOR, help="the honest interval's rho_min")
+    ap.add_argument("--levels", default="condition,iqm", help="condition, iqm or both (default both)")
     ap.add_argument("--out", type=Path, help="also write the table as Markdown here")
     args = ap.parse_args(argv)
     start = time.perf_counter()
@@ -72,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     def tick(done: int, total: int) -> None:
         print(f"\r{done}/{total} cells, {time.perf_counter() - start:.0f} s", end="", file=sys.stderr, flush=True)
 
-    df = coverage_grid(concentration=args.concentration, reps=args.reps, iqm_reps=args.iqm_reps, boot=args.boot,
+    levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
+    if not levels or set(levels) - {"condition", "iqm"}:
+        ap.error(f"--levels takes condition and/or iqm, got {args.levels!r}")
+    df = coverage_grid(levels=levels, concentration=args.concentration, reps=args.reps, iqm_reps=args.iqm_reps, boot=args.boot,
                        iqm_boot=args.iqm_boot,
                        icc_floor=args.icc_floor, rng_seed=args.rng_seed, progress=tick)
     print(file=sys.stderr)
