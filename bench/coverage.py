@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     levels = tuple(x.strip() for x in args.levels.split(",") if x.strip())
     if not levels or set(levels) - {"condition", "iqm"}:
         ap.error(f"--levels takes condition and/or iqm, got {args.levels!r}")
-    df = coverage_grid(levels=levels, concentration=args.concentration, reps=args.reps, iqm_reps=args.iqm_reps, boot=args.boot,
-                       iqm_boot=args.iqm_boot,
-                       icc_floor=args.icc_floor, rng_seed=args.rng_seed, progress=tick)
+    df = coverage_grid(levels=levels, concentration=args.concentration, reps=args.reps, iqm_reps=args.iqm_reps,
+                       boot=args.boot, iqm_boot=args.iqm_boot, icc_floor=args.icc_floor, rng_seed=args.rng_seed,
+                       progress=tick)
     print(file=sys.stderr)
     table = markdown(df)
     text = summary(df)
