@@ -35,6 +35,7 @@ __all__ = ["SEED_GRID", "DEFAULT_HALFWIDTH", "DEFAULT_POWER", "resample_counts",
 
 SEED_GRID = (5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 120, 150, 200, 250, 300, 400, 500)
 DEFAULT_HALFWIDTH = 0.05
+BATCH = 256  # replicates drawn at once: bounds memory (boot x conditions x K' uniforms per batch)
 DEFAULT_POWER = 0.8
 
 
@@ -60,9 +61,12 @@ def projected_halfwidth(values: np.ndarray, k: np.ndarray, draws: int, boot: int
     values (P, Kmax, F) packed by `cube.stats.bootstrap.strata` (k (P,) seeds each, all k >= 2) ->
     (F,), in the metrics' units."""
     mean = values.sum(1) / k[:, None]
-    reps = weighted_means(resample_counts(k, values.shape[1], draws, boot, rng) / draws, values)
-    reps = mean + _scale(k, draws)[:, None] * (reps - mean)
-    lo, hi = percentile_ci(iqm(reps, axis=1), ci)
+    out = []
+    for start in range(0, boot, BATCH):  # bounds memory at K' = 500; the stream does not depend on BATCH
+        w = resample_counts(k, values.shape[1], draws, min(BATCH, boot - start), rng)
+        reps = mean + _scale(k, draws)[:, None] * (weighted_means(w / draws, values) - mean)
+        out.append(iqm(reps, axis=1))
+    lo, hi = percentile_ci(np.concatenate(out), ci)
     return (hi - lo) / 2.0
 
 
@@ -77,11 +81,13 @@ def poi_replicates(x: np.ndarray, kx: np.ndarray, y: np.ndarray, ky: np.ndarray,
     score = np.where(higher, xi > yj, xi < yj) + 0.5 * (xi == yj)  # (P, Kx, Ky, F)
     score = score * (mx[:, :, None, None] * my[:, None, :, None])
     observed = np.einsum("pijf->pf", score) / (kx * ky)[:, None]
-    wx = resample_counts(kx, x.shape[1], draws, boot, rng)
-    wy = resample_counts(ky, y.shape[1], draws, boot, rng)
-    per = np.einsum("bpi,pijf,bpj->bpf", wx, score, wy, optimize=True) / draws**2
-    per = observed + _scale(np.minimum(kx, ky), draws)[:, None] * (per - observed)
-    return per.mean(1)
+    out = []
+    for start in range(0, boot, BATCH):  # per batch: X's draws, then Y's
+        b = min(BATCH, boot - start)
+        wx, wy = resample_counts(kx, x.shape[1], draws, b, rng), resample_counts(ky, y.shape[1], draws, b, rng)
+        per = np.einsum("bpi,pijf,bpj->bpf", wx, score, wy, optimize=True) / draws**2
+        out.append((observed + _scale(np.minimum(kx, ky), draws)[:, None] * (per - observed)).mean(1))
+    return np.concatenate(out)
 
 
 def poi_power(reps: np.ndarray, observed: np.ndarray, ci: float = 0.95) -> np.ndarray:
