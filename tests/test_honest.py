@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from statsdata import cube_ds
+from statsdata import cube_ds, random_cube
 
 from cube import CubeError, stats
 from cube.stats.bootstrap import percentile_ci, stratified_bootstrap_weights
@@ -229,3 +229,18 @@ def test_coverage_on_a_small_grid_shows_the_bootstrap_failing_at_rare_violations
                          probabilities=(0.0, 0.3), reps=30, boot=30)
     assert list(grid.columns) == ["level", "spread", "K", "N", "p", "plain", "shipped", "plain_high", "shipped_high"]
     assert len(grid) == 2 and grid["shipped"].between(0, 1).all()
+
+
+def test_episodes_behind_a_run_follow_the_setting_and_the_iterate_window():
+    from cube.stats.packing import run_episodes
+
+    ds = random_cube(np.random.default_rng(8), shape=(1, 1, 1, 2, 4, 6), ragged=True)
+    ss = stats.load_suffstats(ds)
+    cost = ds["cost"].values[0, 0, 0]  # (seed, iterate, episode, mode)
+    have = ~np.isnan(cost)
+    train = run_episodes(ss, "train").values[0, 0, 0]
+    window = run_episodes(ss, "train", iterates=(1, 2)).values[0, 0, 0]
+    greedy = run_episodes(ss, "final_greedy").values[0, 0, 0]
+    assert list(train) == list(have[:, :, :, 0].sum((1, 2)))
+    assert list(window) == list(have[:, 1:3, :, 0].sum((1, 2)))
+    assert list(greedy) == list(have[:, -1, :, 2].sum(1))  # the last iterate holds the final evaluation
