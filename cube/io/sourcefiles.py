@@ -31,6 +31,7 @@ class ImportedRun:
     reward_means: the modes whose first episode's reward is the mean reward of all of them (the others NaN).
     iterate_vars: name -> {iterate: value} (env_steps, multiplier).
     manifest: what the run's manifest records besides the labels (see `cube.schema.MANIFEST_KEYS`).
+    notes: sentences the import prints once (what was dropped or inferred), also kept in the manifest.
     """
 
     key: RunKey
@@ -40,6 +41,7 @@ class ImportedRun:
     reward_means: set[str] = field(default_factory=set)
     iterate_vars: dict[str, dict[int, float]] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def n_iterates(self) -> int:
         its = [j for _, j in self.episodes] + [j for v in self.iterate_vars.values() for j in v]
