@@ -76,7 +76,7 @@ def _config_value(config: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def _omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     """runs/<Algo>-{<EnvId>}/seed-<000>-<time>/: labels from config.json, else from the folders."""
     folder = re.match(r"^(?P<algo>[^-{]+)-\{(?P<env>.+)\}$", run_dir.parent.name)
     limit = next((v for v in (_config_value(config, "lagrange_cfgs.cost_limit"),
@@ -86,7 +86,7 @@ def _omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
             "seed": config["seed"] if config.get("seed") is not None else _seed_from(run_dir.name), "bound": limit}
 
 
-def _safepo_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def safepo_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     """<env_id>/<algo>/seed-<000>-<time>/: labels from the folders, cost limit from config.json."""
     return {"algo": config.get("algo") or run_dir.parent.name,
             "task": config.get("env_id") or config.get("task") or run_dir.parent.parent.name,
@@ -102,12 +102,12 @@ def _seed_from(name: str) -> int | None:
 PROGRESS_FORMATS = {
     "omnisafe": ProgressFormat(
         "omnisafe", "OmniSafe", "Metrics/EpRet", "Metrics/EpCost", "Metrics/EpLen", "TotalEnvSteps",
-        ("Metrics/LagrangeMultiplier",), _omnisafe_labels, OMNISAFE_WINDOW,
+        ("Metrics/LagrangeMultiplier",), omnisafe_labels, OMNISAFE_WINDOW,
         "OmniSafe <= 0.5.0 fixes 50", False, "algo_cfgs.steps_per_epoch", "train_cfgs.vector_env_nums",
         ("Time/Total", True)),
     "safepo": ProgressFormat(
         "safepo", "SafePO", "Metrics/EpRet", "Metrics/EpCost", "Metrics/EpLen", "Train/TotalSteps",
-        ("Train/LagragianMultiplier", "Train/LagrangianMultiplier"), _safepo_labels, SAFEPO_WINDOW,
+        ("Train/LagragianMultiplier", "Train/LagrangianMultiplier"), safepo_labels, SAFEPO_WINDOW,
         "SafePO's deque(maxlen=50)", True, "steps_per_epoch", "num_envs", ("Time/Total", False)),
 }
 

@@ -199,3 +199,68 @@ def json_object(path: Path) -> dict[str, Any]:
     return value
 
 
+
+
+# ------------------------------------------------------------------------------- runs from logs
+LABEL_FLAGS = {"algo": "--algo", "task": "--task", "bound": "--bound (the cost limit d)", "seed": "--seed"}
+
+
+def run_key(found: dict[str, Any], given: dict[str, Any], where: str) -> RunKey:
+    """A run's labels: those found in its files or folder names, filled or overridden by those given on
+    the command line (None = not given); CubeError naming the flags to pass for the missing ones."""
+    labels = {**found, **{k: v for k, v in given.items() if v is not None}}
+    missing = [k for k in LABEL_FLAGS if labels.get(k) is None or str(labels.get(k)).strip() == ""]
+    if missing:
+        raise CubeError(f"{where}: no {', '.join(missing)} in the files or folder names; pass "
+                        + ", ".join(LABEL_FLAGS[k] for k in missing))
+    return RunKey(str(labels["algo"]), str(labels["task"]), bound_value(labels["bound"], where),
+                  seed_value(labels["seed"], where))
+
+
+def iterates_of(steps: np.ndarray, per_iterate: int | None, bounds: np.ndarray | None, where: str) -> np.ndarray:
+    """The iterate of each episode (n,) int64 from the env step at which it ended (n,): step // per_iterate,
+    or, with `bounds` (the sorted env steps at which policy updates were logged), the number of updates
+    logged before the episode's step (an episode at an update's own step counts before that update)."""
+    if per_iterate is not None:
+        if per_iterate < 1:
+            raise CubeError(f"--steps-per-iterate must be a whole number of env steps >= 1, got {per_iterate}")
+        if steps.size and steps.min() < 0:
+            raise CubeError(f"{where}: a negative env step ({int(steps.min())}); --steps-per-iterate needs steps >= 0")
+        return steps // per_iterate
+    assert bounds is not None
+    return np.searchsorted(bounds, steps, side="left").astype(np.int64)
+
+
+def add_episodes(run: ImportedRun, mode: str, iterates: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
+                 where: str) -> None:
+    """Episodes (n,) of `mode` into `run`, grouped by iterate (n,) int64, in their order within each
+    iterate; costs checked (finite, >= 0), the iterates within a store's limit."""
+    if not costs.size:
+        return
+    check_costs(costs, where)
+    bad = ~np.isfinite(rewards) & ~np.isnan(rewards)
+    if bad.any():
+        raise CubeError(f"{where}: a reward is {rewards[bad][0]}; rewards must be finite (or missing)")
+    if iterates.min() < 0:
+        raise CubeError(f"{where}: iterate {int(iterates.min())} < 0")
+    check_iterates(int(iterates.max()) + 1, where)
+    order = np.argsort(iterates, kind="stable")
+    its, r, c = iterates[order], rewards[order], costs[order]
+    cuts = np.flatnonzero(np.diff(its)) + 1
+    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, its.size].tolist(), strict=True):
+        run.episodes[(mode, int(its[a]))] = (r[a:b].astype(np.float64), c[a:b].astype(np.float64))
+
+
+def add_means(run: ImportedRun, mode: str, iterates: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
+              where: str, means: dict[str, Any]) -> None:
+    """Means of several episodes, one per iterate (n,), into `run` as means only (`MEANS_KEY`: `means`
+    says what they are: kind, column, window_episodes, text). An iterate without a cost mean is left out."""
+    keep = ~np.isnan(costs)
+    if not keep.any():
+        raise CubeError(f"{where}: no {mode} cost mean to import")
+    check_costs(costs[keep], where)
+    check_iterates(int(iterates.max()) + 1, where)
+    for j, r, c in zip(iterates[keep].tolist(), rewards[keep].tolist(), costs[keep].tolist(), strict=True):
+        run.episodes[(mode, int(j))] = (np.array([r], dtype=np.float64), np.array([c], dtype=np.float64))
+    run.means_only.add(mode)
+    run.manifest.setdefault(MEANS_KEY, {})[mode] = means
