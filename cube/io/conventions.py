@@ -64,11 +64,15 @@ def flag_dest(convention: Convention) -> str:
     return (convention.flag or "").lstrip("-").replace("-", "_")
 
 
-def note_convention(run: ImportedRun, name: str, value: str, source: str) -> None:
-    """Record what a source says about a convention (`source`: where it says so, one phrase)."""
+def note_convention(run: ImportedRun, name: str, value: str, source: str, *, default: bool = False) -> None:
+    """Record what a source says about a convention (`source`: where it says so, one phrase). `default`:
+    the format's documented default rather than the file's word, so a flag may override it."""
     if name not in BY_NAME:
         raise KeyError(name)
-    run.manifest.setdefault(CONVENTIONS_KEY, {})[name] = {"value": value, "from": source}
+    entry = {"value": value, "from": source}
+    if default:
+        entry["default"] = True
+    run.manifest.setdefault(CONVENTIONS_KEY, {})[name] = entry
 
 
 def window_value(means: Mapping[str, Any] | None) -> str:
@@ -100,6 +104,8 @@ def settle_conventions(run: ImportedRun, flags: Mapping[str, Any]) -> None:
                "evaluation": evaluation_value(m for m, _ in run.episodes)}
     for conv in CONVENTIONS:
         given = flags.get(conv.name)
+        if noted.get(conv.name, {}).pop("default", False) and given is not None:
+            del noted[conv.name]  # a format's default gives way to the flag
         if conv.name in noted:
             said = noted[conv.name]["value"]
             if given is not None and given != said and not (conv.name == "evaluation" and said == "none"):

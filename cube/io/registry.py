@@ -63,11 +63,13 @@ class Option:
 @dataclass(frozen=True)
 class ImportRequest:
     """What `saferl import FORMAT` was asked: the sources, the labels given on the command line (None
-    where not given; `bound` and `seed` already checked), and the format's own options by dest."""
+    where not given; `bound` and `seed` already checked), the format's own options by dest, and the
+    conventions given by flags (`cube.io.conventions`: name -> value, None where not given)."""
 
     sources: tuple[Path, ...]
     labels: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    conventions: dict[str, Any] = field(default_factory=dict)
 
     def option(self, dest: str) -> Any:
         return self.options.get(dest)
@@ -103,8 +105,8 @@ class Importer:
 # options several formats share (each record lists those it takes)
 WINDOW = Option("--window", "episodes in the tool's window of means when it is not the tool's default", int,
                 metavar="N")
-STEPS_PER_ITERATE = Option("--steps-per-iterate", "env steps per iterate: an episode ending at env step s "
-                           "belongs to iterate s // N (e.g. one policy update's steps)", int, metavar="N")
+STEPS_PER_ITERATE = Option("--steps-per-iterate", "env steps per iterate (e.g. one policy update's): env steps "
+                           "1..N are iterate 0, N+1..2N iterate 1, ...", int, metavar="N")
 
 
 def importers() -> dict[str, Importer]:
@@ -176,8 +178,8 @@ def import_runs(name: str, sources: Sequence[str | Path], labels: dict[str, Any]
         raise CubeError(f"{flag} is not an option of {name} (its options: "
                         f"{', '.join(o.flag for o in record.options) or 'none'})")
     request = ImportRequest(tuple(Path(s) for s in sources), checked_labels(labels or {}),
-                            {o.dest: options.get(o.dest) for o in record.options})
+                            {o.dest: options.get(o.dest) for o in record.options}, dict(conventions or {}))
     runs = apply_labels(record.read(request), request.labels)
     for run in runs:
-        settle_conventions(run, conventions or {})
+        settle_conventions(run, request.conventions)
     return runs

@@ -109,8 +109,11 @@ def ragged_line(path: Path) -> tuple[int, int, int] | None:
             pending = done if ends.size else pending + done
 
 
-def ragged_line_quoted(path: Path) -> tuple[int, int, int] | None:
+def ragged_line_quoted(path: Path, skip_lines: int = 0) -> tuple[int, int, int] | None:
+    """`ragged_line` by the csv module (quoted fields), the first `skip_lines` lines left out."""
     with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        for _ in range(skip_lines):
+            f.readline()
         reader = csv.reader(f)
         expected = -1
         for row in reader:
@@ -119,17 +122,19 @@ def ragged_line_quoted(path: Path) -> tuple[int, int, int] | None:
             if expected < 0:
                 expected = len(row)
             elif len(row) != expected:
-                return reader.line_num, len(row), expected
+                return reader.line_num + skip_lines, len(row), expected
     return None
 
 
-def read_csv(path: Path, **kwargs: Any) -> Any:
-    """A CSV as a pandas frame; CubeError for unreadable files and rows whose field count is not the
-    header's (pandas would fill a short row with NaN)."""
+def read_csv(path: Path, skip_lines: int = 0, **kwargs: Any) -> Any:
+    """A CSV as a pandas frame, its first `skip_lines` lines left out; CubeError for unreadable files and
+    rows whose field count is not the header's (pandas would fill a short row with NaN)."""
     import pandas as pd
 
+    if skip_lines:
+        kwargs["skiprows"] = skip_lines
     try:
-        ragged = ragged_line(path)
+        ragged = ragged_line_quoted(path, skip_lines) if skip_lines else ragged_line(path)
     except OSError as exc:
         raise CubeError(f"cannot read {path} ({exc.strerror or type(exc).__name__})") from None
     if ragged is not None:
@@ -218,15 +223,16 @@ def run_key(found: dict[str, Any], given: dict[str, Any], where: str) -> RunKey:
 
 
 def iterates_of(steps: np.ndarray, per_iterate: int | None, bounds: np.ndarray | None, where: str) -> np.ndarray:
-    """The iterate of each episode (n,) int64 from the env step at which it ended (n,): step // per_iterate,
-    or, with `bounds` (the sorted env steps at which policy updates were logged), the number of updates
+    """The iterate of each episode (n,) int64 from the env step at which it ended (n,), counting steps from 1
+    (the step count after the episode's last step): env steps 1..N are iterate 0 with `per_iterate` N;
+    with `bounds` (the sorted env steps at which policy updates were logged), the number of updates
     logged before the episode's step (an episode at an update's own step counts before that update)."""
     if per_iterate is not None:
         if per_iterate < 1:
             raise CubeError(f"--steps-per-iterate must be a whole number of env steps >= 1, got {per_iterate}")
         if steps.size and steps.min() < 0:
             raise CubeError(f"{where}: a negative env step ({int(steps.min())}); --steps-per-iterate needs steps >= 0")
-        return steps // per_iterate
+        return np.maximum(steps - 1, 0) // per_iterate
     assert bounds is not None
     return np.searchsorted(bounds, steps, side="left").astype(np.int64)
 
