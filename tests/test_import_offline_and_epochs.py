@@ -159,6 +159,32 @@ def test_rllib_old_stack_hist_stats_are_de_overlapped(tmp_path: Path) -> None:
     assert_same_metrics(out, recorded)
 
 
+RLLIB = Path(__file__).resolve().parent / "fixtures" / "rllib"
+
+
+def test_rllib_result_json_written_by_tune_round_trips(tmp_path: Path) -> None:
+    """tests/fixtures/rllib: 5 iterations of PPO on the old API stack, written by Tune (make_rllib_fixtures.py)."""
+    truth = json.loads((RLLIB / "truth.json").read_text())["episodes"]
+    out = tmp_path / "rllib.zarr"
+    assert main(["import", "rllib", str(RLLIB), "--out", str(out), "--bound", "8"]) == 0
+    expected: dict = {}
+    for e in truth:
+        r, c = expected.setdefault(("train", e["iteration"] - 1), ([], []))
+        r.append(e["reward"])
+        c.append(e["cost"])
+    expected = {k: (np.array(r), np.array(c)) for k, (r, c) in expected.items()}
+    got = stored_episodes(out)
+    assert got.keys() == expected.keys()
+    for cell, (r, c) in expected.items():
+        np.testing.assert_allclose(got[cell][0], r, rtol=1e-6)
+        np.testing.assert_array_equal(got[cell][1], c)
+    row = read_manifests(out)[0]
+    assert (row["algo"], row["task"], row["seed"]) == ("PPO", "CostlyWalk-v0", 7)  # trial folder, params.json
+    assert row["env_steps"] == 1500 and row["conventions"]["history"]["value"] == "complete"
+    recorded = record(tmp_path / "rec.zarr", expected, algo="PPO", task="CostlyWalk-v0", bound=8.0, seed=7)
+    assert_same_metrics(out, recorded)
+
+
 def test_rllib_episodes_beyond_the_window_are_said_lost(tmp_path: Path, capsys) -> None:
     folder = tmp_path / "PPO_SafetyPointGoal1-v0_00000"
     _old_stack_results(folder, [3, 8], window=5)

@@ -78,3 +78,10 @@ def test_an_entry_that_is_not_a_record_is_left_out_with_a_warning(tmp_path: Path
         found = importers()
     assert "broken" not in found and OWN <= set(found)
     sys.modules.pop("notfmt", None)
+
+
+def test_readme_lists_every_format() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Another tool's results", 1)[1].split("\n### ", 1)[0]
+    for name in importers():
+        assert f"saferl import {name} " in section, name

@@ -7,12 +7,14 @@
   (the mean of `episode_per_test` evaluation episodes, acted deterministically by FSRL's policies'
   default `deterministic_eval=True`). Both are means only; `config.yaml` beside it gives the labels.
 * RLlib's Tune logger writes `result.json`, one JSON object per training iteration. The old API stack
-  keeps `hist_stats`: per-episode lists over the last `metrics_num_episodes_for_smoothing` (100) episodes,
-  overlapping across iterations; the last `episodes_this_iter` entries of each list are the iteration's
-  new episodes, so they are de-overlapped into episodes (an iteration with more new episodes than the
-  list holds loses the oldest ones: said, and the history is `sampled`). A cost list exists only where a
-  callback adds one (`episode.hist_data["episode_cost"]`, `--cost-key`). The new API stack keeps only
-  means (`env_runners/episode_return_mean` and the user's cost metric) over the same window: means only.
+  keeps `hist_stats` (top level, or under `env_runners`/`sampler_results` in Ray 2.x): per-episode lists
+  which in older RLlib hold the last `metrics_num_episodes_for_smoothing` (100) episodes, overlapping
+  across iterations (Ray 2.60 lists just the iteration's); the last `episodes_this_iter` entries of each
+  list are the iteration's new episodes, so they are de-overlapped into episodes (an iteration with more
+  new episodes than the list holds loses the oldest ones: said, and the history is `sampled`). A cost
+  list exists only where a callback adds one (`episode.hist_data["episode_cost"]`, `--cost-key`). The
+  new API stack keeps only means (`env_runners/episode_return_mean` and the user's cost metric) over the
+  same window: means only.
   `params.json` beside it gives the env and seed; the trial folder (`PPO_<env>_...`) the algorithm.
 """
 

@@ -183,9 +183,9 @@ def _episodes(run: ImportedRun, series: dict[str, TagSeries], have: list[str], n
         run.manifest["iterates_from"] = f"--steps-per-iterate {opt('steps_per_iterate')}"
     iterates = iterates_of(steps, opt("steps_per_iterate"), bounds, where)
     add_episodes(run, "train", iterates, rewards, costs, f"{where}, {cost_tag}")
-    ends = {}
-    for j, s in zip(iterates.tolist(), steps.tolist(), strict=True):
-        ends[j] = max(ends.get(j, s), s)
+    its, first = np.unique(iterates, return_index=True)  # iterates rise with the sorted steps
+    last = np.maximum.reduceat(steps, first) if steps.size else steps
+    ends = dict(zip(its.tolist(), last.tolist(), strict=True))
     if bounds is not None:
         ends.update({j: int(b) for j, b in enumerate(bounds.tolist()) if j in ends})
     run.iterate_vars["env_steps"] = {j: float(s) for j, s in ends.items()}
