@@ -90,7 +90,8 @@ def _fsrl_run(folder: Path) -> None:
             [20000, 40, 410.0, 1.5, 22.75, 500.0, 0.05, 15.0, 4.0, 1000.0, 20000]]
     lines = ["\t".join(["Steps", *keys])] + ["\t".join(map(str, r)) for r in rows]
     (folder / "progress.txt").write_text("\n".join(lines) + "\n")
-    (folder / "config.yaml").write_text("task: SafetyCarCircle-v0\ncost_limit: 10\nseed: 4\nprefix: ppol\n")
+    (folder / "config.yaml").write_text(  # yaml.dump of FSRL's TrainCfg: tuples get a python tag
+        "task: SafetyCarCircle-v0\ncost_limit: 10\nseed: 4\nprefix: ppol\nhidden_sizes: !!python/tuple\n- 128\n- 128\n")
 
 
 def test_fsrl_epoch_means_train_and_greedy_test(tmp_path: Path) -> None:

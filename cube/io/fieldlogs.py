@@ -30,7 +30,16 @@ import numpy as np
 from cube.errors import CubeError
 from cube.io.conventions import note_convention
 from cube.io.registry import Importer, ImportRequest, Option
-from cube.io.sourcefiles import ImportedRun, add_episodes, add_means, find_files, json_object, read_csv, run_key
+from cube.io.sourcefiles import (
+    ImportedRun,
+    add_episodes,
+    add_means,
+    find_files,
+    json_object,
+    read_csv,
+    run_key,
+    yaml_object,
+)
 
 FSRL_TRAIN_TEXT = ("FSRL's train/cost and train/reward: per epoch, the mean over the epoch's collect steps of each "
                    "collect's mean episode (epoch means, nothing carried across epochs)")
@@ -42,23 +51,11 @@ RLLIB_PREFIXES = ("", "env_runners/", "sampler_results/")
 
 
 # ------------------------------------------------------------------------------------------ FSRL
-def _yaml(path: Path) -> dict[str, Any]:
-    try:
-        import yaml
-    except ImportError:
-        raise CubeError(f"reading {path} needs PyYAML (pip install pyyaml)") from None
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, OSError) as exc:
-        raise CubeError(f"cannot read {path} as YAML ({str(exc).splitlines()[0][:80]})") from None
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def _fsrl_run(path: Path, request: ImportRequest) -> ImportedRun:
     import pandas as pd
 
     config_path = path.with_name("config.yaml")
-    config = _yaml(config_path) if config_path.is_file() else {}
+    config = yaml_object(config_path) if config_path.is_file() else {}
     found = {"algo": config.get("algo") or config.get("prefix"), "task": config.get("task"),
              "seed": config.get("seed"), "bound": config.get("cost_limit")}
     where = str(path)

@@ -206,6 +206,35 @@ def json_object(path: Path) -> dict[str, Any]:
 
 
 
+def yaml_object(path: Path) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (a tool's config.yaml); needs PyYAML (a dependency of dask).
+    Python-specific tags that `yaml.dump` writes (FSRL's `!!python/tuple`) are read as plain lists, maps
+    and strings; nothing is executed."""
+    try:
+        import yaml
+    except ImportError:
+        raise CubeError(f"reading {path} needs PyYAML (pip install pyyaml), or give the config as JSON") from None
+
+    class Lenient(yaml.SafeLoader):
+        pass
+
+    def plain(loader: Any, suffix: str, node: Any) -> Any:
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node)
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node)
+        return loader.construct_scalar(node)
+
+    Lenient.add_multi_constructor("", plain)
+    try:
+        value = yaml.load(path.read_text(), Loader=Lenient)  # a SafeLoader: nothing is executed
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise CubeError(f"cannot read {path} as YAML ({(str(exc).splitlines() or ['?'])[0][:80]})") from None
+    if not isinstance(value, dict):
+        raise CubeError(f"{path} holds a YAML {type(value).__name__}, not a mapping of settings: is it the config?")
+    return value
+
+
 # ------------------------------------------------------------------------------- runs from logs
 LABEL_FLAGS = {"algo": "--algo", "task": "--task", "bound": "--bound (the cost limit d)", "seed": "--seed"}
 

@@ -26,7 +26,16 @@ import numpy as np
 from cube.errors import CubeError
 from cube.io.conventions import note_convention
 from cube.io.registry import STEPS_PER_ITERATE, Importer, ImportRequest, Option
-from cube.io.sourcefiles import ImportedRun, add_episodes, add_means, iterates_of, json_object, read_csv, run_key
+from cube.io.sourcefiles import (
+    ImportedRun,
+    add_episodes,
+    add_means,
+    iterates_of,
+    json_object,
+    read_csv,
+    run_key,
+    yaml_object,
+)
 
 EXPORTS = "*.csv|*.parquet"
 EPISODE_KEYS = {"reward": ("charts/episodic_return",), "cost": ("charts/episodic_cost",)}
@@ -60,19 +69,7 @@ def _config(export: Path) -> tuple[dict[str, Any], Path | None]:
         path = export.with_name(name.format(stem=stem))
         if not path.is_file() or path == export:
             continue
-        if path.suffix == ".json":
-            return _flat(json_object(path)), path
-        try:
-            import yaml
-        except ImportError:
-            raise CubeError(f"reading {path} needs PyYAML (pip install pyyaml), or give the config as JSON") from None
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, OSError) as exc:
-            raise CubeError(f"cannot read {path} as YAML ({str(exc).splitlines()[0][:80]})") from None
-        if not isinstance(loaded, dict):
-            raise CubeError(f"{path} holds a YAML {type(loaded).__name__}, not the run's config")
-        return _flat(loaded), path
+        return _flat(json_object(path) if path.suffix == ".json" else yaml_object(path)), path
     return {}, None
 
 
