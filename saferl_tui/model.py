@@ -161,10 +161,10 @@ class CubeModel:
                  clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
         self.stall_s = float(stall_s)
-        """Seconds without a write after which a running run is stalled (Progress view)."""
+        """Seconds without a write after which a running run is stalled (Status view)."""
         self.clock = clock
-        """The time now (POSIX seconds): the Progress view's durations and the header's update time."""
-        self._progress_reader: Any = None
+        """The time now (POSIX seconds): the Status view's durations and the header's update time."""
+        self._status_reader: Any = None
         self.boot = int(boot)
         self.rng_seed = int(rng_seed)
         self.ds: xr.Dataset | None = None
@@ -238,19 +238,19 @@ class CubeModel:
             self._gen += 1
         return changed
 
-    def progress(self, sel: UISelection) -> tuple[list, float]:
-        """(every selected run's `cube.store.progress.RunProgress`, the time it is of): one
-        `ProgressReader` kept (stored facts re-read only for runs whose sequence moved; claims and last
+    def run_statuses(self, sel: UISelection) -> tuple[list, float]:
+        """(every selected run's `cube.store.runstatus.RunStatus`, the time it is of): one
+        `RunStatusReader` kept (stored facts re-read only for runs whose sequence moved; claims and last
         writes at each call), stalled after `stall_s` seconds, the time from `clock()` (tests inject one)."""
-        from cube.store.progress import ProgressReader
+        from cube.store.runstatus import RunStatusReader
 
         self._check(sel)
         if not Path(self.path).is_dir():
-            raise CubeError(f"{self.path} is a netCDF file: progress is read from a zarr store being written")
+            raise CubeError(f"{self.path} is a netCDF file: run status is read from a zarr store being written")
         with self._lock:
-            if self._progress_reader is None:
-                self._progress_reader = ProgressReader(self.path, self.stall_s)
-            reader = self._progress_reader
+            if self._status_reader is None:
+                self._status_reader = RunStatusReader(self.path, self.stall_s)
+            reader = self._status_reader
         now = self.clock()
         runs = reader.read(now=now)
         want = (set(sel.algos), set(sel.tasks), set(sel.bounds), set(sel.seeds))

@@ -1,9 +1,9 @@
-"""`saferl status`: every run of a results store with its progress, and totals per algorithm and task.
+"""`saferl status`: every run of a results store with its status, and totals per algorithm and task.
 
     saferl status results.zarr [--all] [--stall-after S]
     saferl status results.zarr --watch [--interval S] [--stall-after S]
 
-Per run (`cube.store.progress.ProgressReader`): its status (running / stopped / failed / pending /
+Per run (`cube.store.runstatus.RunStatusReader`): its status (running / stopped / failed / pending /
 complete; a partial run shows as 'partial (running)' and so on), iterates written of its total, env steps,
 steps per second, ETA, wall time, host, SLURM job, last write, retries, the formulation it was trained with
 (`variant`) and what needs attention (stalled, failed, damaged claim). Then per algorithm and task: runs per
@@ -31,14 +31,14 @@ from rich.table import Table
 
 from cube.cli.console import err_console
 from cube.store.locks import SeqWatch, StoreGone
-from cube.store.progress import STALL_S, ProgressReader, RunProgress, clock, duration, steps_text, totals
+from cube.store.runstatus import STALL_S, RunStatus, RunStatusReader, clock, duration, steps_text, totals
 
 Hook = Callable[[dict[str, Any]], Any]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `status` subcommand."""
-    p = sub.add_parser("status", help="progress of a results store's runs (--watch: follow it live)",
+    p = sub.add_parser("status", help="status of a results store's runs (--watch: follow it live)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results store (Zarr directory)")
     p.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         raise CubeError(f"--interval must be a positive number of seconds, got {args.interval:g}")
     if args.stall_after <= 0:
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
-    reader = ProgressReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
+    reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
     console = _console()
     if not args.watch:
         console.print(render(args.path, reader.read(), args.all, args.status_variant))
@@ -94,7 +94,7 @@ def _total_hook(hook: Hook | None) -> Callable[[dict[str, Any]], int | None] | N
     return total
 
 
-def watch(args: argparse.Namespace, reader: ProgressReader, console: Console) -> int:
+def watch(args: argparse.Namespace, reader: RunStatusReader, console: Console) -> int:
     """Follow the store until Ctrl-C (0) or until it is deleted (1, one line)."""
     from rich.live import Live
 
@@ -128,14 +128,14 @@ def watch(args: argparse.Namespace, reader: ProgressReader, console: Console) ->
             live.stop()
 
 
-def state(runs: Sequence[RunProgress]) -> tuple:
+def state(runs: Sequence[RunStatus]) -> tuple:
     """What a log of `--watch` prints a new snapshot for: each run's status, iterates, env steps, stall,
     claim and error (not its clocks)."""
     return tuple((r.status, r.stored, r.iterates, r.env_steps, r.stalled, r.claim.state, r.error) for r in runs)
 
 
 # ------------------------------------------------------------------------------------------ rendering
-def render(path: Any, runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
            now: float | None = None) -> Group:
     """The summary line, the run table (complete runs only with `show_all`) and the totals table."""
     now = time.time() if now is None else now
@@ -147,7 +147,7 @@ def render(path: Any, runs: Sequence[RunProgress], show_all: bool = False, varia
     return Group(*parts)
 
 
-def summary(path: Any, runs: Sequence[RunProgress]) -> str:
+def summary(path: Any, runs: Sequence[RunStatus]) -> str:
     """'PATH: N runs: a complete, b partial, c pending; ...' (stored statuses, then what runs now)."""
     stored = {s: sum(r.stored == s for r in runs) for s in ("complete", "partial", "pending")}
     now = {s: sum(r.status == s for r in runs) for s in ("running", "stopped", "failed")}
@@ -164,7 +164,7 @@ RUN_COLUMNS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps
                "job", "last write", "retries", "variant", "flags")
 
 
-def run_table(runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
               now: float | None = None) -> Table:
     """One row per run (complete ones only with `show_all`), columns RUN_COLUMNS."""
     table = Table(*RUN_COLUMNS)
@@ -175,7 +175,7 @@ def run_table(runs: Sequence[RunProgress], show_all: bool = False, variant: Hook
     return table
 
 
-def run_cells(r: RunProgress, variant: Hook | None = None, now: float | None = None) -> list[str]:
+def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None) -> list[str]:
     """The cells of one run's row (RUN_COLUMNS)."""
     status = r.status if r.status == r.stored or r.stored in ("unknown", "pending") else f"{r.stored} ({r.status})"
     its = "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}"
@@ -211,7 +211,7 @@ def wall_text(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def totals_table(runs: Sequence[RunProgress]) -> Table:
+def totals_table(runs: Sequence[RunStatus]) -> Table:
     """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
     table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
                   "env steps", "steps/s", "ETA", title="totals")

@@ -1,5 +1,5 @@
-"""The progress of every run of a store being written: the one reader behind `saferl status` (and its
-``--watch``) and the TUI's Progress view.
+"""The status of every run of a store being written: the one reader behind `saferl status` (and its
+``--watch``) and the TUI's Status view, and the one text of a run's row that both show.
 
 Per run it combines what the store says (the stored status and manifest, `cube.schema.run_facts`, and
 the per-iterate ``env_steps``, read as one writer state), who holds it (its claim file,
@@ -17,7 +17,7 @@ by every write bracket). Its *status* is one of:
 * ``pending``: nothing written yet.
 
 A running run is *stalled* when it wrote nothing for `stall_s` seconds. Steps per second come from the
-env steps a reader saw land since it first saw the run (two readings of a `ProgressReader`), and until
+env steps a reader saw land since it first saw the run (two readings of a `RunStatusReader`), and until
 then from the env steps over the wall time of the latest attempt (which counts the steps before a
 resume point too); the ETA is the steps left at that rate.
 """
@@ -51,8 +51,8 @@ STALL_S = 600.0
 
 
 @dataclass
-class RunProgress:
-    """One run's progress. Times are POSIX seconds; `iterates` counts the iterates written (the last
+class RunStatus:
+    """One run's status now. Times are POSIX seconds; `iterates` counts the iterates written (the last
     iterate with env steps + 1) of `n_iterates`; rates are env steps per second; None where unknown."""
 
     key: RunKey
@@ -108,8 +108,8 @@ class _Facts:
     seq_file: str = ""  # its write-sequence chunk (set by the reader)
 
 
-class ProgressReader:
-    """Reads every run's progress (`read`), again and again: the stored facts of a run are read again
+class RunStatusReader:
+    """Reads every run's status (`read`), again and again: the stored facts of a run are read again
     only when its write sequence moved; claims and last-write times are read at every call (stat calls
     and small files). `stall_s`: seconds without a write after which a running run is stalled.
     `total_iterates(manifest row)`: the iterates a run has when complete (default: the store's iterates)."""
@@ -124,9 +124,9 @@ class ProgressReader:
         self._sizes: dict[str, int] | None = None
         self._coords: dict[str, np.ndarray] = {}
         self._first_seen: dict[tuple[int, ...], tuple[str | None, float, float]] = {}
-        self._shown: dict[tuple[int, ...], RunProgress] = {}
+        self._shown: dict[tuple[int, ...], RunStatus] = {}
 
-    def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunProgress]:
+    def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunStatus]:
         """Every run of the published grid, in store order. `seqs`: the write sequences just read by the
         caller (a `cube.store.locks.SeqWatch`), saving a read. CubeError (one line) for a store that
         cannot be read."""
@@ -151,12 +151,12 @@ class ProgressReader:
         for index, facts in self._facts.items():
             run = self._unchanged(index, facts)
             if run is None:
-                run = self._shown[index] = self._progress(index, self._located(index, facts), now)
+                run = self._shown[index] = self._run_status(index, self._located(index, facts), now)
             out.append(run)
         return out
 
-    def _unchanged(self, index: tuple[int, ...], facts: _Facts) -> RunProgress | None:
-        """The run's progress of the previous read when nothing it shows can have changed: its write sequence
+    def _unchanged(self, index: tuple[int, ...], facts: _Facts) -> RunStatus | None:
+        """The run's status of the previous read when nothing it shows can have changed: its write sequence
         did not move (so neither its stored facts nor its last write time), it is not running (whose numbers
         move with the clock) and its claim is the same. Saves an idle reader of 1,440 runs most of its work."""
         prev = self._shown.get(index)
@@ -207,12 +207,12 @@ class ProgressReader:
             self._facts[index] = _facts(stored, row, got.get("env_steps"))
 
     # ------------------------------------------------------------------ one run now
-    def _progress(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunProgress:
+    def _run_status(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunStatus:
         key, row, known = facts.key or RunKey.at(self._coords, index), facts.manifest, facts.known
         claim = claim_state(self.path, key) if facts.stored != "complete" else ClaimState("free")
         last = _mtime(facts.seq_file)
         host, checked = _writer(row, claim)
-        out = RunProgress(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
+        out = RunStatus(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
                           host=host, host_checked=checked, slurm_job_id=_text(row.get("slurm_job_id")),
                           last_write=last, started=_text(known["started"]), claim=claim,
                           error=_text(row.get("error")), retries=int(row.get("retries") or 0),
@@ -231,7 +231,7 @@ class ProgressReader:
             out.eta_s = max(total - out.env_steps, 0.0) / out.steps_per_s
         return out
 
-    def _rate(self, index: tuple[int, ...], run: RunProgress, start: float | None) -> float | None:
+    def _rate(self, index: tuple[int, ...], run: RunStatus, start: float | None) -> float | None:
         """Env steps per second of the latest attempt: from this reader's first sight of the attempt when
         steps landed since, else the steps over the attempt's wall time (None when not running)."""
         if run.env_steps is None or run.last_write is None:
@@ -340,14 +340,14 @@ def last_write(path: PathLike, index: Sequence[int]) -> float | None:
         return None
 
 
-def read_progress(path: PathLike, stall_s: float = STALL_S,
-                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> list[RunProgress]:
-    """Every run's progress, once (`ProgressReader` for repeated reads)."""
-    return ProgressReader(path, stall_s, total_iterates).read()
+def read_run_status(path: PathLike, stall_s: float = STALL_S,
+                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> list[RunStatus]:
+    """Every run's status, once (`RunStatusReader` for repeated reads)."""
+    return RunStatusReader(path, stall_s, total_iterates).read()
 
 
 # ---------------------------------------------------------------------------------------- totals and text
-def totals(runs: Sequence[RunProgress], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
+def totals(runs: Sequence[RunStatus], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
     """Per group of `by` labels (first-seen order): runs, each status's count, stalled, env steps and their
     rate summed over running runs, and the longest ETA."""
     groups: dict[tuple, dict[str, Any]] = {}

@@ -93,7 +93,7 @@ class MainScreen(FollowMode, Screen):
         Binding("o", "open_path", "Open another cube", id="file.open"),
         Binding("R", "toggle_reference", "The paper's numbers beside the cube's (Summary, Conditions)",
                 id="selection.reference"),
-        Binding("slash", "filter", "Filter the table (Conditions, Runs, Progress)", id="table.filter"),
+        Binding("slash", "filter", "Filter the table (Conditions, Runs, Status)", id="table.filter"),
         Binding("w", "toggle_follow", "Follow the store being written on/off", id="follow.toggle"),
     ]
 

@@ -13,13 +13,13 @@ from saferl_tui.views.conditions import ConditionsView
 from saferl_tui.views.curves import CurvesView
 from saferl_tui.views.histograms import HistogramsView
 from saferl_tui.views.learning import LearningView
-from saferl_tui.views.progress import ProgressView
 from saferl_tui.views.runs import RunsView
+from saferl_tui.views.runstatus import RunStatusView
 from saferl_tui.views.summary import SummaryView
 
 VIEW_CLASSES: tuple[type[ResultView], ...] = (SummaryView, ConditionsView, CdfView, CurvesView, HistogramsView,
-                                              RunsView, LearningView, ProgressView)
+                                              RunsView, LearningView, RunStatusView)
 """The views in tab order (their KEY is 1..8)."""
 
-__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "ProgressView",
+__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "RunStatusView",
            "ResultView", "RunsView", "SummaryView"]

@@ -1,5 +1,5 @@
-"""The Progress view (key 8): every selected run of a store being written, as `saferl status` reads it
-(`cube.store.progress`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
+"""The Status view (key 8): every selected run of a store being written, as `saferl status` shows it
+(`cube.store.runstatus`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
 since the last write and what needs attention (stalled, failed), runs that need attention first; sortable
 (> / r) and filterable (/ status:running flags:stalled); totals per algorithm and task below.
 """
@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
-from cube.store.progress import STATUSES, RunProgress, duration, steps_text, totals
+from cube.store.runstatus import STATUSES, RunStatus, duration, steps_text, totals
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import ResultView
@@ -30,7 +30,7 @@ HEADER = ("algo", "task", "bound", "seed", "status", "iterates", "steps", "steps
 TOTALS_HEADER = ("algo", "task", "runs", *STATUSES, "stalled", "steps", "steps/s", "eta")
 
 
-def progress_row(r: RunProgress, now: float) -> dict[str, Any]:
+def status_row(r: RunStatus, now: float) -> dict[str, Any]:
     """One run as the values the table shows and sorts by (times as seconds; None where unknown)."""
     flags = r.flags(now)
     if r.stalled and "stalled" not in flags:
@@ -53,11 +53,11 @@ def _cells(row: dict[str, Any]) -> dict[str, str]:
             "last write": ago, "flags": row["flags"]}
 
 
-class ProgressView(SortableTable, ResultView):
-    """Every selected run's training progress and the totals per algorithm and task."""
+class RunStatusView(SortableTable, ResultView):
+    """Every selected run's status (iterate of total, steps/s, ETA, ...) and the totals per algorithm and task."""
 
-    VIEW_ID = "progress"
-    TITLE = "Progress"
+    VIEW_ID = "status"
+    TITLE = "Status"
     KEY = "8"
     FILTERABLE = True
     SORT_KEYS = HEADER
@@ -69,15 +69,15 @@ class ProgressView(SortableTable, ResultView):
         self.sort_desc = False
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="progress-title", classes="table-title")
-        yield NavTable(id="progress-table", zebra_stripes=True, cursor_type="row")
-        yield Static("", id="progress-totals-title", classes="table-title section-title")
-        yield NavTable(id="progress-totals", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="status-title", classes="table-title")
+        yield NavTable(id="status-table", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="status-totals-title", classes="table-title section-title")
+        yield NavTable(id="status-totals", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        runs, now = model.progress(sel)
-        return [progress_row(r, now) for r in runs], totals(runs)
+        runs, now = model.run_statuses(sel)
+        return [status_row(r, now) for r in runs], totals(runs)
 
     def describe_params(self) -> dict:
         return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
@@ -101,7 +101,7 @@ class ProgressView(SortableTable, ResultView):
         rows, groups = data
         sel = self.selection
         assert sel is not None
-        table = self.query_one("#progress-table", NavTable)
+        table = self.query_one("#status-table", NavTable)
         cursor, scroll = table.cursor_row, table.scroll_offset
         table.clear(columns=True)
         colors = self.colors_of(sel.algos)
@@ -121,7 +121,7 @@ class ProgressView(SortableTable, ResultView):
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1), scroll=False)
         table.scroll_to(scroll.x, scroll.y, animate=False, immediate=True)
-        self.query_one("#progress-title", Static).update(self._title(rows, len(shown)))
+        self.query_one("#status-title", Static).update(self._title(rows, len(shown)))
         self._totals(groups)
 
     def _title(self, rows: list[dict[str, Any]], n_shown: int) -> Text:
@@ -139,7 +139,7 @@ class ProgressView(SortableTable, ResultView):
         return title
 
     def _totals(self, groups: list[dict[str, Any]]) -> None:
-        table = self.query_one("#progress-totals", NavTable)
+        table = self.query_one("#status-totals", NavTable)
         table.clear(columns=True)
         cells = [[Text(str(g["algo"])), Text(str(g["task"])), Text(str(g["runs"]), justify="right"),
                   *[Text(str(g[s]), justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
@@ -150,11 +150,11 @@ class ProgressView(SortableTable, ResultView):
         add_columns(table, [(h, h) for h in TOTALS_HEADER], cells)
         for i, row in enumerate(cells):
             table.add_row(*row, key=str(i))
-        self.query_one("#progress-totals-title", Static).update(
+        self.query_one("#status-totals-title", Static).update(
             Text("Totals per algorithm and task (steps/s and ETA: running runs)"))
 
     def export_tables(self) -> Files:
         if self.data is None:
             return []
         rows = [[_cells(r)[h] for h in HEADER] for r in self.shown_rows()]
-        return table_files("progress", HEADER, rows, "Training progress per run")
+        return table_files("status", HEADER, rows, "Status of every run")
