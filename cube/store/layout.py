@@ -249,7 +249,7 @@ def _check_same_grid(
     for dim, want in labels.items():
         have = coords[dim]
         if dim == "bound":
-            same = have.shape == want.shape and np.allclose(have, want)
+            same = have.shape == want.shape and bool(same_bound(have, want).all())
         else:
             same = [str(v) for v in have] == [str(v) for v in want]
         if not same:

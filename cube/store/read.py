@@ -26,6 +26,7 @@ from cube.schema import (
     RUN_STATUS_NAMES,
     RunKey,
     normalise,
+    same_bound,
     structure_problems,
 )
 from cube.store.fs import PathLike
@@ -283,7 +284,7 @@ def _run_positions(ds: xr.Dataset, coords: dict[str, np.ndarray]) -> list[tuple[
         labels = np.atleast_1d(ds[dim].values)
         store = coords[dim]
         if dim == "bound":
-            pos = np.array([int(np.flatnonzero(np.isclose(store, float(v), rtol=1e-9, atol=0))[0]) for v in labels])
+            pos = np.array([int(np.flatnonzero(same_bound(store, v))[0]) for v in labels])
         else:
             lookup = {str(v): i for i, v in enumerate(store.tolist())}
             pos = np.array([lookup[str(v)] for v in labels.tolist()])
