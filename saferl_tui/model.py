@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from cube import stats
-from cube.compute import FractionProgress, fraction_progress
+from cube.compute import Cancelled, FractionProgress, fraction_progress
 from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.selection import Selection
@@ -28,7 +28,6 @@ from cube.stats import curves
 from cube.stats.metrics import SETTING, SETTINGS
 from cube.stats.suffstats import load_suffstats_at
 from cube.store import summary
-from cube.store.read import damaged_store_error
 
 _NETCDF_LOCK = threading.RLock()
 
@@ -125,8 +124,8 @@ class CubeInfo:
 
 
 
-class LoadCancelled(Exception):
-    """Raised by a progress callback to abort loading (the app is closing)."""
+class LoadCancelled(Cancelled):
+    """Raised by a progress callback to abort loading (the app is closing); cube's readers let it through."""
 
 
 def load_model(model: CubeModel, is_cancelled: Callable[[], bool], report: FractionProgress,
@@ -183,18 +182,13 @@ class CubeModel:
     def load(self, progress: FractionProgress | None = None) -> CubeInfo:
         """Open and validate the cube, then load (or compute and cache) its sufficient statistics.
 
-        Raises CubeError (one line) for a missing path, a non-cube or a corrupt store.
+        Raises CubeError (one line) for a missing path or a non-cube, `DamagedStoreError` for a corrupt store.
         """
         from cube import open_cube
 
         if not Path(self.path).exists():
             raise CubeError(f"{self.path} does not exist: give the path of a results cube (.zarr or .nc)")
-        try:
-            ds = self._read(lambda: open_cube(self.path))
-        except CubeError:
-            raise
-        except Exception as exc:  # corrupt stores raise anything from zarr/xarray internals
-            raise damaged_store_error(exc, self.path, f"open {self.path} as a results cube") from None
+        ds = self._read(lambda: open_cube(self.path))  # a damaged store: one DamagedStoreError line
         self.ds = ds
         cancelled: list[bool] = []
 
@@ -210,10 +204,10 @@ class CubeModel:
             self.ss, self.seqs = self._read(lambda: load_suffstats_at(
                 self.path, progress=fraction_progress(watched, "reading episodes"), background_write=True))
             self.ss_small = self.ss.drop_vars("le", errors="ignore")
-        except Exception as exc:
-            if cancelled or any(isinstance(e, LoadCancelled) for e in _chain(exc)):
+        except Exception:
+            if cancelled:  # however the statistics code passed it on
                 raise LoadCancelled from None
-            raise damaged_store_error(exc, self.path, f"read the episodes of {self.path}") from None
+            raise
         self.info = _info(self.path, ds)
         return self.info
 
@@ -544,16 +538,6 @@ class CubeModel:
         run_vars = ("run_status", "run_manifest", "env_steps")
         return self._cached(key, lambda: summary.run_rows(curves.select_cube(self._run_vars(run_vars),
                                                                           sel.cube_selection())))
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """An exception and its causes/contexts."""
-    out: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and cur not in out:
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
 
 
 def _concat_settings(parts: list[xr.Dataset]) -> xr.Dataset:

@@ -38,10 +38,11 @@ import numpy as np
 
 from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, RunKey, final_iterate, run_facts
 from cube.store.claims import ClaimState, claim_state
+from cube.store.damage import reading_store
 from cube.store.fs import PathLike, pid_alive
 from cube.store.grid import published_sizes
 from cube.store.layout import open_group, read_coords
-from cube.store.locks import WRITE_SEQ, RunReader, read_write_seqs, runs_written_since
+from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 from cube.store.read import read_manifests
 
 STATUSES = ("running", "stopped", "failed", "pending", "complete")
@@ -180,7 +181,8 @@ class RunStatusReader:
         read in one zarr call, runs written meanwhile read again."""
         before = read_write_seqs(self.path, sizes)
         group = open_group(self.path, mode="r", sizes=sizes)
-        steps = np.asarray(group["env_steps"][...], dtype=np.float64) if "env_steps" in group else None
+        with reading_store(self.path, f"read the env steps of {self.path}"):
+            steps = np.asarray(group["env_steps"][...], dtype=np.float64) if "env_steps" in group else None
         rows = read_manifests(self.path)
         shape = tuple(len(self._coords[d]) for d in RUN_DIMS)
         self._facts = {}
@@ -190,7 +192,8 @@ class RunStatusReader:
             self._read_runs(sizes, runs_written_since(before, read_write_seqs(self.path, sizes)))
 
     def _read_runs(self, sizes: dict[str, int] | None, runs: Iterable[tuple[int, ...]]) -> None:
-        """The facts of `runs` again, each of one writer state (`RunReader`)."""
+        """The facts of `runs` again, each of one writer state (`read_runs`; an interrupted write is not named
+        here: the run shows as partial, and validate and report name it)."""
         runs = list(runs)
         if not runs:
             return
@@ -198,9 +201,8 @@ class RunStatusReader:
         names = [n for n in ("run_status", "run_manifest", "env_steps") if n in group]
         if not names:
             return
-        reader = RunReader(self.path, names, sizes)
-        for index in runs:
-            got = reader.read(index).arrays
+        for index, read in read_runs(self.path, names, runs, self._coords, sizes, notes=[]):  # its status: partial
+            got = read.arrays
             row = manifest_body(got.get("run_manifest"))
             code = got.get("run_status")
             stored = RUN_STATUS_NAMES.get(int(code), "unknown") if code is not None else "unknown"
