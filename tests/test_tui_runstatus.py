@@ -14,6 +14,7 @@ from cube import CubeWriter, RunKey, create_store
 from cube.store.locks import WRITE_SEQ
 from cube.store.runstatus import read_run_status, totals
 from saferl_tui.app import SaferlApp, build_app
+from saferl_tui.views.runstatus import TOTALS_HEADER
 from tests.test_tui_follow import _write, cells, sync
 from tests.tuiwait import until_quiet
 
@@ -78,6 +79,39 @@ async def test_status_view_shows_what_the_status_reader_reads(tmp_path: Path) ->
         sums = totals(want)
         total_rows = cells(table(app, "#status-totals"))
         assert [(r[0], r[1], r[2]) for r in total_rows] == [(g["algo"], g["task"], str(g["runs"])) for g in sums]
+
+
+@sync
+async def test_status_view_and_saferl_status_show_a_run_in_the_same_text(tmp_path: Path) -> None:
+    """The one row formatter: for every run, the TUI's cells and `saferl status`'s cells agree on iterates,
+    env steps, steps/s (0.833 for the running run: 3,000 steps in an hour), ETA, host, job, last write and
+    flags; totals too."""
+    from cube.cli.status import RUN_COLUMNS, run_cells, totals_table
+    from cube.store.runstatus import RunStatusReader
+
+    path = status_store(tmp_path / "p.zarr")
+    runs = RunStatusReader(path, STALL_S).read(now=T0 + AGO)  # what the app's clock says
+    want = {(r.key.algo, r.key.seed): run_cells(r, now=T0 + AGO) for r in runs}
+    same = {"iterates": "iterates", "steps": "env steps", "steps/s": "steps/s", "eta": "ETA", "host": "host",
+            "slurm": "job", "last write": "last write", "flags": "flags"}
+    app = app_for(path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_quiet(pilot)
+        await pilot.press("8")
+        await until_quiet(pilot)
+        header = [str(c.label.plain).removesuffix(" ▲") for c in table(app).columns.values()]
+        for row in cells(table(app)):
+            tui = dict(zip(header, row, strict=True))
+            cli = dict(zip(RUN_COLUMNS, want[(tui["algo"], int(tui["seed"]))], strict=True))
+            assert {h: tui[h] for h in same} == {h: cli[c] for h, c in same.items()}, tui
+        running = next(r for r in cells(table(app)) if r[4] == "running")
+        assert running[header.index("steps/s")] == "0.833" and running[header.index("last write")] == "15m ago"
+        cli_totals = totals_table(runs)
+        tui_totals = cells(table(app, "#status-totals"))
+        cli_header = [str(c.header) for c in cli_totals.columns]
+        for tui_name, cli_name in (("steps", "env steps"), ("steps/s", "steps/s"), ("eta", "ETA")):
+            assert [r[TOTALS_HEADER.index(tui_name)] for r in tui_totals] == \
+                list(cli_totals.columns[cli_header.index(cli_name)].cells), tui_name
 
 
 @sync

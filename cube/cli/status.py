@@ -3,9 +3,10 @@
     saferl status results.zarr [--all] [--stall-after S]
     saferl status results.zarr --watch [--interval S] [--stall-after S]
 
-Per run (`cube.store.runstatus.RunStatusReader`): its status (running / stopped / failed / pending /
-complete; a partial run shows as 'partial (running)' and so on), iterates written of its total, env steps,
-steps per second, ETA, wall time, host, SLURM job, last write, retries, the formulation it was trained with
+Per run (`cube.store.runstatus.RunStatusReader`, each row in the text the TUI's Status view shows,
+`row_text`): its status (running / stopped / failed / pending / complete; a partial run shows as
+'partial (running)' and so on), iterates written of its total, env steps, steps per second, ETA, wall
+time, host, SLURM job, time since the last write, retries, the formulation it was trained with
 (`variant`) and what needs attention (stalled, failed, damaged claim). Then per algorithm and task: runs per
 status, env steps and their rate, the longest ETA. Without --all, complete runs are left out of the run table.
 
@@ -31,7 +32,7 @@ from rich.table import Table
 
 from cube.cli.console import err_console
 from cube.store.locks import SeqWatch, StoreGone
-from cube.store.runstatus import STALL_S, RunStatus, RunStatusReader, clock, duration, steps_text, totals
+from cube.store.runstatus import ROW_FIELDS, STALL_S, RunStatus, RunStatusReader, row_text, totals, totals_text
 
 Hook = Callable[[dict[str, Any]], Any]
 
@@ -160,8 +161,9 @@ def summary(path: Any, runs: Sequence[RunStatus]) -> str:
     return text
 
 
-RUN_COLUMNS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
-               "job", "last write", "retries", "variant", "flags")
+RUN_COLUMNS = (*ROW_FIELDS[:-1], "retries", "variant", "flags")
+"""The run table's columns: a run's row (`cube.store.runstatus.row_text`, as the TUI shows it), its retries
+and the formulation it was trained with."""
 
 
 def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
@@ -177,12 +179,9 @@ def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook |
 
 def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None) -> list[str]:
     """The cells of one run's row (RUN_COLUMNS)."""
-    status = r.status if r.status == r.stored or r.stored in ("unknown", "pending") else f"{r.stored} ({r.status})"
-    its = "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}"
-    rate = rate_text(r.steps_per_s)
-    return [r.key.algo, r.key.task, f"{r.key.bound:g}", str(r.key.seed), status, its, steps_text(r.env_steps),
-            rate, duration(r.eta_s), wall_text(r.wall_s), r.host_text(), r.slurm_job_id or "", clock(r.last_write),
-            str(r.retries or 0), _variant({**r.manifest, "algo": r.key.algo}, variant), r.flags(now)]
+    text = {**row_text(r, now), "retries": str(r.retries or 0),
+            "variant": _variant({**r.manifest, "algo": r.key.algo}, variant)}
+    return [text[c] for c in RUN_COLUMNS]
 
 
 def _variant(row: dict[str, Any], hook: Hook | None) -> str:
@@ -196,28 +195,12 @@ def _variant(row: dict[str, Any], hook: Hook | None) -> str:
     return str(row.get("variant") or "")
 
 
-def rate_text(steps_per_s: float | None) -> str:
-    """Env steps per second: '12,345', '4.56'; '' when unknown or zero."""
-    if not steps_per_s or not math.isfinite(steps_per_s):
-        return ""
-    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
-
-
-def wall_text(seconds: float) -> str:
-    """Wall time as H:MM:SS ('' when unknown)."""
-    if not math.isfinite(seconds):
-        return ""
-    s = max(int(round(seconds)), 0)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 def totals_table(runs: Sequence[RunStatus]) -> Table:
     """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
     table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
                   "env steps", "steps/s", "ETA", title="totals")
     for g in totals(runs):
-        table.add_row(g["algo"], g["task"], str(g["runs"]), *(str(g[k]) for k in ("running", "stalled", "stopped",
-                                                                                   "failed", "pending", "complete")),
-                      steps_text(g["env_steps"]), rate_text(g["steps_per_s"]),
-                      duration(g["eta_s"]))
+        text = totals_text(g)
+        table.add_row(g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",
+                                                                "pending", "complete", "env steps", "steps/s", "ETA")))
     return table

@@ -81,8 +81,9 @@ class RunStatus:
     def flags(self, now: float | None = None) -> str:
         """What needs attention, in words: 'stalled 12m', 'failed: ...', 'claim damaged (...)'; '' if nothing."""
         out = []
-        if self.stalled and self.last_write is not None:
-            out.append(f"stalled {duration((now or time.time()) - self.last_write)}")
+        if self.stalled:
+            out.append("stalled" if self.last_write is None else
+                       f"stalled {duration((now or time.time()) - self.last_write)}")
         if self.status == "failed" and self.error:
             out.append(f"failed: {self.error}")
         if self.claim.state == "damaged":
@@ -391,11 +392,46 @@ def steps_text(steps: float | None) -> str:
     return f"{steps / 1e3:.1f}k" if steps >= 1e4 else f"{steps:,.0f}"
 
 
-def clock(seconds: float | None) -> str:
-    """A POSIX time as local 'HH:MM:SS' (today) or 'MM-DD HH:MM' (earlier); '' for None."""
-    if seconds is None:
+def rate_text(steps_per_s: float | None) -> str:
+    """Env steps per second: '12,345' from a hundred on, '4.56' below; '' when unknown or zero."""
+    if not steps_per_s or not math.isfinite(steps_per_s):
         return ""
-    t = time.localtime(seconds)
-    today = time.localtime()
-    same_day = (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday)
-    return time.strftime("%H:%M:%S" if same_day else "%m-%d %H:%M", t)
+    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
+
+
+def wall_text(seconds: float) -> str:
+    """Wall time as H:MM:SS ('' when unknown)."""
+    if not math.isfinite(seconds):
+        return ""
+    s = max(int(round(seconds)), 0)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
+              "job", "last write", "flags")
+"""The fields of a run's row (`row_text`), in the order `saferl status` shows them."""
+
+
+def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
+    """The one text of a run's row ({field of ROW_FIELDS: text}), shown by `saferl status` and the TUI's
+    Status view alike: the status ('partial (running)' where the stored status and what runs now differ),
+    iterates written of the total ('3/40'), env steps ('1.2M'), env steps per second of the latest attempt
+    ('12,345'), the ETA ('4m'), the wall time of the latest attempt ('0:12:05'), the host ('host?' where its
+    process cannot be checked from here), the SLURM job, the time since the last write ('15m ago') and what
+    needs attention. `now`: POSIX seconds (default: the time now)."""
+    now = time.time() if now is None else now
+    stored, status = r.stored, r.status
+    shown = status if status == stored or stored in ("unknown", "pending") else f"{stored} ({status})"
+    return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": f"{r.key.bound:g}", "seed": str(r.key.seed),
+            "status": shown, "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
+            "env steps": steps_text(r.env_steps), "steps/s": rate_text(r.steps_per_s), "ETA": duration(r.eta_s),
+            "wall": wall_text(r.wall_s), "host": r.host_text(), "job": r.slurm_job_id or "",
+            "last write": "" if r.last_write is None else f"{duration(max(now - r.last_write, 0.0))} ago",
+            "flags": r.flags(now)}
+
+
+def totals_text(group: dict[str, Any]) -> dict[str, str]:
+    """A group of `totals` as text: runs and each status's count, stalled, env steps, steps/s, ETA (the
+    same formats as `row_text`)."""
+    return {**{k: str(group[k]) for k in ("runs", *STATUSES, "stalled")}, "env steps": steps_text(group["env_steps"]),
+            "steps/s": rate_text(group["steps_per_s"]), "ETA": duration(group["eta_s"])}

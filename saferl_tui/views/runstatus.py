@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
-from cube.store.runstatus import STATUSES, RunStatus, duration, steps_text, totals
+from cube.store.runstatus import STATUSES, RunStatus, row_text, totals, totals_text
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel, UISelection
 from saferl_tui.views.base import ResultView
@@ -30,27 +30,27 @@ HEADER = ("algo", "task", "bound", "seed", "status", "iterates", "steps", "steps
 TOTALS_HEADER = ("algo", "task", "runs", *STATUSES, "stalled", "steps", "steps/s", "eta")
 
 
+TEXT_FIELD = {"steps": "env steps", "eta": "ETA", "slurm": "job"}
+"""This table's short column names for the fields of `cube.store.runstatus.row_text`."""
+
+
 def status_row(r: RunStatus, now: float) -> dict[str, Any]:
-    """One run as the values the table shows and sorts by (times as seconds; None where unknown)."""
-    flags = r.flags(now)
-    if r.stalled and "stalled" not in flags:
-        flags = "stalled" + ("; " + flags if flags else "")
+    """One run as the values the table sorts by (times as seconds; None where unknown) and, under "text",
+    its cells: the text `saferl status` shows (`row_text`), but the status column the status alone (this
+    table colours and sorts by it)."""
+    text = row_text(r, now)
+    cells = {h: text[TEXT_FIELD.get(h, h)] for h in HEADER}
+    cells.update(status=r.status, d=text["bound"])
     return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": float(r.key.bound), "seed": int(r.key.seed),
             "status": r.status, "iterates": r.iterates, "n_iterates": r.n_iterates, "steps": r.env_steps,
             "steps/s": r.steps_per_s, "eta": r.eta_s, "host": r.host_text(), "slurm": r.slurm_job_id or "",
-            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": flags,
-            "stalled": r.stalled}
+            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": text["flags"],
+            "stalled": r.stalled, "text": cells}
 
 
 def _cells(row: dict[str, Any]) -> dict[str, str]:
     """A row as text (what the filter matches and the exports write)."""
-    it = "" if row["iterates"] is None else f"{row['iterates']}/{row['n_iterates'] or '?'}"
-    ago = "" if row["last write"] is None else duration(row["last write"]) + " ago"
-    rate = "" if row["steps/s"] is None else f"{row['steps/s']:,.0f}"
-    return {"algo": row["algo"], "task": row["task"], "bound": f"{row['bound']:g}", "d": f"{row['bound']:g}",
-            "seed": str(row["seed"]), "status": row["status"], "iterates": it, "steps": steps_text(row["steps"]),
-            "steps/s": rate, "eta": duration(row["eta"]), "host": row["host"], "slurm": row["slurm"],
-            "last write": ago, "flags": row["flags"]}
+    return row["text"]
 
 
 class RunStatusView(SortableTable, ResultView):
@@ -141,12 +141,13 @@ class RunStatusView(SortableTable, ResultView):
     def _totals(self, groups: list[dict[str, Any]]) -> None:
         table = self.query_one("#status-totals", NavTable)
         table.clear(columns=True)
-        cells = [[Text(str(g["algo"])), Text(str(g["task"])), Text(str(g["runs"]), justify="right"),
-                  *[Text(str(g[s]), justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
-                  Text(str(g["stalled"]), justify="right", style="bold red" if g["stalled"] else "dim"),
-                  Text(steps_text(g["env_steps"]), justify="right"),
-                  Text(f"{g['steps_per_s']:,.0f}" if g["steps_per_s"] else "", justify="right"),
-                  Text(duration(g["eta_s"]), justify="right")] for g in groups]
+        cells = []
+        for g in groups:
+            text = totals_text(g)
+            cells.append([Text(str(g["algo"])), Text(str(g["task"])), Text(text["runs"], justify="right"),
+                          *[Text(text[s], justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
+                          Text(text["stalled"], justify="right", style="bold red" if g["stalled"] else "dim"),
+                          *[Text(text[k], justify="right") for k in ("env steps", "steps/s", "ETA")]])
         add_columns(table, [(h, h) for h in TOTALS_HEADER], cells)
         for i, row in enumerate(cells):
             table.add_row(*row, key=str(i))
