@@ -64,7 +64,7 @@ def free_names(out_dir: Path, names: list[str]) -> list[Path]:
         for n in names:
             stem, _, ext = n.rpartition(".")
             paths.append(out_dir / f"{stem}{suffix}.{ext}")
-        if not any(p.exists() for p in paths):
+        if not any(os.path.lexists(p) for p in paths):  # a dangling link takes a name too
             return paths
         k += 1
 

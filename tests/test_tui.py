@@ -392,6 +392,23 @@ def test_exports_never_overwrite_and_carry_the_selection(cube_path: Path, tmp_pa
     assert svg.lstrip().startswith("<svg") and "<!-- saferl-tui selection: {" in svg
 
 
+def test_exports_go_through_the_atomic_writer_and_step_over_planted_links(cube_path: Path, tmp_path: Path) -> None:
+    """A dangling link planted under the export's name is never followed nor replaced: the export takes the
+    next free name, whole, and leaves no temporary file."""
+    (tmp_path / "saferl_runs_train_4a2t2b3s.csv").symlink_to(tmp_path / "elsewhere.csv")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "6", "e")
+
+    run_app(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
+    assert not (tmp_path / "elsewhere.csv").exists()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["saferl_runs_train_4a2t2b3s-2.csv", "saferl_runs_train_4a2t2b3s-2.tex",
+                     "saferl_runs_train_4a2t2b3s.csv"], names
+    meta, rows = read_csv(tmp_path / "saferl_runs_train_4a2t2b3s-2.csv")
+    assert meta["view"] == "runs" and len(rows) == 48
+
+
 def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> dict:
         out = {}
