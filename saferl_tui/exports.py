@@ -22,7 +22,7 @@ from cube.render.style import KINDS, require_matplotlib
 
 if TYPE_CHECKING:  # pragma: no cover
     from cube.selection import Selection
-    from saferl_tui.model import UISelection
+    from saferl_tui.selection import UISelection
 
 Files = list[tuple[str, str]]
 """(file name, text) pairs that a view exports: ``{what}.{csv,tex}``; the screen adds the selection tag,

@@ -19,7 +19,8 @@ import numpy as np
 from cube.errors import CubeError, CubeWarning
 from cube.store.locks import SeqWatch, StoreGone
 from cube.store.runstatus import RunStatusReader
-from saferl_tui.model import CubeInfo, CubeModel
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import CubeInfo
 
 DEFAULT_INTERVAL_S = 2.0
 """Seconds between two polls of the store (`saferl-tui --follow-interval`)."""

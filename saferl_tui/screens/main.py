@@ -35,10 +35,11 @@ from saferl_tui.messages import (
     ViewReady,
     ViewShown,
 )
-from saferl_tui.model import CubeModel, UISelection, load_model
+from saferl_tui.model import CubeModel, load_model
 from saferl_tui.screens.following import FollowMode
 from saferl_tui.screens.help import HelpScreen, help_rows, key_text
 from saferl_tui.screens.open import OpenScreen
+from saferl_tui.selection import UISelection
 from saferl_tui.views import VIEW_CLASSES, ResultView
 from saferl_tui.views.format import algo_palette
 from saferl_tui.views.plot import ConditionCycler

@@ -16,7 +16,8 @@ from textual.widgets import Static
 
 from cube.store.runstatus import STATUSES, RunStatus, row_text, totals, totals_text
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
