@@ -17,7 +17,7 @@ class CubeError(Exception):
 class DamagedStoreError(CubeError):
     """A store whose bytes cannot be read as written: a chunk whose checksum does not match or that does not
     decode, a chunk key that is a folder or a link, metadata zarr cannot parse. Raised where the damage is
-    found (`cube.store.damage`: every read of chunks goes through `reading_store`), so callers let it
+    found (`cube.store.damage.reading_store` around the store's reads of chunks), so callers let it
     through and never word it again. Build it with `found` (the damage is named) or `unexplained` (only
     the decode error is known)."""
 
