@@ -17,7 +17,8 @@ from cube.errors import CubeError
 from cube.io.conventions import conventions_of, conventions_text, difference_line
 from cube.store.read import read_manifests
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
