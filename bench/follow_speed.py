@@ -19,7 +19,7 @@ process of its own (its peak memory is its ru_maxrss):
    statistics (`update_suffstats`, target < 1 s), the updated Summary table (`stats.aggregate_table` of
    train and both final settings, 2,000 bootstrap replicates as the TUI, target < 2 s); then 16 runs
    changing (poll + update + table, target < 3 s);
-4. idle following: `SeqWatch.poll` and `ProgressReader.read` every second for --idle-s seconds, CPU time
+4. idle following: `SeqWatch.poll` and `RunStatusReader.read` every second for --idle-s seconds, CPU time
    over wall time (target < 2% of a core; the default 35 s includes one full read of the sequences).
 """
 
@@ -102,7 +102,7 @@ from cube import CubeWriter, RunKey, open_cube, stats
 from cube.stats.cache import wait_for_cache_writes
 from cube.stats.suffstats import load_suffstats_at, update_suffstats
 from cube.store.locks import SeqWatch
-from cube.store.progress import ProgressReader
+from cube.store.runstatus import RunStatusReader
 out, idle_s = {out!r}, {idle_s!r}
 ds = open_cube(out)
 keys = [RunKey(str(a), str(t), float(b), int(s)) for a in ds.algo.values for t in ds.task.values
@@ -145,7 +145,7 @@ print(f"RESULT moved16={{moved}} changed16={{changed}} detect16_s={{detect:.4f}}
 full = stats.load_suffstats(out, cache=False)
 same = all(np.array_equal(full[v].values, ss[v].values, equal_nan=True) for v in full.data_vars if v in ss)
 print(f"RESULT incremental_equals_full={{int(same)}}")
-reader = ProgressReader(out)
+reader = RunStatusReader(out)
 watch.poll(); reader.read(seqs=watch.seqs)
 c0, w0 = time.process_time(), time.perf_counter()
 while time.perf_counter() - w0 < idle_s:

@@ -1,11 +1,21 @@
-"""Time and peak memory of `saferl import episodes` on a 10-million-row Parquet table.
+"""Time and peak memory of `saferl import`: episodes (a 10-million-row Parquet table) or tensorboard
+(an event file of 10^6 episodes).
 
     .venv/bin/python bench/import_speed.py [--rows 10000000] [--keep]
+    .venv/bin/python bench/import_speed.py --tensorboard [--episodes 1000000]
 
-Writes bench/out/episodes_<rows>.parquet once (4 algos x 2 tasks x 2 bounds x 5 seeds = 80 runs,
+episodes: writes bench/out/episodes_<rows>.parquet once (4 algos x 2 tasks x 2 bounds x 5 seeds = 80 runs,
 50 iterates, the rest episodes of mode train), then runs `saferl import episodes FILE --out CUBE` in a
 child process and prints its wall time, rows per second and peak memory (ru_maxrss of the child),
 beside the time of a plain `pandas.read_parquet` of the same file in another child.
+
+tensorboard (`bench/import_tensorboard.py`): writes bench/out/tb_<episodes>/ once with tensorboardX's
+EventsWriter (CleanRL's tags: charts/episodic_return and charts/episodic_cost per episode, 8 at one
+step, charts/learning_rate per update), then times, each in a fresh child, the reader library alone
+parsing every record (framing + both CRC-32C checks + protobuf `Event.FromString`, the values kept per
+tag; with --event-file-loader also tensorboard's `EventFileLoader`) and `saferl import tensorboard DIR
+--out CUBE`, and prints the ratio import / reader, each child's peak memory, and the same command's on
+1,000 episodes (its fixed cost: what the file adds is what a streamed import keeps per episode).
 """
 
 from __future__ import annotations
@@ -57,7 +67,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the imported cube")
+    ap.add_argument("--tensorboard", action="store_true", help="the TensorBoard case instead")
+    ap.add_argument("--episodes", type=int, default=1_000_000, help="episodes in the event file (--tensorboard)")
+    ap.add_argument("--event-file-loader", action="store_true",
+                    help="--tensorboard: also time tensorboard's EventFileLoader (slow: ~10 min for 2e6 events)")
     args = ap.parse_args()
+    if args.tensorboard:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from import_tensorboard import run_case
+
+        run_case(OUT, args.episodes, keep=args.keep, event_file_loader=args.event_file_loader)
+        return
     OUT.mkdir(parents=True, exist_ok=True)
     table = OUT / f"episodes_{args.rows}.parquet"
     if not table.exists():

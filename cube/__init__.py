@@ -1,6 +1,11 @@
-"""saferl's results cube: schema, Zarr store, validation and every statistic of the paper.
+"""saferl's results cube: the schema, the Zarr store, the statistics of the paper, tables and figures,
+importers and the `saferl` command line.
 
-This package never imports jax or textual (enforced by a test).
+A core of top-level modules (``errors``, ``schema``, ``selection``, ``outputs``, ``compute``) and five
+wings, imported one way: ``store`` (layout, writers, readers, locks, run status, validation), ``stats``
+(sufficient statistics, metrics, bootstrap, tables), ``render`` (tables as text, figures), ``io`` (other
+tools' results, the demo cube), ``cli`` (one module per command). This module re-exports the public API.
+Never imports jax or textual, nor the trainer or the TUI (enforced by tests).
 """
 
 from cube import stats  # registers the ``ds.saferl`` accessor

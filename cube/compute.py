@@ -59,9 +59,14 @@ StepProgress = Callable[[str, int, int], None]
 FractionProgress = Callable[[float, str], None]
 """`progress(fraction, text)`: how a screen shows progress (0..1 and what is being done)."""
 
-__all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "Progress", "StepProgress", "FractionProgress", "resolve_address",
-           "connect", "scheduler_context", "active_client", "compute", "step_progress", "fraction_progress",
-           "available_memory", "check_memory"]
+
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a progress callback to stop the long work it watches (a screen closing): cube's readers let
+    it through as it is, never as a damaged store."""
+
+__all__ = ["ENV_VAR", "CONNECT_TIMEOUT_S", "Progress", "StepProgress", "FractionProgress", "Cancelled",
+           "resolve_address", "connect", "scheduler_context", "active_client", "compute", "step_progress",
+           "fraction_progress", "available_memory", "check_memory"]
 
 MEMORY_SHARE = 0.5
 """A job may plan to use at most this share of the memory available when it starts."""

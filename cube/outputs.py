@@ -3,7 +3,8 @@
 A target is written to a temporary file in the same folder and renamed over the target only when
 complete, so a failure (full disk, Ctrl-C) never leaves half a file; a file it replaces keeps its mode
 and group; and a target that exists but is not a regular file (a symlink, a FIFO, a device such as
-/dev/stdout, a folder) is refused, never replaced.
+/dev/stdout, a folder) is refused, never replaced. With ``replace=False`` (the TUI's exports) an existing
+target of any kind is refused: the complete file is linked in under a name that must still be free.
 """
 
 from __future__ import annotations
@@ -36,21 +37,46 @@ def check_output_path(path: str | os.PathLike[str]) -> Path:
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path`, on failure it is removed.
-    An OS error (full disk, no permission) becomes one CubeError line naming the path."""
+def atomic_output(path: str | os.PathLike[str], *, replace: bool = True) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` (with `replace=False` it takes the
+    name only while nothing has it: CubeError otherwise), on failure it is removed. An OS error (full disk,
+    no permission) becomes one CubeError line naming the path."""
     target = check_output_path(path)
     tmp = target.with_name(f".{target.name}.tmp-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp
-        _keep_mode(tmp, target)
-        os.replace(tmp, target)
+        if replace:
+            _keep_mode(tmp, target)
+            os.replace(tmp, target)
+        else:
+            _take_name(tmp, target)
+    except FileExistsError:
+        raise CubeError(f"{target} exists; refusing to replace it: choose another name") from None
     except OSError as exc:
         raise CubeError(f"cannot write {target} ({exc.strerror or type(exc).__name__}): "
                         "free some space or choose another path") from None
     finally:
         if tmp.exists() or tmp.is_symlink():
             tmp.unlink()
+
+
+def _take_name(tmp: Path, target: Path) -> None:
+    """Give the complete file `tmp` the name `target` only if nothing has that name (FileExistsError
+    otherwise, whatever holds it: a file, a link, a FIFO): a hard link, atomic; where the file system has
+    none, the name is reserved empty first (O_EXCL) and the file renamed over it."""
+    try:
+        os.link(tmp, target)
+        return
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network and FUSE file systems)
+        pass
+    os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        target.unlink(missing_ok=True)
+        raise
 
 
 def _keep_mode(tmp: Path, target: Path) -> None:
@@ -66,9 +92,10 @@ def _keep_mode(tmp: Path, target: Path) -> None:
         pass
 
 
-def write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write `text` (UTF-8) to `path` atomically; returns the path written."""
-    with atomic_output(path) as tmp:
+def write_text(path: str | os.PathLike[str], text: str, *, replace: bool = True) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; returns the path written. `replace=False`: never over an
+    existing file (CubeError)."""
+    with atomic_output(path, replace=replace) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 

@@ -171,9 +171,12 @@ BOUND_RTOL = 1e-9
 bound read back from text or JSON; distinct bounds of a sweep differ by far more)."""
 
 
-def same_bound(labels: Any, value: float) -> np.ndarray:
-    """Elementwise: which of the bound `labels` are the bound `value` (to BOUND_RTOL)."""
-    return np.isclose(np.asarray(labels, dtype=np.float64), float(value), rtol=BOUND_RTOL, atol=0.0)
+def same_bound(labels: Any, value: Any) -> np.ndarray:
+    """Elementwise: which of the bound `labels` are the bound `value` (to BOUND_RTOL); `value` is one
+    bound or an array broadcast against `labels` (two label arrays of one shape compared pairwise). The
+    one comparison of bounds: every reader, writer and parser of bound labels goes through it."""
+    return np.isclose(np.asarray(labels, dtype=np.float64), np.asarray(value, dtype=np.float64),
+                      rtol=BOUND_RTOL, atol=0.0)
 
 
 # ------------------------------------------------------------------------- the one episode rule

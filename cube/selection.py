@@ -135,7 +135,7 @@ def parse_ints(words: Words, what: str = "seeds") -> tuple[int, ...]:
 
 
 def parse_floats(words: Words, what: str = "bounds") -> tuple[float, ...]:
-    """Numbers from '15,25.5' (or several such words); a value given twice (np.isclose) is an error."""
+    """Numbers from '15,25.5' (or several such words); a value given twice (`same_bound`) is an error."""
     text = words if isinstance(words, str) else " ".join(words)
     values: list[float] = []
     for item in _items(words):

@@ -12,7 +12,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from cube.store.progress import STALL_S
+from cube.store.runstatus import STALL_S
 from saferl_tui.commands import SaferlCommands
 from saferl_tui.follow import DEFAULT_INTERVAL_S
 from saferl_tui.messages import Exported, ViewShown
@@ -81,7 +81,7 @@ def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: i
     the cube loads; None for local threads. ``exit_after_load``: exit once the first Summary is shown
     (``app.run()`` then returns a line saying so). ``follow``: follow the store as it is written (None: on
     when some run is partial or pending), polling every ``follow_interval`` seconds. ``stall_s``: seconds
-    without a write after which the Progress view flags a running run stalled. ``clock()``: the time now
+    without a write after which the Status view flags a running run stalled. ``clock()``: the time now
     (POSIX seconds; tests inject a fixed one).
     """
     model = CubeModel(path, boot=boot, rng_seed=rng_seed, stall_s=stall_s, clock=clock)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cube.compute import Progress, resolve_address, scheduler_context
 from cube.selection import check_statistics_arguments
-from cube.store.progress import STALL_S
+from cube.store.runstatus import STALL_S
 from saferl_tui.app import build_app
 from saferl_tui.follow import DEFAULT_INTERVAL_S
 
@@ -50,7 +50,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="saferl-tui",
         description="Explore a saferl results cube: Summary, Conditions, CDF, Curves, Histograms, Runs, Learning, "
-        "Progress; follows a store being written. "
+        "Status; follows a store being written. "
         "Press ? inside the app for every key.",
     )
     p.add_argument("path", nargs="?", help="results cube (.zarr directory or .nc file); default: the demo cube")
@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--follow-interval", type=float, default=DEFAULT_INTERVAL_S, metavar="SECONDS",
                    help=f"seconds between two polls of a followed store (default {DEFAULT_INTERVAL_S:g})")
     p.add_argument("--stall", type=float, default=STALL_S, metavar="SECONDS",
-                   help=f"Progress view: a running run that wrote nothing for this long is stalled "
+                   help=f"Status view: a running run that wrote nothing for this long is stalled "
                    f"(default {STALL_S:g})")
     return p
 

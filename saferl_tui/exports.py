@@ -22,7 +22,7 @@ from cube.render.style import KINDS, require_matplotlib
 
 if TYPE_CHECKING:  # pragma: no cover
     from cube.selection import Selection
-    from saferl_tui.model import UISelection
+    from saferl_tui.selection import UISelection
 
 Files = list[tuple[str, str]]
 """(file name, text) pairs that a view exports: ``{what}.{csv,tex}``; the screen adds the selection tag,
@@ -64,7 +64,7 @@ def free_names(out_dir: Path, names: list[str]) -> list[Path]:
         for n in names:
             stem, _, ext = n.rpartition(".")
             paths.append(out_dir / f"{stem}{suffix}.{ext}")
-        if not any(p.exists() for p in paths):
+        if not any(os.path.lexists(p) for p in paths):  # a dangling link takes a name too
             return paths
         k += 1
 

@@ -18,8 +18,9 @@ import numpy as np
 
 from cube.errors import CubeError, CubeWarning
 from cube.store.locks import SeqWatch, StoreGone
-from cube.store.progress import ProgressReader
-from saferl_tui.model import CubeInfo, CubeModel
+from cube.store.runstatus import RunStatusReader
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import CubeInfo
 
 DEFAULT_INTERVAL_S = 2.0
 """Seconds between two polls of the store (`saferl-tui --follow-interval`)."""
@@ -45,7 +46,7 @@ class Follower:
     def __init__(self, model: CubeModel) -> None:
         self.model = model
         self.watch = SeqWatch(model.path)
-        self._reader = ProgressReader(model.path, model.stall_s)
+        self._reader = RunStatusReader(model.path, model.stall_s)
         self._reported: set[str] = set()
 
     def step(self) -> FollowUpdate | None:
@@ -74,11 +75,11 @@ class Follower:
         return FollowUpdate(int(changed.shape[0]), self.model.clock(), list(dict.fromkeys(notes)), grew=bool(grew))
 
     def _failures(self, changed: set[tuple[int, ...]]) -> list[str]:
-        """One line per run written since the previous step that `ProgressReader` now calls failed (each
+        """One line per run written since the previous step that `RunStatusReader` now calls failed (each
         failure said once)."""
         try:
             runs = self._reader.read(now=self.model.clock())
-        except Exception:  # noqa: BLE001 - progress is a courtesy here: the statistics are updated
+        except Exception:  # noqa: BLE001 - run status is a courtesy here: the statistics are updated
             return []
         lines = [f"run {r.key} failed: {r.error or 'no error recorded'}" for r in runs
                  if r.status == "failed" and r.index in changed]

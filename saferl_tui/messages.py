@@ -14,7 +14,8 @@ from typing import Any
 
 from textual.message import Message
 
-from saferl_tui.model import CubeInfo, CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import CubeInfo, UISelection
 
 
 @dataclass

@@ -23,7 +23,7 @@ from cube.errors import CubeError
 from cube.selection import parse_iterates
 from cube.stats.metrics import SETTING, SETTINGS
 from saferl_tui.messages import SelectionChanged
-from saferl_tui.model import CubeInfo, UISelection
+from saferl_tui.selection import CubeInfo, UISelection
 
 
 class InfoBar(Static):

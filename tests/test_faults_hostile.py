@@ -236,6 +236,29 @@ def test_out_keeps_the_mode_of_the_file_it_replaces(tmp_path: Path, small_demo_c
     assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
 
 
+@pytest.mark.parametrize("taken", ["file", "dangling link", "fifo"])
+def test_a_file_written_without_replace_never_takes_a_taken_name(tmp_path: Path, taken: str) -> None:
+    """`write_text(..., replace=False)` (the TUI's exports): a name held by anything is refused with one line,
+    the holder untouched, no temporary file left; a free name gets the whole text."""
+    from cube.errors import CubeError
+    from cube.outputs import write_text
+
+    target = tmp_path / "t.csv"
+    if taken == "file":
+        target.write_text("mine")
+    elif taken == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to(tmp_path / "nowhere.csv")
+    with pytest.raises(CubeError, match="t.csv"):
+        write_text(target, "new", replace=False)
+    assert not (tmp_path / "nowhere.csv").exists()
+    assert target.is_symlink() or target.is_fifo() or target.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+    write_text(tmp_path / "free.csv", "new", replace=False)
+    assert (tmp_path / "free.csv").read_text() == "new" and len(list(tmp_path.iterdir())) == 2
+
+
 def test_export_on_a_full_disk_names_the_full_disk(tmp_path: Path, small_demo_cube: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     from faultkit import fill_disk, mount_tmpfs, unmount

@@ -19,7 +19,7 @@ from faultkit import CTX, fill_disk, kill_self_at_write, mount_tmpfs, remount, s
 
 import cube
 from cube import CubeError, CubeWriter, Recorder, RunKey, open_cube, read_manifests, stats, validate
-from cube.store.read import InterruptedWriteWarning
+from cube.store.locks import InterruptedWriteWarning
 
 pytestmark = pytest.mark.faults
 

@@ -293,7 +293,6 @@ def test_into_adds_other_sources_to_a_recorded_cube(tmp_path: Path, capsys) -> N
     (["--into", "{missing}"], "does not exist: --into adds runs to an existing cube"),
     (["--into", "{store}", "--force"], "with --into use --replace"),
     (["--out", "{store}", "--replace"], "with --out use --force"),
-    (["--out", "{store}", "--window", "30"], "episodes has none"),
 ])
 def test_into_and_out_flags_are_checked(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
     table = tmp_path / "ep.csv"
@@ -302,6 +301,16 @@ def test_into_and_out_flags_are_checked(tmp_path: Path, capsys, argv: list[str],
     names = {"missing": str(tmp_path / "none.zarr"), "store": str(tmp_path / "s.zarr")}
     assert main(["import", "episodes", str(table), *[a.format(**names) for a in argv]]) == 2
     assert message in _err(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ep.csv"]
+
+
+def test_an_option_of_another_format_is_refused_by_the_parser(tmp_path: Path, capsys) -> None:
+    table = tmp_path / "ep.csv"
+    pd.DataFrame({"algo": "a", "task": "t", "bound": 1.0, "seed": 0, "iterate": 0, "mode": "train",
+                  "reward": 1.0, "cost": [1.0]}).to_csv(table, index=False)
+    with pytest.raises(SystemExit) as exc:  # --window is omnisafe's and safepo's: each format has its own options
+        main(["import", "episodes", str(table), "--out", str(tmp_path / "s.zarr"), "--window", "30"])
+    assert exc.value.code == 2 and "unrecognized arguments: --window 30" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ep.csv"]
 
 

@@ -223,6 +223,19 @@ def test_create_exist_ok_accepts_same_grid_refuses_other(tiny_store: Path) -> No
         create_store(tiny_store, **TINY_GRID)
 
 
+def test_bounds_are_the_same_grid_to_the_one_bound_tolerance(tiny_store: Path) -> None:
+    """The grid check compares bounds through `same_bound` (BOUND_RTOL), as every reader does: float noise
+    of a bound read back from text is the same grid; 25.0001 (np.allclose's default would accept it) is not."""
+    from cube.schema import BOUND_RTOL, same_bound
+
+    noisy = [b * (1 + BOUND_RTOL / 10) for b in TINY_GRID["bounds"]]
+    create_store(tiny_store, **{**TINY_GRID, "bounds": noisy}, exist_ok=True)
+    with pytest.raises(CubeError, match="different grid"):
+        create_store(tiny_store, **{**TINY_GRID, "bounds": [15.0, 25.0001]}, exist_ok=True)
+    assert same_bound([15.0, 25.0], noisy).tolist() == [True, True]
+    assert same_bound([15.0, 25.0], [15.0, 25.0001]).tolist() == [True, False]
+
+
 def _snapshot(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 

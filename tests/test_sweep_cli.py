@@ -130,7 +130,7 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
     from cube import CubeWriter
     from cube.cli import main
     from cube.store.fs import side_folder
-    from cube.store.progress import read_progress
+    from cube.store.runstatus import read_run_status
     from train.claims import claim_path
 
     out = tmp_path / "c.zarr"
@@ -148,7 +148,7 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
         path.write_text(json.dumps({"host": socket.gethostname(), "pid": pid}))
     last = (out / "write_seq" / "c" / "0" / "0" / "0" / "0").stat().st_mtime
     os.utime(out / "write_seq" / "c" / "0" / "0" / "0" / "0", (last, 1767229200.0))  # 2026-01-01T01:00:00Z
-    rows = {r.key.seed: r for r in read_progress(out)}
+    rows = {r.key.seed: r for r in read_run_status(out)}
     assert rows[0].status == "stopped" and rows[0].wall_s == 3600.0  # its claim's process is gone
     assert rows[1].status == "running" and rows[1].wall_s > 3600 * 24
     assert main(["status", str(out)]) == 0

@@ -392,6 +392,23 @@ def test_exports_never_overwrite_and_carry_the_selection(cube_path: Path, tmp_pa
     assert svg.lstrip().startswith("<svg") and "<!-- saferl-tui selection: {" in svg
 
 
+def test_exports_go_through_the_atomic_writer_and_step_over_planted_links(cube_path: Path, tmp_path: Path) -> None:
+    """A dangling link planted under the export's name is never followed nor replaced: the export takes the
+    next free name, whole, and leaves no temporary file."""
+    (tmp_path / "saferl_runs_train_4a2t2b3s.csv").symlink_to(tmp_path / "elsewhere.csv")
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> None:
+        await press(pilot, "6", "e")
+
+    run_app(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
+    assert not (tmp_path / "elsewhere.csv").exists()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["saferl_runs_train_4a2t2b3s-2.csv", "saferl_runs_train_4a2t2b3s-2.tex",
+                     "saferl_runs_train_4a2t2b3s.csv"], names
+    meta, rows = read_csv(tmp_path / "saferl_runs_train_4a2t2b3s-2.csv")
+    assert meta["view"] == "runs" and len(rows) == 48
+
+
 def test_export_conditions_curves_histograms_runs(cube_path: Path, tmp_path: Path) -> None:
     async def scenario(pilot: Pilot, screen: MainScreen) -> dict:
         out = {}
@@ -795,7 +812,7 @@ def test_parse_iterates_rejects(text: str) -> None:
 
 
 def test_selection_model_describe() -> None:
-    from saferl_tui.model import UISelection
+    from saferl_tui.selection import UISelection
 
     sel = UISelection(("a", "b"), ("t",), (15.0, 25.0), (0, 1, 2), iterates=(2, 4))
     assert sel.n_runs == 12
@@ -1008,3 +1025,21 @@ def test_labels_that_look_like_markup_are_shown_as_they_are(tmp_path: Path) -> N
             await press(pilot, key)  # no view may raise on a label
 
     run_app(build_app(path, boot=BOOT), scenario)
+
+
+def test_derived_cache_never_keeps_a_result_of_older_statistics() -> None:
+    """`DerivedCache.renew` swaps the statistics and forgets in one step: a result a worker computed from the
+    statistics before it is returned but not stored; `keep` spares the keys it names."""
+    from saferl_tui.derived import DerivedCache
+
+    cache, stats_now = DerivedCache(), {"gen": 0}
+    cache.get(("reference", "paper"), lambda: "published")
+
+    def slow() -> int:
+        seen = stats_now["gen"]
+        cache.renew(lambda: stats_now.update(gen=1), keep=lambda key: key[0] == "reference")  # lands meanwhile
+        return seen
+
+    assert cache.get(("table",), slow) == 0 and ("table",) not in cache
+    assert cache.get(("table",), lambda: stats_now["gen"]) == 1 and ("table",) in cache
+    assert ("reference", "paper") in cache

@@ -114,8 +114,8 @@ def summary_rows(app: SaferlApp) -> list[list[str]]:
     return cells(app.main_screen.view("summary").query_one("#summary-table", DataTable))
 
 
-def progress_rows(app: SaferlApp) -> list[list[str]]:
-    return cells(app.main_screen.view("progress").query_one("#progress-table", DataTable))
+def status_rows(app: SaferlApp) -> list[list[str]]:
+    return cells(app.main_screen.view("status").query_one("#status-table", DataTable))
 
 
 async def poll(pilot) -> None:
@@ -161,8 +161,8 @@ async def test_follow_shows_a_finished_run_as_a_cold_load_does(tmp_path: Path) -
         before = summary_rows(app)
         await pilot.press("8")
         await until_quiet(pilot)
-        assert any(r[:5] == ["ppo_lag", "goal", "15", "1", "stopped"] and r[5] == "2/4" for r in progress_rows(app))
-        table = screen.view("progress").query_one("#progress-table", DataTable)
+        assert any(r[:5] == ["ppo_lag", "goal", "15", "1", "stopped"] and r[5] == "2/4" for r in status_rows(app))
+        table = screen.view("status").query_one("#status-table", DataTable)
         table.move_cursor(row=2)
         await pilot.press("1")
         await until_quiet(pilot)
@@ -178,10 +178,10 @@ async def test_follow_shows_a_finished_run_as_a_cold_load_does(tmp_path: Path) -
         check_same_as_full_pass(app, path)
         await pilot.press("8")
         await until_quiet(pilot)
-        followed_progress = progress_rows(app)
+        followed_status = status_rows(app)
         assert table.cursor_row == 2, "the refresh keeps the cursor"
         assert screen.focused is table
-        assert all(r[4] == "complete" for r in followed_progress)
+        assert all(r[4] == "complete" for r in followed_status)
 
     cold = app_for(path, follow=False)
     async with cold.run_test(size=(120, 40)) as pilot:
@@ -189,7 +189,7 @@ async def test_follow_shows_a_finished_run_as_a_cold_load_does(tmp_path: Path) -
         assert summary_rows(cold) == after
         await pilot.press("8")
         await until_quiet(pilot)
-        assert progress_rows(cold) == followed_progress
+        assert status_rows(cold) == followed_status
 
 
 @sync
@@ -206,7 +206,7 @@ async def test_a_failing_run_is_one_line_and_flagged(tmp_path: Path) -> None:
         check_same_as_full_pass(app, path)
         await pilot.press("8")
         await until_quiet(pilot)
-        row = next(r for r in progress_rows(app) if r[:4] == ["ppo_lag", "goal", "15", "1"])
+        row = next(r for r in status_rows(app) if r[:4] == ["ppo_lag", "goal", "15", "1"])
         assert row[4] == "failed" and "NaN in the loss" in row[-1] and row[5] == "3/4"
 
 
@@ -242,7 +242,7 @@ async def test_a_grown_grid_adds_the_new_seed_and_iterates(tmp_path: Path) -> No
         check_same_as_full_pass(app, path)
         await pilot.press("8")
         await until_quiet(pilot)
-        assert len(progress_rows(app)) == 6
+        assert len(status_rows(app)) == 6
 
 
 @sync

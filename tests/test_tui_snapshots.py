@@ -65,7 +65,7 @@ def snap_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Directory holding ``cube.zarr``: 4 algos x 2 tasks x 2 bounds x 3 seeds x 6 iterates (seed 3)."""
     root = tmp_path_factory.mktemp("snap")
     write_snapshot_cube(root / "cube.zarr")
-    for folder, _dirs, files in os.walk(root / "cube.zarr" / WRITE_SEQ / "c"):  # the Progress view's last writes
+    for folder, _dirs, files in os.walk(root / "cube.zarr" / WRITE_SEQ / "c"):  # the Status view's last writes
         for name in files:
             os.utime(Path(folder) / name, (T0, T0))
     return root
@@ -110,12 +110,12 @@ VIEWS = [
     ("histograms", ("5",)),
     ("runs", ("6",)),
     ("learning", ("7",)),
-    ("progress", ("8",)),
+    ("status", ("8",)),
     ("selection_panel", ("f", "down", "space")),
     ("help", ("question_mark",)),
     ("empty_selection", ("f", "n", "escape")),
 ]
-SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning", "progress",
+SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning", "status",
          "selection_panel", "help"]
 
 

@@ -57,19 +57,6 @@ def build_parser(plugins: Sequence[EntryPoint] | None = None) -> argparse.Argume
     return parser
 
 
-def _explained(exc: BaseException, path: str | None) -> BaseException:
-    """A decode error of a store (a checksum mismatch, a damaged chunk) as a CubeError naming the chunk."""
-    if isinstance(exc, CubeError | OSError) or path is None:
-        return exc
-    from cube.store.read import damaged_store_error, unreadable_chunk
-
-    try:
-        found = unreadable_chunk(path) is not None
-    except Exception:  # noqa: BLE001 - the original error is the one to report then
-        found = False
-    return damaged_store_error(exc, path, f"read {path}") if found else exc
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl`` console script: the one error boundary of every subcommand."""
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
@@ -89,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the boundary: one line, never a traceback (unless asked for)
         if os.environ.get("SAFERL_DEBUG"):
             raise
-        print_error(_explained(exc, getattr(args, "path", None)))
+        print_error(exc)
         return 2
 
 

@@ -3,15 +3,19 @@
     saferl import episodes episodes.csv --out mine.zarr                 # one row per episode
     saferl import saferl-eval results/ --out paper.zarr                 # SafeRLEval *_summary.csv (+ history)
     saferl import omnisafe runs/ --out omnisafe.zarr                    # progress.csv + config.json per run
-    saferl import safepo runs/ --out safepo.zarr --bound 25             # the cost limit when config.json lacks it
+    saferl import tensorboard runs/ --out cleanrl.zarr --bound 25       # CleanRL-style charts/episodic_* events
+    saferl import sb3-monitor logs/ --out sb3.zarr --cost-column c --cost-kind episode --steps-per-iterate 2048
     saferl import omnisafe runs/ --into mine.zarr                       # add them to an existing cube
 
-Labels (algo, task, bound, seed) come from the files; --algo/--task/--bound/--seed override them for
-every run read. Sources that keep only means of several episodes (OmniSafe's and SafePO's sliding
-windows, SafeRLEval's training log) are flagged as such, and each run's manifest says what the means are:
-`saferl report` gives R, C and D_norm from them, never V, D_norm+, tiers or CDFs. --into adds the runs to
-an existing cube (any source, or runs recorded with cube.Recorder) and refuses a run that already holds
-data there unless --replace is given.
+The formats are records of `cube.io.registry.Importer`, found through the entry-point group
+`saferl.importers` (another package can add one); `saferl import FORMAT --help` lists a format's own
+options. Labels (algo, task, bound, seed) come from the files; --algo/--task/--bound/--seed fill or
+override them for every run read. Sources that keep only means of several episodes are flagged as such,
+and each run's manifest says what the means are: `saferl report` gives R, C and D_norm from them, never V,
+D_norm+, tiers or CDFs. Each run's manifest also records its conventions (cost discounting, window,
+evaluation, normalization, complete or sampled history) from the files, else from --cost-discount/--eval/
+--normalization, else "unknown". --into adds the runs to an existing cube (any source, or runs recorded
+with cube.Recorder) and refuses a run that already holds data there unless --replace is given.
 """
 
 from __future__ import annotations
@@ -19,16 +23,15 @@ from __future__ import annotations
 import argparse
 
 from cube.errors import CubeError
-from cube.io.importers import FORMATS, apply_labels, read_runs, runs_without_violation
+from cube.io.conventions import CONVENTIONS, conventions_of, conventions_text, difference_line, flag_dest
+from cube.io.importers import runs_without_violation
+from cube.io.registry import Importer, import_runs, importers
 from cube.io.writing import add_runs, write_runs
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `import` subcommand."""
-    p = subparsers.add_parser("import", help="read other tools' results (episodes table, SafeRLEval, OmniSafe, "
-                              "SafePO) into a cube", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("format", choices=FORMATS, help="the source format")
+def _common() -> argparse.ArgumentParser:
+    """The arguments every format takes (a parent parser)."""
+    p = argparse.ArgumentParser(add_help=False)
     p.add_argument("sources", nargs="+", metavar="SRC", help="files, or folders searched for them")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--out", help="the cube to write (a new Zarr store)")
@@ -40,10 +43,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--task", help="task label for every run read")
     p.add_argument("--bound", type=float, help="safety bound d for every run read (the cost limit)")
     p.add_argument("--seed", type=int, help="seed for every run read")
-    p.add_argument("--window", type=int, metavar="N",
-                   help="omnisafe/safepo: episodes in the tool's window of means when it is not the released "
-                        "default of 50 (OmniSafe after 0.5.0 uses config.json's logger_cfgs.window_lens)")
-    p.set_defaults(func=run)
+    for conv in CONVENTIONS:
+        if conv.flag:
+            p.add_argument(conv.flag, dest=f"convention_{conv.name}", choices=conv.choices,
+                           help=f"{conv.help}, where the files do not say (recorded in each run's manifest)")
+    return p
+
+
+def _description(record: Importer) -> str:
+    return (f"{record.reads}.\n\ngives: {record.gives_text}\ncannot give: {record.cannot_text}"
+            + (f"\n\n    {record.example}" if record.example else ""))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `import` subcommand, one sub-parser per installed format."""
+    p = subparsers.add_parser("import", help="read other tools' results (TensorBoard, SB3, W&B, OmniSafe, SafePO, "
+                              "SafeRLEval, FSRL, RLlib, DSRL, episode tables) into a cube", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    formats = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    common = _common()
+    for name, record in importers().items():
+        sp = formats.add_parser(name, parents=[common], help=f"{record.reads} ({record.gives})",
+                                description=_description(record),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+        for option in record.options:
+            option.add_to(sp)
+        sp.set_defaults(func=run, importer_options=tuple(o.dest for o in record.options))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,10 +78,12 @@ def run(args: argparse.Namespace) -> int:
         raise CubeError("--force replaces a whole store given with --out; with --into use --replace for runs")
     if args.replace and args.out:
         raise CubeError("--replace overwrites runs of an existing cube given with --into; with --out use --force")
+    labels = {"algo": args.algo, "task": args.task, "bound": args.bound, "seed": args.seed}
+    options = {dest: getattr(args, dest) for dest in args.importer_options}
+    flags = {c.name: getattr(args, f"convention_{c.name}", None) for c in CONVENTIONS if flag_dest(c)}
     with progress_bar() as bar:
         task = bar.add_task(f"reading {args.format}", total=None)
-        runs = read_runs(args.format, args.sources, bound=args.bound, window=args.window)
-        runs = apply_labels(runs, {"algo": args.algo, "task": args.task, "bound": args.bound, "seed": args.seed})
+        runs = import_runs(args.format, args.sources, labels, options, flags)
         bar.update(task, description=f"writing {len(runs)} run(s)", total=len(runs), completed=0)
 
         def advance(done: int, total: int) -> None:
@@ -67,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_runs(runs, args.out, fmt=args.format, force=args.force, progress=advance)
     print(summary_line(runs, args.format, args.into or args.out, added=bool(args.into)))
-    for note in dict.fromkeys(n for r in runs for n in [r.means_note()] if n):
+    for note in dict.fromkeys(n for r in runs for n in [r.means_note(), *r.notes] if n):
         print(f"note: {note}")
+    rows = [r.manifest for r in runs]
+    differ = difference_line(rows)
+    print(f"conventions: {differ}" if differ else f"conventions: {conventions_text(conventions_of(rows[0]))}")
     return 0
 
 

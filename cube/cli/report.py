@@ -35,6 +35,7 @@ from cube.io.reference import REFERENCES
 from cube.outputs import write_text
 from cube.render import latex
 from cube.render import text as export
+from cube.schema import same_bound
 from cube.selection import (
     add_selection_arguments,
     add_statistics_arguments,
@@ -159,6 +160,32 @@ def _notes(ss: xr.Dataset) -> list[str]:
     return notes
 
 
+def _convention_notes(path: str, ss: xr.Dataset, reference: str | None) -> list[str]:
+    """What the selected runs' conventions are (`cube.io.conventions`), one line when they differ, and one
+    line when they differ from the reference's."""
+    from cube.io import conventions
+    from cube.store.read import read_manifests
+
+    try:
+        rows = read_manifests(path)
+    except (CubeError, OSError, KeyError, ValueError):  # a netCDF export keeps no manifests
+        return []
+    chosen = {str(k): set(ss[k].values.tolist()) for k in ("algo", "task", "seed")}
+    rows = [r for r in rows if r.get("status") != "pending" and all(r[k] in v for k, v in chosen.items())
+            and bool(same_bound(ss["bound"].values, r["bound"]).any())]
+    if not rows:
+        return []
+    out = [conventions.difference_line(rows) or "conventions: " + conventions.conventions_text(
+        conventions.conventions_of(rows[0]))]
+    if reference:
+        from cube.io.reference import load_reference
+
+        ref = load_reference(reference)
+        out.append(conventions.reference_line(rows, ref.conventions, reference)
+                   or f"the cube's conventions are {reference}'s")
+    return out
+
+
 def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, settings: tuple[str, ...],
             bar: Progress) -> dict[str, xr.Dataset]:
     out = {}
@@ -240,7 +267,7 @@ def _run(args: argparse.Namespace) -> int:
             use = stats.settings_arg(settings, ss)
             _warn_left_out(ss, use)
             tables = _tables(ss, kinds, args, use, bar)
-    for note in _notes(ss):
+    for note in _notes(ss) + _convention_notes(args.path, ss, args.reference):
         err_console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     print_recorded_warnings(caught)
     comparisons = _comparisons(tables, args.reference) if args.reference else {}

@@ -1,11 +1,12 @@
-"""`saferl status`: every run of a results store with its progress, and totals per algorithm and task.
+"""`saferl status`: every run of a results store with its status, and totals per algorithm and task.
 
     saferl status results.zarr [--all] [--stall-after S]
     saferl status results.zarr --watch [--interval S] [--stall-after S]
 
-Per run (`cube.store.progress.ProgressReader`): its status (running / stopped / failed / pending /
-complete; a partial run shows as 'partial (running)' and so on), iterates written of its total, env steps,
-steps per second, ETA, wall time, host, SLURM job, last write, retries, the formulation it was trained with
+Per run (`cube.store.runstatus.RunStatusReader`, each row in the text the TUI's Status view shows,
+`row_text`): its status (running / stopped / failed / pending / complete; a partial run shows as
+'partial (running)' and so on), iterates written of its total, env steps, steps per second, ETA, wall
+time, host, SLURM job, time since the last write, retries, the formulation it was trained with
 (`variant`) and what needs attention (stalled, failed, damaged claim). Then per algorithm and task: runs per
 status, env steps and their rate, the longest ETA. Without --all, complete runs are left out of the run table.
 
@@ -31,14 +32,14 @@ from rich.table import Table
 
 from cube.cli.console import err_console
 from cube.store.locks import SeqWatch, StoreGone
-from cube.store.progress import STALL_S, ProgressReader, RunProgress, clock, duration, steps_text, totals
+from cube.store.runstatus import ROW_FIELDS, STALL_S, RunStatus, RunStatusReader, row_text, totals, totals_text
 
 Hook = Callable[[dict[str, Any]], Any]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `status` subcommand."""
-    p = sub.add_parser("status", help="progress of a results store's runs (--watch: follow it live)",
+    p = sub.add_parser("status", help="status of a results store's runs (--watch: follow it live)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results store (Zarr directory)")
     p.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         raise CubeError(f"--interval must be a positive number of seconds, got {args.interval:g}")
     if args.stall_after <= 0:
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
-    reader = ProgressReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
+    reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
     console = _console()
     if not args.watch:
         console.print(render(args.path, reader.read(), args.all, args.status_variant))
@@ -94,7 +95,7 @@ def _total_hook(hook: Hook | None) -> Callable[[dict[str, Any]], int | None] | N
     return total
 
 
-def watch(args: argparse.Namespace, reader: ProgressReader, console: Console) -> int:
+def watch(args: argparse.Namespace, reader: RunStatusReader, console: Console) -> int:
     """Follow the store until Ctrl-C (0) or until it is deleted (1, one line)."""
     from rich.live import Live
 
@@ -128,14 +129,14 @@ def watch(args: argparse.Namespace, reader: ProgressReader, console: Console) ->
             live.stop()
 
 
-def state(runs: Sequence[RunProgress]) -> tuple:
+def state(runs: Sequence[RunStatus]) -> tuple:
     """What a log of `--watch` prints a new snapshot for: each run's status, iterates, env steps, stall,
     claim and error (not its clocks)."""
     return tuple((r.status, r.stored, r.iterates, r.env_steps, r.stalled, r.claim.state, r.error) for r in runs)
 
 
 # ------------------------------------------------------------------------------------------ rendering
-def render(path: Any, runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
            now: float | None = None) -> Group:
     """The summary line, the run table (complete runs only with `show_all`) and the totals table."""
     now = time.time() if now is None else now
@@ -147,7 +148,7 @@ def render(path: Any, runs: Sequence[RunProgress], show_all: bool = False, varia
     return Group(*parts)
 
 
-def summary(path: Any, runs: Sequence[RunProgress]) -> str:
+def summary(path: Any, runs: Sequence[RunStatus]) -> str:
     """'PATH: N runs: a complete, b partial, c pending; ...' (stored statuses, then what runs now)."""
     stored = {s: sum(r.stored == s for r in runs) for s in ("complete", "partial", "pending")}
     now = {s: sum(r.status == s for r in runs) for s in ("running", "stopped", "failed")}
@@ -160,11 +161,12 @@ def summary(path: Any, runs: Sequence[RunProgress]) -> str:
     return text
 
 
-RUN_COLUMNS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
-               "job", "last write", "retries", "variant", "flags")
+RUN_COLUMNS = (*ROW_FIELDS[:-1], "retries", "variant", "flags")
+"""The run table's columns: a run's row (`cube.store.runstatus.row_text`, as the TUI shows it), its retries
+and the formulation it was trained with."""
 
 
-def run_table(runs: Sequence[RunProgress], show_all: bool = False, variant: Hook | None = None,
+def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
               now: float | None = None) -> Table:
     """One row per run (complete ones only with `show_all`), columns RUN_COLUMNS."""
     table = Table(*RUN_COLUMNS)
@@ -175,14 +177,11 @@ def run_table(runs: Sequence[RunProgress], show_all: bool = False, variant: Hook
     return table
 
 
-def run_cells(r: RunProgress, variant: Hook | None = None, now: float | None = None) -> list[str]:
+def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None) -> list[str]:
     """The cells of one run's row (RUN_COLUMNS)."""
-    status = r.status if r.status == r.stored or r.stored in ("unknown", "pending") else f"{r.stored} ({r.status})"
-    its = "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}"
-    rate = rate_text(r.steps_per_s)
-    return [r.key.algo, r.key.task, f"{r.key.bound:g}", str(r.key.seed), status, its, steps_text(r.env_steps),
-            rate, duration(r.eta_s), wall_text(r.wall_s), r.host_text(), r.slurm_job_id or "", clock(r.last_write),
-            str(r.retries or 0), _variant({**r.manifest, "algo": r.key.algo}, variant), r.flags(now)]
+    text = {**row_text(r, now), "retries": str(r.retries or 0),
+            "variant": _variant({**r.manifest, "algo": r.key.algo}, variant)}
+    return [text[c] for c in RUN_COLUMNS]
 
 
 def _variant(row: dict[str, Any], hook: Hook | None) -> str:
@@ -196,28 +195,12 @@ def _variant(row: dict[str, Any], hook: Hook | None) -> str:
     return str(row.get("variant") or "")
 
 
-def rate_text(steps_per_s: float | None) -> str:
-    """Env steps per second: '12,345', '4.56'; '' when unknown or zero."""
-    if not steps_per_s or not math.isfinite(steps_per_s):
-        return ""
-    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
-
-
-def wall_text(seconds: float) -> str:
-    """Wall time as H:MM:SS ('' when unknown)."""
-    if not math.isfinite(seconds):
-        return ""
-    s = max(int(round(seconds)), 0)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-def totals_table(runs: Sequence[RunProgress]) -> Table:
+def totals_table(runs: Sequence[RunStatus]) -> Table:
     """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
     table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
                   "env steps", "steps/s", "ETA", title="totals")
     for g in totals(runs):
-        table.add_row(g["algo"], g["task"], str(g["runs"]), *(str(g[k]) for k in ("running", "stalled", "stopped",
-                                                                                   "failed", "pending", "complete")),
-                      steps_text(g["env_steps"]), rate_text(g["steps_per_s"]),
-                      duration(g["eta_s"]))
+        text = totals_text(g)
+        table.add_row(g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",
+                                                                "pending", "complete", "env steps", "steps/s", "ETA")))
     return table

@@ -14,10 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from cube.compute import Progress
+from cube.io.conventions import CONVENTIONS_KEY, TRAIN_CONVENTIONS
 from cube.schema import RunKey
 from cube.store.fs import PathLike
 from cube.store.layout import create_store
 from cube.store.writer import CubeWriter
+
+DEMO_CONVENTIONS = {name: {"value": value, "from": "synthetic demo data, shaped as saferl train's"}
+                    for name, value in TRAIN_CONVENTIONS.items()}
 
 # The synthetic data imitate the paper's grid: its four algorithms, four Safe Point tasks and three bounds.
 DEMO_ALGOS: tuple[str, ...] = ("ppo", "ppo_lag", "p3o", "focops")
@@ -99,6 +103,7 @@ def make_demo_cube(
                             "synthetic": True,
                             "config": {"episode_length": EPISODE_LENGTH, "num_envs": n_train_episodes},
                             "env_steps": float(run["env_steps"][-1]),
+                            CONVENTIONS_KEY: DEMO_CONVENTIONS,
                         },
                     )
                     done += 1

@@ -1,7 +1,4 @@
-"""Results other tools wrote, read into a saferl cube (`saferl import FORMAT SRC... --out CUBE | --into CUBE`).
-
-Formats (one reader each, all returning `ImportedRun`s, `cube.io.sourcefiles`, that `cube.io.writing`
-turns into a store):
+"""The `episodes` and `saferl-eval` formats of `saferl import` (one `cube.io.registry.Importer` record each).
 
 * `episodes`: a tidy table, one row per episode (CSV or Parquet), columns
   algo, task, bound, seed, iterate, mode, reward, cost (reward may be empty). The universal format.
@@ -12,18 +9,17 @@ turns into a store):
   optional `_history.csv` (`step,metric,value`) of crax's training means: at each logged step the mean,
   over the env steps since the previous log at which episodes ended, of those episodes' mean (crax's
   `MetricsLogger` clears its buffers at every log).
-* `omnisafe`, `safepo`: run folders with `progress.csv` and `config.json` (`cube.io.progress`: what their
-  windows of episodes are).
 
-Means of several episodes are stored as one value per iterate and flagged per (run, mode) as means only
-(`cube.schema.MEANS_ONLY`): R, C and D_norm follow from them, V, D_norm+, tiers and CDFs do not. Each run's
-manifest says what they are (`cube.schema.MEANS_KEY`). A final evaluation's mean reward (SafeRLEval keeps no
-per-episode rewards) is stored as the reward of its first episode, the other episodes' rewards unknown
-(NaN), so R̄ of that evaluation is exactly that mean and every cost metric uses every episode.
+The other formats live one module each beside this one (`epochlogs`: OmniSafe and SafePO; `tensorboard`,
+`sb3`, `wandb_history`, `fieldlogs`: FSRL and RLlib; `dsrl`). Means of several episodes are stored as one
+value per iterate and flagged per (run, mode) as means only (`cube.schema.MEANS_ONLY`): R, C and D_norm
+follow from them, V, D_norm+, tiers and CDFs do not. Each run's manifest says what they are
+(`cube.schema.MEANS_KEY`). A final evaluation's mean reward (SafeRLEval keeps no per-episode rewards) is
+stored as the reward of its first episode, the other episodes' rewards unknown (NaN), so R̄ of that
+evaluation is exactly that mean and every cost metric uses every episode.
 
 Every value is checked before anything is written (`CubeError`, one line naming the value and the limit).
 """
-
 from __future__ import annotations
 
 import json
@@ -36,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from cube.errors import CubeError
-from cube.io.progress import PROGRESS_FORMATS, read_progress_runs
+from cube.io.conventions import note_convention
+from cube.io.registry import Importer, ImportRequest
 from cube.io.sourcefiles import (
     ImportedRun,
     bound_value,
@@ -50,27 +47,8 @@ from cube.io.sourcefiles import (
 from cube.schema import MAX_SEED, MEANS_KEY, MODES, RunKey
 from cube.store.layout import MAX_ITERATES
 
-FORMATS: tuple[str, ...] = ("episodes", "saferl-eval", "omnisafe", "safepo")
 EPISODE_COLUMNS: tuple[str, ...] = ("algo", "task", "bound", "seed", "iterate", "mode", "reward", "cost")
 LABELS: tuple[str, ...] = ("algo", "task", "bound", "seed")
-
-
-def apply_labels(runs: list[ImportedRun], overrides: dict[str, Any]) -> list[ImportedRun]:
-    """Replace labels by the ones given on the command line (None = keep); refuse runs that collide."""
-    given = {k: v for k, v in overrides.items() if v is not None}
-    if "seed" in given:
-        given["seed"] = seed_value(given["seed"], "--seed")
-    if "bound" in given:
-        given["bound"] = bound_value(given["bound"], "--bound")
-    seen: dict[RunKey, str] = {}
-    for run in runs:
-        if given:
-            run.key = RunKey(**{**run.key.as_dict(), **given})
-        if run.key in seen:
-            raise CubeError(f"{run.source} and {seen[run.key]} are both run {run.key}: give each its own labels "
-                            "(e.g. import them separately with --seed)")
-        seen[run.key] = run.source
-    return runs
 
 
 # --------------------------------------------------------------------------------------- episodes
@@ -80,6 +58,10 @@ def read_episodes_table(sources: Sequence[str | Path]) -> list[ImportedRun]:
     for path in find_files(sources, "*.csv|*.parquet", "episode tables (.csv or .parquet)"):
         runs.extend(_runs_from_frame(_episode_frame(path), str(path)))
     return runs
+
+
+def _read_episodes(request: ImportRequest) -> list[ImportedRun]:
+    return read_episodes_table(request.sources)
 
 
 def _episode_frame(path: Path) -> Any:
@@ -166,9 +148,20 @@ def crax_task(env: str) -> str:
     return m.group("task") if m else env
 
 
-def read_saferl_eval(sources: Sequence[str | Path]) -> list[ImportedRun]:
-    """Runs from SafeRLEval `*_summary.csv` files (+ `*_history.csv` beside them when present)."""
-    return [_saferl_eval_run(p) for p in find_files(sources, "*_summary.csv", "SafeRLEval summary (*_summary.csv)")]
+def read_saferl_eval(sources: Sequence[str | Path], labels: dict[str, Any] | None = None) -> list[ImportedRun]:
+    """Runs from SafeRLEval `*_summary.csv` files (+ `*_history.csv` beside them when present); `labels`:
+    those given on the command line, used where a file and its name give none."""
+    files = find_files(sources, "*_summary.csv", "SafeRLEval summary (*_summary.csv)")
+    return [_saferl_eval_run(p, labels or {}) for p in files]
+
+
+def _read_saferl_eval(request: ImportRequest) -> list[ImportedRun]:
+    runs = read_saferl_eval(request.sources, request.labels)
+    for run in runs:  # crax's training loop sums raw per-step costs; its evaluator runs greedy and exploring
+        note_convention(run, "cost_discount", "undiscounted", "crax's episode sums (SafeRLEval trains crax)")
+        note_convention(run, "normalization", "raw", "crax's episode sums of the environment's rewards")
+        note_convention(run, "history", "complete", "every logged row of _history.csv")
+    return runs
 
 
 def _cost_list(text: Any, where: str) -> np.ndarray:
@@ -187,7 +180,7 @@ def _cost_list(text: Any, where: str) -> np.ndarray:
     return costs
 
 
-def _saferl_eval_run(path: Path) -> ImportedRun:
+def _saferl_eval_run(path: Path, labels: dict[str, Any]) -> ImportedRun:
     name = SAFERL_EVAL_NAME.match(path.name)
     table = read_csv(path)
     if len(table) != 1:
@@ -201,7 +194,9 @@ def _saferl_eval_run(path: Path) -> ImportedRun:
 
     def given(key: str) -> Any:
         value = row.get(key)
-        return parts.get(key) if value is None or (isinstance(value, float) and math.isnan(value)) else value
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            value = parts.get(key)
+        return labels.get({"env": "task"}.get(key, key)) if value is None else value
 
     algo, task = str(given("algo") or ""), crax_task(str(given("env") or ""))
     if not algo or not task or given("bound") is None or given("seed") is None:
@@ -275,28 +270,23 @@ def _saferl_eval_history(path: Path, run: ImportedRun) -> int:
     return max(len(wide) - 1, 0)
 
 
-# ------------------------------------------------------------------------------------------ reading
-def read_runs(fmt: str, sources: Sequence[str | Path], bound: float | None = None,
-              window: int | None = None) -> list[ImportedRun]:
-    """The runs of `sources` in format `fmt` (see FORMATS); `window` only for omnisafe and safepo."""
-    if window is not None and fmt not in PROGRESS_FORMATS:
-        raise CubeError(f"--window is the episodes in the window of {' and '.join(PROGRESS_FORMATS)}'s means; "
-                        f"{fmt} has none")
-    if window is not None and not (isinstance(window, int) and 1 <= window <= 1_000_000):
-        raise CubeError(f"--window must be a whole number of episodes in 1..1000000, got {window!r}")
-    if bound is not None:
-        bound = bound_value(bound, "--bound")
-    if fmt == "episodes":
-        return read_episodes_table(sources)
-    if fmt == "saferl-eval":
-        return read_saferl_eval(sources)
-    if fmt in PROGRESS_FORMATS:
-        return read_progress_runs(sources, fmt, bound, window)
-    raise CubeError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-
-
 def runs_without_violation(runs: Sequence[ImportedRun]) -> int:
     """How many runs have a final evaluation (expl or greedy episodes) without any episode over the bound:
     their D_norm+ is 0 by the paper's definition, while SafeRLEval's printed point estimate leaves them out."""
     return sum(any(mode in ("expl", "greedy") and c.size and not (c > run.key.bound).any()
                    for (mode, _), (_, c) in run.episodes.items()) for run in runs)
+
+
+EPISODES = Importer(
+    name="episodes", reads="tidy tables, one row per episode (CSV or Parquet): algo,task,bound,seed,iterate,mode,"
+    "reward,cost", gives="episodes",
+    gives_text="every episode's reward and cost per iterate and mode: all metrics, tiers, CDFs",
+    cannot_text="per-iterate variables (env steps, multipliers)", read=_read_episodes,
+    example="saferl import episodes episodes.parquet --out mine.zarr")
+SAFERL_EVAL = Importer(
+    name="saferl-eval", reads="SafeRLEval's *_summary.csv (+ the *_history.csv beside it)", gives="episodes and means",
+    gives_text="final exploration and greedy episodes' costs (V, D_norm+, tiers, CDFs of the final settings), their "
+    "mean rewards (R̄), crax's training means per log (R̄, C̄, D_norm), env steps, λ",
+    cannot_text="per-episode rewards; V, D_norm+, tiers, CDFs of training; a final setting whose list is `[]` "
+    "(not evaluated)", read=_read_saferl_eval,
+    example="saferl import saferl-eval results/ --out paper.zarr")

@@ -75,6 +75,11 @@ class Reference:
         """The one-line citation of the source."""
         return str(self.info.get("citation", self.name))
 
+    @property
+    def conventions(self) -> dict[str, str]:
+        """The source's conventions (`cube.io.conventions`: name -> value), as its text states them."""
+        return {k: str(v["value"]) for k, v in (self.info.get("conventions") or {}).items()}
+
 
 def load_reference(name: str = "paper") -> Reference:
     """The reference `name` (one of REFERENCES) as saferl-shaped tables; CubeError for an unknown name."""

@@ -31,6 +31,7 @@ class ImportedRun:
     reward_means: the modes whose first episode's reward is the mean reward of all of them (the others NaN).
     iterate_vars: name -> {iterate: value} (env_steps, multiplier).
     manifest: what the run's manifest records besides the labels (see `cube.schema.MANIFEST_KEYS`).
+    notes: sentences the import prints once (what was dropped or inferred), also kept in the manifest.
     """
 
     key: RunKey
@@ -40,6 +41,7 @@ class ImportedRun:
     reward_means: set[str] = field(default_factory=set)
     iterate_vars: dict[str, dict[int, float]] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def n_iterates(self) -> int:
         its = [j for _, j in self.episodes] + [j for v in self.iterate_vars.values() for j in v]
@@ -107,8 +109,11 @@ def ragged_line(path: Path) -> tuple[int, int, int] | None:
             pending = done if ends.size else pending + done
 
 
-def ragged_line_quoted(path: Path) -> tuple[int, int, int] | None:
+def ragged_line_quoted(path: Path, skip_lines: int = 0) -> tuple[int, int, int] | None:
+    """`ragged_line` by the csv module (quoted fields), the first `skip_lines` lines left out."""
     with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        for _ in range(skip_lines):
+            f.readline()
         reader = csv.reader(f)
         expected = -1
         for row in reader:
@@ -117,17 +122,19 @@ def ragged_line_quoted(path: Path) -> tuple[int, int, int] | None:
             if expected < 0:
                 expected = len(row)
             elif len(row) != expected:
-                return reader.line_num, len(row), expected
+                return reader.line_num + skip_lines, len(row), expected
     return None
 
 
-def read_csv(path: Path, **kwargs: Any) -> Any:
-    """A CSV as a pandas frame; CubeError for unreadable files and rows whose field count is not the
-    header's (pandas would fill a short row with NaN)."""
+def read_csv(path: Path, skip_lines: int = 0, **kwargs: Any) -> Any:
+    """A CSV as a pandas frame, its first `skip_lines` lines left out; CubeError for unreadable files and
+    rows whose field count is not the header's (pandas would fill a short row with NaN)."""
     import pandas as pd
 
+    if skip_lines:
+        kwargs["skiprows"] = skip_lines
     try:
-        ragged = ragged_line(path)
+        ragged = ragged_line_quoted(path, skip_lines) if skip_lines else ragged_line(path)
     except OSError as exc:
         raise CubeError(f"cannot read {path} ({exc.strerror or type(exc).__name__})") from None
     if ragged is not None:
@@ -197,3 +204,98 @@ def json_object(path: Path) -> dict[str, Any]:
     return value
 
 
+
+
+def yaml_object(path: Path) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (a tool's config.yaml); needs PyYAML (a dependency of dask).
+    Python-specific tags that `yaml.dump` writes (FSRL's `!!python/tuple`) are read as plain lists, maps
+    and strings; nothing is executed."""
+    try:
+        import yaml
+    except ImportError:
+        raise CubeError(f"reading {path} needs PyYAML (pip install pyyaml), or give the config as JSON") from None
+
+    class Lenient(yaml.SafeLoader):
+        pass
+
+    def plain(loader: Any, suffix: str, node: Any) -> Any:
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node)
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node)
+        return loader.construct_scalar(node)
+
+    Lenient.add_multi_constructor("", plain)
+    try:
+        value = yaml.load(path.read_text(), Loader=Lenient)  # a SafeLoader: nothing is executed
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as exc:
+        raise CubeError(f"cannot read {path} as YAML ({(str(exc).splitlines() or ['?'])[0][:80]})") from None
+    if not isinstance(value, dict):
+        raise CubeError(f"{path} holds a YAML {type(value).__name__}, not a mapping of settings: is it the config?")
+    return value
+
+
+# ------------------------------------------------------------------------------- runs from logs
+LABEL_FLAGS = {"algo": "--algo", "task": "--task", "bound": "--bound (the cost limit d)", "seed": "--seed"}
+
+
+def run_key(found: dict[str, Any], given: dict[str, Any], where: str) -> RunKey:
+    """A run's labels: those found in its files or folder names, filled or overridden by those given on
+    the command line (None = not given); CubeError naming the flags to pass for the missing ones."""
+    labels = {**found, **{k: v for k, v in given.items() if v is not None}}
+    missing = [k for k in LABEL_FLAGS if labels.get(k) is None or str(labels.get(k)).strip() == ""]
+    if missing:
+        raise CubeError(f"{where}: no {', '.join(missing)} in the files or folder names; pass "
+                        + ", ".join(LABEL_FLAGS[k] for k in missing))
+    return RunKey(str(labels["algo"]), str(labels["task"]), bound_value(labels["bound"], where),
+                  seed_value(labels["seed"], where))
+
+
+def iterates_of(steps: np.ndarray, per_iterate: int | None, bounds: np.ndarray | None, where: str) -> np.ndarray:
+    """The iterate of each episode (n,) int64 from the env step at which it ended (n,), counting steps from 1
+    (the step count after the episode's last step): env steps 1..N are iterate 0 with `per_iterate` N;
+    with `bounds` (the sorted env steps at which policy updates were logged), the number of updates
+    logged before the episode's step (an episode at an update's own step counts before that update)."""
+    if per_iterate is not None:
+        if per_iterate < 1:
+            raise CubeError(f"--steps-per-iterate must be a whole number of env steps >= 1, got {per_iterate}")
+        if steps.size and steps.min() < 0:
+            raise CubeError(f"{where}: a negative env step ({int(steps.min())}); --steps-per-iterate needs steps >= 0")
+        return np.maximum(steps - 1, 0) // per_iterate
+    assert bounds is not None
+    return np.searchsorted(bounds, steps, side="left").astype(np.int64)
+
+
+def add_episodes(run: ImportedRun, mode: str, iterates: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
+                 where: str) -> None:
+    """Episodes (n,) of `mode` into `run`, grouped by iterate (n,) int64, in their order within each
+    iterate; costs checked (finite, >= 0), the iterates within a store's limit."""
+    if not costs.size:
+        return
+    check_costs(costs, where)
+    bad = ~np.isfinite(rewards) & ~np.isnan(rewards)
+    if bad.any():
+        raise CubeError(f"{where}: a reward is {rewards[bad][0]}; rewards must be finite (or missing)")
+    if iterates.min() < 0:
+        raise CubeError(f"{where}: iterate {int(iterates.min())} < 0")
+    check_iterates(int(iterates.max()) + 1, where)
+    order = np.argsort(iterates, kind="stable")
+    its, r, c = iterates[order], rewards[order], costs[order]
+    cuts = np.flatnonzero(np.diff(its)) + 1
+    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, its.size].tolist(), strict=True):
+        run.episodes[(mode, int(its[a]))] = (r[a:b].astype(np.float64), c[a:b].astype(np.float64))
+
+
+def add_means(run: ImportedRun, mode: str, iterates: np.ndarray, rewards: np.ndarray, costs: np.ndarray,
+              where: str, means: dict[str, Any]) -> None:
+    """Means of several episodes, one per iterate (n,), into `run` as means only (`MEANS_KEY`: `means`
+    says what they are: kind, column, window_episodes, text). An iterate without a cost mean is left out."""
+    keep = ~np.isnan(costs)
+    if not keep.any():
+        raise CubeError(f"{where}: no {mode} cost mean to import")
+    check_costs(costs[keep], where)
+    check_iterates(int(iterates.max()) + 1, where)
+    for j, r, c in zip(iterates[keep].tolist(), rewards[keep].tolist(), costs[keep].tolist(), strict=True):
+        run.episodes[(mode, int(j))] = (np.array([r], dtype=np.float64), np.array([c], dtype=np.float64))
+    run.means_only.add(mode)
+    run.manifest.setdefault(MEANS_KEY, {})[mode] = means

@@ -18,7 +18,7 @@ import numpy as np
 
 from cube.compute import Progress
 from cube.errors import CubeError
-from cube.io.importers import ImportedRun
+from cube.io.sourcefiles import ImportedRun
 from cube.schema import LEGACY_MEANS_ONLY, MEANS_ONLY, MODES, RunKey
 from cube.store.fs import staged_store
 from cube.store.grid import update_root_attrs
@@ -82,7 +82,8 @@ def _store_attrs(runs: Sequence[ImportedRun], fmt: str, old: dict[str, Any] | No
 
 
 def _manifest(run: ImportedRun, fmt: str) -> dict[str, Any]:
-    return {"writer": f"saferl import {fmt}", "format": fmt, "source": run.source, **run.manifest}
+    notes = {"import_notes": list(run.notes)} if run.notes else {}
+    return {"writer": f"saferl import {fmt}", "format": fmt, "source": run.source, **run.manifest, **notes}
 
 
 def _blocks(run: ImportedRun, shape: tuple[int, int, int], modes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

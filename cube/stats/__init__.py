@@ -16,7 +16,10 @@ Everything exported here is defined in one of these modules and re-exported unch
 
 Below the facade: `suffvars` (the names of the sufficient statistics), `kernel` and `fused` (the numpy and
 compiled kernels), `cache`, `curves` (per-condition curves and histograms), `reasons` (why a number is
-missing), `reference` (a cube's tables beside published numbers).
+missing), `reference` (a cube's tables beside published numbers), and the statistics beyond the paper's
+point estimates, imported from their modules: `honest` (intervals of V honest at 0, tier claims), `profiles`
+(run-level performance profiles), `front` (the reward-cost front), `planning` (how many seeds), `coverage`
+(their simulation) and `packing` (per-run values by condition, which they share).
 
 Definitions and the choices the paper leaves open: docs/statistics.md.
 """

@@ -17,7 +17,6 @@ full pass (`load_suffstats(path, cache=False)`) of the store as it was read.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ import xarray as xr
 
 from cube.compute import Progress, compute
 from cube.errors import CubeError
-from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS, RunKey
+from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS
 from cube.stats.cache import (
     UNKNOWN_FP,
     RunChunks,
@@ -49,9 +48,10 @@ from cube.stats.cache import (
 from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
+from cube.store.damage import damaged_store_error, reading_store
 from cube.store.grid import Sizes
-from cube.store.locks import RunReader, read_write_seqs, runs_written_since
-from cube.store.read import InterruptedWriteWarning, damaged_store_error, open_cube
+from cube.store.locks import read_runs, read_write_seqs, runs_written_since
+from cube.store.read import open_cube
 
 
 def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable[[tuple[int, ...]], str]:
@@ -362,17 +362,12 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
     dirty = runs_written_since(before, read_write_seqs(path, sizes))
     if not dirty:
         return ss
-    reader = RunReader(path, ("reward", "cost"), sizes)
     spec, bounds, labels = BlockSpec.of(ss, kernel), _check_bounds(ds), _labels(ds)
     ss = ss.copy(deep=True)
-    for index in dirty:
-        got = reader.read(index)
+    for index, got in read_runs(path, ("reward", "cost"), dirty, labels, sizes):
         reward, cost = got.arrays["reward"], got.arrays["cost"]
-        if got.interrupted is not None:
-            warnings.warn(reader.interrupted_text(RunKey.at(labels, index), got.interrupted),
-                          InterruptedWriteWarning, stacklevel=3)
-            if interrupted is not None:
-                interrupted.append(index)
+        if got.interrupted is not None and interrupted is not None:
+            interrupted.append(index)
         _put(ss, index, _map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
     return ss
 
@@ -396,7 +391,8 @@ def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = Non
     flags and `synthetic` flag (not cached: they change without new episodes)."""
     if "run_status" in ds:
         values = status.result() if status is not None else None
-        ss["run_status"] = values if values is not None else ds["run_status"].transpose(*RUN_DIMS).load()
+        with reading_store(ds.encoding.get("saferl_source"), "read the runs' status"):
+            ss["run_status"] = values if values is not None else ds["run_status"].transpose(*RUN_DIMS).load()
     if MEANS_ONLY in ds:
         ss[MEANS_ONLY] = ds[MEANS_ONLY].transpose(*RUN_DIMS, "mode").load().astype(bool)
     ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
@@ -500,14 +496,9 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
         out[v] = (ss[v].dims, np.array(ss[v].values, copy=True))
     if not runs.shape[0]:
         return out
-    reader = RunReader(path, names, sizes)
     spec, labels = BlockSpec.of(ss, kernel), {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
     bounds = _check_bounds(xr.Dataset(coords={"bound": coords["bound"]}))
-    for index in map(tuple, runs):
-        got = reader.read(index)
-        if got.interrupted is not None:
-            warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
-                          InterruptedWriteWarning, stacklevel=3)
+    for index, got in read_runs(path, names, map(tuple, runs), coords, sizes):
         _put(out, index, _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], labels,
                                     (*index, 0, 0, 0), spec))
         if "run_status" in names:

@@ -37,6 +37,7 @@ from cube.schema import (
     same_bound,
     seed_label,
 )
+from cube.store.damage import reading_store
 from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
 from cube.store.grid import GRID_ATTR, Sizes, open_view, publish, published_sizes
 from cube.store.locks import WRITE_SEQ, grid_lock
@@ -249,7 +250,7 @@ def _check_same_grid(
     for dim, want in labels.items():
         have = coords[dim]
         if dim == "bound":
-            same = have.shape == want.shape and np.allclose(have, want)
+            same = have.shape == want.shape and bool(same_bound(have, want).all())
         else:
             same = [str(v) for v in have] == [str(v) for v in want]
         if not same:
@@ -279,10 +280,8 @@ def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> 
         raise CubeError(f"{path} does not exist; create it first (saferl demo / saferl train)")
     if not (path / "zarr.json").exists():
         raise CubeError(f"{path} is not a saferl Zarr v3 store (no zarr.json); give the path of a results store")
-    try:
+    with reading_store(path, f"open {path}"):  # zarr raises many types for damaged metadata
         group = open_view(path, sizes, mode="r" if mode == "r" else "r+")
-    except Exception as exc:  # zarr raises many types for damaged metadata
-        raise CubeError(f"{path} is a corrupt Zarr store ({type(exc).__name__}); restore it from a copy") from None
     for name in (*DIMS, "reward", "cost"):
         if name not in group:
             raise CubeError(f"{path} lacks the array '{name}'; it is not a writable saferl cube")

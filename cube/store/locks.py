@@ -16,7 +16,8 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ from typing import IO, Any
 import numpy as np
 import zarr
 
-from cube.errors import CubeError
-from cube.schema import RUN_DIMS
+from cube.errors import CubeError, CubeWarning, DamagedStoreError
+from cube.schema import RUN_DIMS, RunKey
+from cube.store.damage import reading_store
 from cube.store.fs import PathLike, side_folder, store_write_error
 from cube.store.grid import Sizes, open_view, published_sizes
 
@@ -71,11 +73,8 @@ def _seq_layout(source: PathLike, sizes: Sizes) -> tuple[tuple[int, ...], bool] 
 
 
 def _read_seqs_zarr(source: PathLike, sizes: Sizes) -> np.ndarray:
-    try:
+    with reading_store(source, "read the store's write sequences"):
         return np.asarray(open_view(source, sizes)[WRITE_SEQ][...])
-    except Exception as exc:  # noqa: BLE001 - a codec error of a damaged chunk
-        raise CubeError(f"cannot read the store's write sequences ({type(exc).__name__}): the store is corrupt; "
-                        "saferl validate names the damaged chunk") from None
 
 
 def _read_seq_files(folder: Path, shape: tuple[int, ...], out: np.ndarray | None = None,
@@ -185,9 +184,9 @@ class SeqWatch:
         return out
 
 
-def _damaged_seq(chunk: str, why: str) -> CubeError:
-    return CubeError(f"cannot read the store, it is corrupt: chunk {WRITE_SEQ}/c/{chunk} is damaged ({why}): the "
-                     "run's next write rewrites it (saferl validate lists every problem)")
+def _damaged_seq(chunk: str, why: str) -> DamagedStoreError:
+    return DamagedStoreError.found("read the store's write sequences", f"chunk {WRITE_SEQ}/c/{chunk} is damaged "
+                                   f"({why})", advice="the run's next write rewrites it")
 
 
 def runs_written_since(before: np.ndarray, after: np.ndarray | None) -> list[tuple[int, ...]]:
@@ -346,11 +345,12 @@ class RunReader:
         writer that never pauses, with the run's lock shared (writers wait for the read, milliseconds).
         A bracket left open by a dead writer is found under the lock: its slots come back blank, named in
         `interrupted`. CubeError if the run was being written at every one of `tries` attempts (a live
-        writer holding its lock that long is stuck)."""
+        writer holding its lock that long is stuck); `DamagedStoreError` for a chunk that does not decode."""
         for attempt in range(tries):
-            got = self._read_still(index)
-            if got is None and attempt >= self.OPTIMISTIC_TRIES:
-                got = self._read_locked(index)
+            with reading_store(self.path, f"read {self.path}"):
+                got = self._read_still(index)
+                if got is None and attempt >= self.OPTIMISTIC_TRIES:
+                    got = self._read_locked(index)
             if got is not None:
                 return got
             time.sleep(0.001 * min(attempt + 1, 20))
@@ -403,6 +403,33 @@ class RunReader:
         """The one line naming an interrupted write: run, iterate(s), what to do."""
         return (f"run {key}: the write of {intent.describe(self.modes)} was interrupted (its writer died); "
                 "those slots are left out and the run counts as partial: re-record that iterate or rerun the run")
+
+
+class InterruptedWriteWarning(CubeWarning):
+    """A run holds a write its writer died in the middle of: those slots are left out (module docstring)."""
+
+
+def read_runs(path: PathLike, names: Sequence[str], runs: Iterable[tuple[int, ...]], labels: Mapping[str, Any],
+              sizes: Sizes | None = None, *, tries: int = 200, notes: list[str] | None = None
+              ) -> Iterator[tuple[tuple[int, ...], RunRead]]:
+    """Each run at `runs` (positions along the run dims), its arrays `names` as one writer state (`RunReader`):
+    yields (position, `RunRead`). A write its writer died in comes back blank and is named once, by the run's
+    labels (`labels`: {dim: labels}, or a cube): appended to `notes` when given, else one
+    `InterruptedWriteWarning`. The one consistent re-read of runs: every reader that settles runs written
+    while it read goes through here."""
+    runs = list(runs)
+    if not runs:
+        return
+    reader = RunReader(path, names, sizes)
+    for index in runs:
+        got = reader.read(index, tries)
+        if got.interrupted is not None:
+            text = reader.interrupted_text(RunKey.at(labels, index), got.interrupted)
+            if notes is None:
+                warnings.warn(text, InterruptedWriteWarning, stacklevel=2)
+            else:
+                notes.append(text)
+        yield index, got
 
 
 class StillRunReader(RunReader):

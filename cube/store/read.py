@@ -1,5 +1,6 @@
 """Reading a store: the lazy cube (`open_cube`), its consistent load (`load_consistent`, `ds.saferl.load()`),
-run manifests, damaged-chunk diagnosis, netCDF export.
+run manifests, netCDF export. Every read of chunks here is inside `cube.store.damage.reading_store`: damaged
+bytes leave as the one `DamagedStoreError`.
 
 What each read guarantees while writers write: `open_cube` sees one published grid (`cube.store.grid`),
 never a half-grown one, but a plain lazy read of its variables guarantees nothing across them (the rewards
@@ -11,27 +12,27 @@ from __future__ import annotations
 
 import json
 import stat
-import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from cube.errors import CubeError, CubeWarning
+from cube.errors import CubeError, DamagedStoreError
 from cube.outputs import atomic_output
 from cube.schema import (
     DIMS,
     RUN_DIMS,
     RUN_STATUS_NAMES,
-    RunKey,
     normalise,
+    same_bound,
     structure_problems,
 )
+from cube.store.damage import damaged_store_error, odd_chunk_files, reading_store
 from cube.store.fs import PathLike
 from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
 from cube.store.layout import open_group, read_coords
-from cube.store.locks import WRITE_SEQ, RunReader, read_write_seqs, runs_written_since
+from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 
 
 def read_manifests(path: PathLike) -> list[dict[str, Any]]:
@@ -39,20 +40,19 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
     manifest and status of one writer state)."""
     sizes = published_sizes(path) if Path(path).is_dir() else None
     group = open_group(path, mode="r", sizes=sizes)
-    coords = read_coords(group)
-    before = read_write_seqs(path, sizes)
-    status = np.asarray(group["run_status"][:]) if "run_status" in group else None
-    texts = np.asarray(group["run_manifest"][:]) if "run_manifest" in group else None
+    with reading_store(path, f"read the run manifests of {path}"):
+        coords = read_coords(group)
+        before = read_write_seqs(path, sizes)
+        status = np.asarray(group["run_status"][:]) if "run_status" in group else None
+        texts = np.asarray(group["run_manifest"][:]) if "run_manifest" in group else None
     names = [n for n, arr in (("run_status", status), ("run_manifest", texts)) if arr is not None]
     dirty = runs_written_since(before, read_write_seqs(path, sizes)) if before is not None and names else []
-    if dirty:  # a run's manifest and status are one bracket: read those runs again, consistently
-        reader = RunReader(path, names, sizes)
-        for index in dirty:
-            got = reader.read(index).arrays
-            if status is not None:
-                status[index] = got["run_status"]
-            if texts is not None:
-                texts[index] = got["run_manifest"]
+    # a run's manifest and status are one bracket: runs written meanwhile are read again, consistently
+    for index, got in read_runs(path, names, dirty, coords, sizes, notes=[]):  # interrupted: the status says partial
+        if status is not None:
+            status[index] = got.arrays["run_status"]
+        if texts is not None:
+            texts[index] = got.arrays["run_manifest"]
     rows = []
     for index in np.ndindex(*(len(coords[d]) for d in RUN_DIMS)):
         row: dict[str, Any] = {d: coords[d][i].item() for d, i in zip(RUN_DIMS, index, strict=True)}
@@ -69,110 +69,6 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
             row.update(stored)
         rows.append(row)
     return rows
-
-
-def unreadable_chunk(source: str | Path | None) -> str | None:
-    """Name the first chunk of a Zarr store that cannot be read (checksum mismatch, bad compression):
-    'chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/15.0/2 is damaged (checksum mismatch)'; None if every chunk reads or the
-    source is not a Zarr directory. Reads the store chunk by chunk: for error messages, not hot paths."""
-    problems = damaged_chunks(source, first_only=True)
-    return problems[0] if problems else None
-
-
-def damaged_chunks(source: str | Path | None, first_only: bool = False, skip: tuple[str, ...] = ()) -> list[str]:
-    """Every chunk of a Zarr store's arrays (coordinates included; the arrays `skip` only for their files)
-    that cannot be read, one line each ('chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/d=15/seed=2 is damaged (checksum
-    mismatch)'), and chunk keys that are not plain files (a folder or a link where a chunk should be).
-    Reads every chunk: for validate and error messages, not hot paths."""
-    if source is None or not (Path(source) / "zarr.json").exists():
-        return []
-    group = open_view(source)
-    try:
-        labels = {d: np.asarray(group[d][:]) for d in RUN_DIMS}
-    except Exception:  # noqa: BLE001 - a damaged coordinate is reported below
-        labels = None
-    problems: list[str] = []
-    for name, arr in sorted(group.arrays(), key=lambda item: item[0]):
-        problems.extend(_odd_chunk_files(Path(source), name, arr.ndim))
-        if name in skip:
-            continue
-        try:
-            arr[...]  # one concurrent read of every chunk: the usual case, where all of them decode
-            continue
-        except Exception:  # noqa: BLE001 - find which chunk it was, run by run
-            pass
-        run_dims = tuple(arr.metadata.dimension_names or ())[:4] == RUN_DIMS and arr.ndim >= len(RUN_DIMS)
-        if run_dims:
-            blocks = [(index, index) for index in np.ndindex(*arr.shape[: len(RUN_DIMS)])]
-        elif arr.ndim == 1:
-            size = arr.chunks[0]
-            blocks = [((k,), (slice(k * size, (k + 1) * size),)) for k in range(-(-arr.shape[0] // size))]
-        else:
-            blocks = [((), (Ellipsis,))]
-        for key, index in blocks:
-            try:
-                arr[index]
-            except Exception as exc:  # noqa: BLE001 - any decode failure is what we are looking for
-                kind = "checksum mismatch" if "checksum" in str(exc).lower() else type(exc).__name__
-                chunk = "/".join(["c", *map(str, key), *["0"] * (arr.ndim - len(key))])
-                run = f" of run {RunKey.at(labels, key)}" if run_dims and labels is not None else ""
-                problems.append(f"chunk {name}/{chunk}{run} is damaged ({kind})")
-            if problems and first_only:
-                return problems[:1]
-    return problems
-
-
-def _odd_chunk_files(root: Path, name: str, ndim: int) -> list[str]:
-    """Entries of an array's chunk tree (`name/c/...`, '/'-separated keys, `ndim` levels) that are not what
-    zarr would write there: links, folders where chunk files belong, files where folders belong."""
-    problems = []
-    base = root / name / "c"
-    if base.is_symlink():
-        return [f"{name}/c is a symbolic link, not a folder of chunks; remove it"]
-    if not base.exists():
-        return []
-    stack = [(base, 0)]
-    while stack:
-        folder, depth = stack.pop()
-        try:
-            entries = list(folder.iterdir())
-        except OSError as exc:
-            problems.append(f"{name}/{folder.relative_to(root / name)} cannot be listed ({exc.strerror})")
-            continue
-        for entry in entries:
-            rel = f"{name}/{entry.relative_to(root / name)}"
-            if entry.name.endswith(".partial"):
-                continue  # a chunk write a kill cut short (zarr writes a temporary file, then renames it)
-            mode = entry.lstat().st_mode
-            if stat.S_ISLNK(mode):
-                problems.append(f"{rel} is a symbolic link where a chunk should be; remove it")
-            elif depth == ndim - 1 and not stat.S_ISREG(mode):
-                problems.append(f"{rel} is {'a folder' if stat.S_ISDIR(mode) else 'not a file'} where a chunk "
-                                "file should be; remove it and rewrite that run")
-            elif depth < ndim - 1 and not stat.S_ISDIR(mode):
-                problems.append(f"{rel} is a file where a folder of chunks should be; remove it")
-            elif depth < ndim - 1:
-                stack.append((entry, depth + 1))
-    return sorted(problems)
-
-
-def damaged_store_error(exc: BaseException, source: str | Path | None, what: str = "read the cube's episodes"
-                        ) -> CubeError:
-    """The one line for data of a store that could not be read (a checksum mismatch, a damaged or missing
-    chunk, a codec error): naming the damaged chunk and its run when `source` is a store where one is
-    found, else the error's type and first line. A CubeError is returned as it is."""
-    if isinstance(exc, CubeError):
-        return exc
-    try:
-        where = unreadable_chunk(source)
-    except Exception:  # noqa: BLE001 - the original error is the one to report then
-        where = None
-    if where:
-        return CubeError(f"cannot {what}, the store is corrupt: {where}: restore that run from a copy or rerun it "
-                         "(saferl validate lists every problem)")
-    detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
-    return CubeError(f"cannot {what} ({type(exc).__name__}{': ' + detail if detail else ''}): the store may be "
-                     "corrupt; check it with saferl validate or rewrite the damaged runs")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,9 +98,10 @@ def open_cube(
         where = "dataset"
     else:
         path = Path(source)
-        if sizes is None and path.is_dir():
-            sizes = published_sizes(path)
-        ds = _open_dataset(path, chunks or {}, lazy, sizes)
+        with reading_store(path, f"read {path}"):
+            if sizes is None and path.is_dir():
+                sizes = published_sizes(path)
+            ds = _open_dataset(path, chunks or {}, lazy, sizes)
         where = str(source)
     if check:
         problems = structure_problems(ds)
@@ -253,23 +150,14 @@ def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: 
     except CubeError:
         raise
     except Exception as exc:  # backends raise many types for unreadable files
-        try:
-            where = unreadable_chunk(path) if (path / "zarr.json").exists() else None
-        except Exception:  # noqa: BLE001 - the original error is the one to report then
-            where = None
-        if where:
-            raise CubeError(f"cannot read {path}, the store is corrupt: {where}: restore it from a copy "
-                            "(saferl validate lists every problem)") from None
+        if (path / "zarr.json").exists():
+            raise  # a Zarr v3 store that does not decode: `open_cube`'s `reading_store` names the damage
         reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise CubeError(f"cannot read {path} as a Zarr store or netCDF file ({reason}); is it corrupt?") from None
 
 
 # --------------------------------------------------------------------------------------------------
 # the consistent load
-
-
-class InterruptedWriteWarning(CubeWarning):
-    """A run holds a write its writer died in the middle of: those slots are left out (see `cube.store.locks`)."""
 
 
 def _run_positions(ds: xr.Dataset, coords: dict[str, np.ndarray]) -> list[tuple[str, Any, np.ndarray]]:
@@ -283,7 +171,7 @@ def _run_positions(ds: xr.Dataset, coords: dict[str, np.ndarray]) -> list[tuple[
         labels = np.atleast_1d(ds[dim].values)
         store = coords[dim]
         if dim == "bound":
-            pos = np.array([int(np.flatnonzero(np.isclose(store, float(v), rtol=1e-9, atol=0))[0]) for v in labels])
+            pos = np.array([int(np.flatnonzero(same_bound(store, v))[0]) for v in labels])
         else:
             lookup = {str(v): i for i, v in enumerate(store.tolist())}
             pos = np.array([lookup[str(v)] for v in labels.tolist()])
@@ -299,11 +187,14 @@ def load_consistent(ds: xr.Dataset, tries: int = 200) -> xr.Dataset:
     blank and an `InterruptedWriteWarning` naming them. Datasets not read from a Zarr store with a
     seqlock (netCDF, in memory) are simply loaded."""
     source = ds.encoding.get("saferl_source")
+    what = f"load the runs of {source or 'the cube'}"
     if not source or not Path(source).is_dir():
-        return ds.compute()
+        with reading_store(source, what):
+            return ds.compute()
     sizes = ds.encoding.get("saferl_grid") or published_sizes(source)
     before = read_write_seqs(source, sizes)
-    out = ds.compute()
+    with reading_store(source, what):
+        out = ds.compute()
     if before is None:
         return out
     dirty = runs_written_since(before, read_write_seqs(source, sizes))
@@ -317,13 +208,8 @@ def load_consistent(ds: xr.Dataset, tries: int = 200) -> xr.Dataset:
     dims = {n: d[len(RUN_DIMS):] for n, d in dims.items() if d[: len(RUN_DIMS)] == RUN_DIMS}
     if not selected or not dims:
         return out
-    reader = RunReader(source, list(dims), sizes)
     inner = {d: coords[d] for d in ("iterate", "episode", "mode")}
-    for index in selected:
-        got = reader.read(index, tries)
-        if got.interrupted is not None:
-            warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
-                          InterruptedWriteWarning, stacklevel=2)
+    for index, got in read_runs(source, list(dims), selected, coords, sizes, tries=tries):
         _place_run(out, got.arrays, dims, {d: coords[d][i] for d, i in zip(RUN_DIMS, index, strict=True)}, inner)
     return out
 
@@ -362,11 +248,10 @@ def export_netcdf(source: PathLike, out: PathLike) -> Path:
     ds = open_cube(source)
     if Path(source).is_dir() and (Path(source) / "zarr.json").exists():
         odd = [line for name in ds.variables if name in ds.data_vars or name in ds.dims
-               for line in _odd_chunk_files(Path(source), str(name), ds[name].ndim)]
+               for line in odd_chunk_files(Path(source), str(name), ds[name].ndim)]
         if odd:
-            raise CubeError(f"cannot export {source}, the store is damaged: {odd[0]}"
-                            f"{f' (and {len(odd) - 1} more)' if len(odd) > 1 else ''} (saferl validate lists "
-                            "every problem)")
+            raise DamagedStoreError.found(f"export {source}", odd[0] + (f" (and {len(odd) - 1} more)"
+                                                                        if len(odd) > 1 else ""), advice="")
     attrs = {k: _netcdf_attr(v) for k, v in ds.attrs.items()}
     ds = ds.assign_attrs(attrs)
     encoding = {name: {"zlib": True, "complevel": 1} for name in ("reward", "cost")}
@@ -409,13 +294,8 @@ def _rewrite_runs(nc_path: Path, ds: xr.Dataset, source: PathLike, dirty: list[t
     coords = read_coords(group)
     names = [n for n in ds.data_vars if n in group
              and tuple(group[n].metadata.dimension_names or ())[: len(RUN_DIMS)] == RUN_DIMS]
-    reader = RunReader(source, names, sizes)
     with netCDF4.Dataset(nc_path, "a") as nc:
-        for index in dirty:
-            got = reader.read(index)
-            if got.interrupted is not None:
-                warnings.warn(reader.interrupted_text(RunKey.at(coords, index), got.interrupted),
-                              InterruptedWriteWarning, stacklevel=3)
+        for index, got in read_runs(source, names, dirty, coords, sizes):
             for name, values in got.arrays.items():
                 var = nc.variables[name]
                 store_dims = tuple(group[name].metadata.dimension_names or ())[len(RUN_DIMS):]

@@ -10,8 +10,9 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import EPISODE_RULES, RUN_DIMS, RUN_STATUS, RunKey, normalise, structure_problems
-from cube.store.locks import RunReader, read_write_seqs, runs_written_since
-from cube.store.read import damaged_chunks, damaged_store_error, missing_coordinate_arrays, open_cube
+from cube.store.damage import damaged_chunks, reading_store
+from cube.store.locks import read_runs, read_write_seqs, runs_written_since
+from cube.store.read import missing_coordinate_arrays, open_cube
 
 
 def _per_run_checks(ds: xr.Dataset) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -44,12 +45,9 @@ def _consistent_checks(ds: xr.Dataset, tries: int = 200, notes: list[str] | None
     dirty = runs_written_since(before, read_write_seqs(source, sizes))
     if not dirty:
         return counts, per_mode
-    reader = RunReader(source, ("reward", "cost"), sizes)
-    for index in dirty:
-        got = reader.read(index, tries)
+    for index, got in read_runs(source, ("reward", "cost"), dirty, ds, sizes, tries=tries,
+                                notes=[] if notes is None else notes):
         reward, cost = got.arrays["reward"], got.arrays["cost"]
-        if got.interrupted is not None and notes is not None:
-            notes.append(reader.interrupted_text(RunKey.at(ds, index), got.interrupted))
         for what, mask in ((r.name, r.mask) for r in EPISODE_RULES):
             counts[what][index] = int(mask(reward, cost).sum())
         per_mode[index] = (~np.isnan(cost)).sum(axis=(0, 1))
@@ -66,11 +64,10 @@ def value_problems(ds: xr.Dataset, episode_counts: dict[str, int] | None = None,
     named in `notes`.
     """
     try:
-        counts, per_run_mode = _consistent_checks(ds, notes=notes)
-    except CubeError as exc:  # a damaged write sequence, a writer stuck inside a write
+        with reading_store(ds.encoding.get("saferl_source"), "read the stored data"):
+            counts, per_run_mode = _consistent_checks(ds, notes=notes)
+    except CubeError as exc:  # a damaged chunk (`DamagedStoreError`), a writer stuck inside a write
         return [str(exc)]
-    except Exception as exc:  # codecs raise many types for damaged chunks
-        return [str(damaged_store_error(exc, ds.encoding.get("saferl_source"), "read the stored data"))]
     modes = per_run_mode.reshape(-1, per_run_mode.shape[-1]).sum(0)
     if episode_counts is not None:
         episode_counts.update({str(m): int(n) for m, n in zip(ds["mode"].values, modes, strict=True)})

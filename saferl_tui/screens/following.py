@@ -63,10 +63,10 @@ class FollowMode:
     def on_follow_done(self, msg: FollowDone) -> None:
         self._polling = False
         upd: FollowUpdate | None = msg.update
-        if upd is None:  # nothing written: only the Progress view changes (time since last write, stalled)
-            if self.active_view().VIEW_ID == "progress":
-                self._shown.pop("progress", None)
-                self._refreshing.add("progress")
+        if upd is None:  # nothing written: only the Status view changes (time since last write, stalled)
+            if self.active_view().VIEW_ID == "status":
+                self._shown.pop("status", None)
+                self._refreshing.add("status")
                 self.request(self.active_view())
             return
         for note in upd.notes:

@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from cube.compute import FractionProgress, Progress
 from cube.errors import CubeError
-from cube.outputs import figures_folder
+from cube.outputs import figures_folder, write_text
 from cube.stats.metrics import SETTINGS
 from saferl_tui.exports import free_names, with_selection
 from saferl_tui.follow import DEFAULT_INTERVAL_S, Follower, FollowUpdate
@@ -35,10 +35,11 @@ from saferl_tui.messages import (
     ViewReady,
     ViewShown,
 )
-from saferl_tui.model import CubeModel, UISelection, load_model
+from saferl_tui.model import CubeModel, load_model
 from saferl_tui.screens.following import FollowMode
 from saferl_tui.screens.help import HelpScreen, help_rows, key_text
 from saferl_tui.screens.open import OpenScreen
+from saferl_tui.selection import UISelection
 from saferl_tui.views import VIEW_CLASSES, ResultView
 from saferl_tui.views.format import algo_palette
 from saferl_tui.views.plot import ConditionCycler
@@ -93,7 +94,7 @@ class MainScreen(FollowMode, Screen):
         Binding("o", "open_path", "Open another cube", id="file.open"),
         Binding("R", "toggle_reference", "The paper's numbers beside the cube's (Summary, Conditions)",
                 id="selection.reference"),
-        Binding("slash", "filter", "Filter the table (Conditions, Runs, Progress)", id="table.filter"),
+        Binding("slash", "filter", "Filter the table (Conditions, Runs, Status)", id="table.filter"),
         Binding("w", "toggle_follow", "Follow the store being written on/off", id="follow.toggle"),
     ]
 
@@ -435,9 +436,11 @@ class MainScreen(FollowMode, Screen):
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             for path, (name, text) in zip(free_names(out_dir, names), files, strict=True):
-                with open(path, "x", encoding="utf-8") as fh:  # "x": never overwrite
-                    fh.write(with_selection(name, text, meta))
+                write_text(path, with_selection(name, text, meta), replace=False)  # atomic, never overwrites
                 written.append(str(path))
+        except CubeError as exc:
+            self.notify_text(str(exc), severity="error", title="Export")
+            return
         except OSError as exc:
             self.notify_text(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Export")
             return
@@ -455,8 +458,10 @@ class MainScreen(FollowMode, Screen):
             (path,) = free_names(out_dir, [f"saferl_{view.VIEW_ID}_{tag}.svg"])
             svg = self.app.export_screenshot(title=f"saferl-tui {view.TITLE}")
             meta = self.export_meta(view) if view.selection is not None else {"cube": str(self.model.path)}
-            with open(path, "x", encoding="utf-8") as fh:
-                fh.write(with_selection(path.name, svg, meta))
+            write_text(path, with_selection(path.name, svg, meta), replace=False)  # atomic, never overwrites
+        except CubeError as exc:
+            self.notify_text(str(exc), severity="error", title="Screenshot")
+            return
         except OSError as exc:
             self.notify_text(f"cannot write to {out_dir}: {exc.strerror or exc}", severity="error", title="Screenshot")
             return

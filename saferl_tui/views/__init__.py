@@ -1,8 +1,8 @@
-"""The eight result views, one module each: ``summary`` (1), ``conditions`` (2), ``cdf`` (3), ``curves`` (4),
-``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves), ``progress`` (8, training
-progress); ``base`` holds the
-:class:`ResultView` base class, the condition cycler of Curves and Histograms, and the formatting and export
-helpers they share.
+"""The eight result views, one module each, in tab order: ``summary`` (1), ``conditions`` (2), ``cdf`` (3),
+``curves`` (4), ``histograms`` (5), ``runs`` (6), ``learning`` (7, aggregate learning curves), ``runstatus``
+(8, Status: every run's status as `saferl status` shows it). Shared: ``base`` (the :class:`ResultView`
+contract), ``table`` (table widgets, the sortable and filterable mixin), ``plot`` (plot layout, the
+condition cycler of Curves and Histograms), ``format`` (on-screen numbers and colours).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from saferl_tui.views.conditions import ConditionsView
 from saferl_tui.views.curves import CurvesView
 from saferl_tui.views.histograms import HistogramsView
 from saferl_tui.views.learning import LearningView
-from saferl_tui.views.progress import ProgressView
 from saferl_tui.views.runs import RunsView
+from saferl_tui.views.runstatus import RunStatusView
 from saferl_tui.views.summary import SummaryView
 
 VIEW_CLASSES: tuple[type[ResultView], ...] = (SummaryView, ConditionsView, CdfView, CurvesView, HistogramsView,
-                                              RunsView, LearningView, ProgressView)
+                                              RunsView, LearningView, RunStatusView)
 """The views in tab order (their KEY is 1..8)."""
 
-__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "ProgressView",
+__all__ = ["VIEW_CLASSES", "CdfView", "ConditionsView", "CurvesView", "HistogramsView", "LearningView", "RunStatusView",
            "ResultView", "RunsView", "SummaryView"]

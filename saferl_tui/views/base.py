@@ -21,7 +21,8 @@ from textual.widgets import DataTable, Input, Static
 
 from saferl_tui.exports import Files
 from saferl_tui.messages import ViewParamsChanged
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.format import algo_palette
 from saferl_tui.views.table import FilterInput
 

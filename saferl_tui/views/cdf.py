@@ -16,7 +16,8 @@ from textual_plotext import PlotextPlot
 
 from cube.stats.metrics import SETTING, SETTINGS
 from saferl_tui.exports import Files, rendered_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, incomplete_note, legend_text, nan_none, setting_title
 from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, set_ticks
 

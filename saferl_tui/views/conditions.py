@@ -19,7 +19,8 @@ from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.exports import Files, rendered_files
 from saferl_tui.messages import ConditionChosen
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import fmt, fmt_signed, fmt_tier, incomplete_note, rich_color, setting_title
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches

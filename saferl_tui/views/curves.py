@@ -18,7 +18,8 @@ from textual_plotext import PlotextPlot
 from cube.render.style import iterate_var_label
 from cube.stats.metrics import METRIC, SETTING
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label, legend_text, nan_none, padded_range
 from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, focused_range, set_ticks
 

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from cube.render.style import algo_colors, hex_rgb
 from cube.stats.metrics import SETTING, TIER_LABELS
-from saferl_tui.model import UISelection
+from saferl_tui.selection import UISelection
 
 # ======================================================================== colours
 REF_COLOR = "gray"

@@ -15,7 +15,8 @@ from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label
 from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
 

@@ -17,7 +17,8 @@ from textual_plotext import PlotextPlot
 from cube.render.data import learning_curve_rows
 from cube.stats.metrics import METRIC, METRICS
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, incomplete_note, legend_text, nan_none
 from saferl_tui.views.plot import BANDS_MIN_ROWS, PlotView, focused_range, set_ticks
 

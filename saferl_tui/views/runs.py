@@ -1,5 +1,6 @@
 """The Runs view (key 6): the run manifest (status, env steps, iterates, config) of every selected run,
-incomplete runs first, sortable (> / r) and filterable (/ status:partial algo:ppo task:goal).
+incomplete runs first, sortable (> / r) and filterable (/ status:partial algo:ppo task:goal); under the
+title, the runs' conventions (`cube.io.conventions`), or the one line saying in which they differ.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import DataTable, Static
 
+from cube.errors import CubeError
+from cube.io.conventions import conventions_of, conventions_text, difference_line
+from cube.store.read import read_manifests
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
@@ -45,7 +50,7 @@ class RunsView(SortableTable, ResultView):
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> list[dict]:
-        return model.runs(sel)
+        return _with_conventions(model.path, model.runs(sel))
 
     def describe_params(self) -> dict:
         return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
@@ -92,6 +97,11 @@ class RunsView(SortableTable, ResultView):
             title.append(f"{k}: {v}", style=STATUS_STYLE.get(k, ""))
         title.append(f" · sorted by {self.sort_key} (> next, r reverse) · / filters (status:partial algo:ppo)"
                      f"{self.filter_suffix(len(shown), len(rows))}")
+        manifests = [r["manifest"] for r in rows if r.get("manifest") is not None and r["status"] != "pending"]
+        if manifests:
+            differ = difference_line(manifests)
+            title.append("\n" + (differ or "conventions: " + conventions_text(conventions_of(manifests[0]))),
+                         style="bold dark_orange" if differ else "")
         self.query_one("#runs-title", Static).update(title)
 
     def figure_condition(self) -> tuple[str, float] | None:
@@ -107,6 +117,16 @@ class RunsView(SortableTable, ResultView):
             return []
         rows = [[r[h] for h in self.HEADER] for r in self.shown_rows()]
         return table_files("runs", self.HEADER, rows, "Run manifest")
+
+
+def _with_conventions(path: str, rows: list[dict]) -> list[dict]:
+    """The rows with each run's stored manifest (`manifest`: its conventions are read from it); rows of a
+    cube without manifests (a netCDF export) are returned as they are."""
+    try:
+        stored = {(m["algo"], m["task"], float(m["bound"]), int(m["seed"])): m for m in read_manifests(path)}
+    except (CubeError, OSError, KeyError, ValueError):
+        return rows
+    return [{**r, "manifest": stored.get((r["algo"], r["task"], r["bound"], r["seed"]))} for r in rows]
 
 
 def _plain(r: dict) -> dict[str, str]:

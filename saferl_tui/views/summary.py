@@ -18,7 +18,8 @@ from cube.errors import CubeError
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
 from saferl_tui.exports import Files, rendered_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import (
     fmt,

@@ -1,5 +1,5 @@
-"""The Progress view (key 8): every selected run of a store being written, as `saferl status` reads it
-(`cube.store.progress`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
+"""The Status view (key 8): every selected run of a store being written, as `saferl status` shows it
+(`cube.store.runstatus`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
 since the last write and what needs attention (stalled, failed), runs that need attention first; sortable
 (> / r) and filterable (/ status:running flags:stalled); totals per algorithm and task below.
 """
@@ -14,9 +14,10 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
-from cube.store.progress import STATUSES, RunProgress, duration, steps_text, totals
+from cube.store.runstatus import STATUSES, RunStatus, row_text, totals, totals_text
 from saferl_tui.exports import Files, table_files
-from saferl_tui.model import CubeModel, UISelection
+from saferl_tui.model import CubeModel
+from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
 from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
@@ -30,34 +31,34 @@ HEADER = ("algo", "task", "bound", "seed", "status", "iterates", "steps", "steps
 TOTALS_HEADER = ("algo", "task", "runs", *STATUSES, "stalled", "steps", "steps/s", "eta")
 
 
-def progress_row(r: RunProgress, now: float) -> dict[str, Any]:
-    """One run as the values the table shows and sorts by (times as seconds; None where unknown)."""
-    flags = r.flags(now)
-    if r.stalled and "stalled" not in flags:
-        flags = "stalled" + ("; " + flags if flags else "")
+TEXT_FIELD = {"steps": "env steps", "eta": "ETA", "slurm": "job"}
+"""This table's short column names for the fields of `cube.store.runstatus.row_text`."""
+
+
+def status_row(r: RunStatus, now: float) -> dict[str, Any]:
+    """One run as the values the table sorts by (times as seconds; None where unknown) and, under "text",
+    its cells: the text `saferl status` shows (`row_text`), but the status column the status alone (this
+    table colours and sorts by it)."""
+    text = row_text(r, now)
+    cells = {h: text[TEXT_FIELD.get(h, h)] for h in HEADER}
+    cells.update(status=r.status, d=text["bound"])
     return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": float(r.key.bound), "seed": int(r.key.seed),
             "status": r.status, "iterates": r.iterates, "n_iterates": r.n_iterates, "steps": r.env_steps,
             "steps/s": r.steps_per_s, "eta": r.eta_s, "host": r.host_text(), "slurm": r.slurm_job_id or "",
-            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": flags,
-            "stalled": r.stalled}
+            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": text["flags"],
+            "stalled": r.stalled, "text": cells}
 
 
 def _cells(row: dict[str, Any]) -> dict[str, str]:
     """A row as text (what the filter matches and the exports write)."""
-    it = "" if row["iterates"] is None else f"{row['iterates']}/{row['n_iterates'] or '?'}"
-    ago = "" if row["last write"] is None else duration(row["last write"]) + " ago"
-    rate = "" if row["steps/s"] is None else f"{row['steps/s']:,.0f}"
-    return {"algo": row["algo"], "task": row["task"], "bound": f"{row['bound']:g}", "d": f"{row['bound']:g}",
-            "seed": str(row["seed"]), "status": row["status"], "iterates": it, "steps": steps_text(row["steps"]),
-            "steps/s": rate, "eta": duration(row["eta"]), "host": row["host"], "slurm": row["slurm"],
-            "last write": ago, "flags": row["flags"]}
+    return row["text"]
 
 
-class ProgressView(SortableTable, ResultView):
-    """Every selected run's training progress and the totals per algorithm and task."""
+class RunStatusView(SortableTable, ResultView):
+    """Every selected run's status (iterate of total, steps/s, ETA, ...) and the totals per algorithm and task."""
 
-    VIEW_ID = "progress"
-    TITLE = "Progress"
+    VIEW_ID = "status"
+    TITLE = "Status"
     KEY = "8"
     FILTERABLE = True
     SORT_KEYS = HEADER
@@ -69,15 +70,15 @@ class ProgressView(SortableTable, ResultView):
         self.sort_desc = False
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="progress-title", classes="table-title")
-        yield NavTable(id="progress-table", zebra_stripes=True, cursor_type="row")
-        yield Static("", id="progress-totals-title", classes="table-title section-title")
-        yield NavTable(id="progress-totals", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="status-title", classes="table-title")
+        yield NavTable(id="status-table", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="status-totals-title", classes="table-title section-title")
+        yield NavTable(id="status-totals", zebra_stripes=True, cursor_type="row")
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        runs, now = model.progress(sel)
-        return [progress_row(r, now) for r in runs], totals(runs)
+        runs, now = model.run_statuses(sel)
+        return [status_row(r, now) for r in runs], totals(runs)
 
     def describe_params(self) -> dict:
         return {"sort": self.sort_key, "descending": self.sort_desc, "filter": self.filter_text}
@@ -101,7 +102,7 @@ class ProgressView(SortableTable, ResultView):
         rows, groups = data
         sel = self.selection
         assert sel is not None
-        table = self.query_one("#progress-table", NavTable)
+        table = self.query_one("#status-table", NavTable)
         cursor, scroll = table.cursor_row, table.scroll_offset
         table.clear(columns=True)
         colors = self.colors_of(sel.algos)
@@ -121,7 +122,7 @@ class ProgressView(SortableTable, ResultView):
         if table.row_count:
             table.move_cursor(row=min(cursor, table.row_count - 1), scroll=False)
         table.scroll_to(scroll.x, scroll.y, animate=False, immediate=True)
-        self.query_one("#progress-title", Static).update(self._title(rows, len(shown)))
+        self.query_one("#status-title", Static).update(self._title(rows, len(shown)))
         self._totals(groups)
 
     def _title(self, rows: list[dict[str, Any]], n_shown: int) -> Text:
@@ -139,22 +140,23 @@ class ProgressView(SortableTable, ResultView):
         return title
 
     def _totals(self, groups: list[dict[str, Any]]) -> None:
-        table = self.query_one("#progress-totals", NavTable)
+        table = self.query_one("#status-totals", NavTable)
         table.clear(columns=True)
-        cells = [[Text(str(g["algo"])), Text(str(g["task"])), Text(str(g["runs"]), justify="right"),
-                  *[Text(str(g[s]), justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
-                  Text(str(g["stalled"]), justify="right", style="bold red" if g["stalled"] else "dim"),
-                  Text(steps_text(g["env_steps"]), justify="right"),
-                  Text(f"{g['steps_per_s']:,.0f}" if g["steps_per_s"] else "", justify="right"),
-                  Text(duration(g["eta_s"]), justify="right")] for g in groups]
+        cells = []
+        for g in groups:
+            text = totals_text(g)
+            cells.append([Text(str(g["algo"])), Text(str(g["task"])), Text(text["runs"], justify="right"),
+                          *[Text(text[s], justify="right", style=STATUS_STYLE[s] if g[s] else "dim") for s in STATUSES],
+                          Text(text["stalled"], justify="right", style="bold red" if g["stalled"] else "dim"),
+                          *[Text(text[k], justify="right") for k in ("env steps", "steps/s", "ETA")]])
         add_columns(table, [(h, h) for h in TOTALS_HEADER], cells)
         for i, row in enumerate(cells):
             table.add_row(*row, key=str(i))
-        self.query_one("#progress-totals-title", Static).update(
+        self.query_one("#status-totals-title", Static).update(
             Text("Totals per algorithm and task (steps/s and ETA: running runs)"))
 
     def export_tables(self) -> Files:
         if self.data is None:
             return []
         rows = [[_cells(r)[h] for h in HEADER] for r in self.shown_rows()]
-        return table_files("progress", HEADER, rows, "Training progress per run")
+        return table_files("status", HEADER, rows, "Status of every run")

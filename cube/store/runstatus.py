@@ -1,5 +1,5 @@
-"""The progress of every run of a store being written: the one reader behind `saferl status` (and its
-``--watch``) and the TUI's Progress view.
+"""The status of every run of a store being written: the one reader behind `saferl status` (and its
+``--watch``) and the TUI's Status view, and the one text of a run's row that both show.
 
 Per run it combines what the store says (the stored status and manifest, `cube.schema.run_facts`, and
 the per-iterate ``env_steps``, read as one writer state), who holds it (its claim file,
@@ -17,7 +17,7 @@ by every write bracket). Its *status* is one of:
 * ``pending``: nothing written yet.
 
 A running run is *stalled* when it wrote nothing for `stall_s` seconds. Steps per second come from the
-env steps a reader saw land since it first saw the run (two readings of a `ProgressReader`), and until
+env steps a reader saw land since it first saw the run (two readings of a `RunStatusReader`), and until
 then from the env steps over the wall time of the latest attempt (which counts the steps before a
 resume point too); the ETA is the steps left at that rate.
 """
@@ -38,10 +38,11 @@ import numpy as np
 
 from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, RunKey, final_iterate, run_facts
 from cube.store.claims import ClaimState, claim_state
+from cube.store.damage import reading_store
 from cube.store.fs import PathLike, pid_alive
 from cube.store.grid import published_sizes
 from cube.store.layout import open_group, read_coords
-from cube.store.locks import WRITE_SEQ, RunReader, read_write_seqs, runs_written_since
+from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 from cube.store.read import read_manifests
 
 STATUSES = ("running", "stopped", "failed", "pending", "complete")
@@ -51,8 +52,8 @@ STALL_S = 600.0
 
 
 @dataclass
-class RunProgress:
-    """One run's progress. Times are POSIX seconds; `iterates` counts the iterates written (the last
+class RunStatus:
+    """One run's status now. Times are POSIX seconds; `iterates` counts the iterates written (the last
     iterate with env steps + 1) of `n_iterates`; rates are env steps per second; None where unknown."""
 
     key: RunKey
@@ -80,8 +81,9 @@ class RunProgress:
     def flags(self, now: float | None = None) -> str:
         """What needs attention, in words: 'stalled 12m', 'failed: ...', 'claim damaged (...)'; '' if nothing."""
         out = []
-        if self.stalled and self.last_write is not None:
-            out.append(f"stalled {duration((now or time.time()) - self.last_write)}")
+        if self.stalled:
+            out.append("stalled" if self.last_write is None else
+                       f"stalled {duration((now or time.time()) - self.last_write)}")
         if self.status == "failed" and self.error:
             out.append(f"failed: {self.error}")
         if self.claim.state == "damaged":
@@ -108,8 +110,8 @@ class _Facts:
     seq_file: str = ""  # its write-sequence chunk (set by the reader)
 
 
-class ProgressReader:
-    """Reads every run's progress (`read`), again and again: the stored facts of a run are read again
+class RunStatusReader:
+    """Reads every run's status (`read`), again and again: the stored facts of a run are read again
     only when its write sequence moved; claims and last-write times are read at every call (stat calls
     and small files). `stall_s`: seconds without a write after which a running run is stalled.
     `total_iterates(manifest row)`: the iterates a run has when complete (default: the store's iterates)."""
@@ -124,9 +126,9 @@ class ProgressReader:
         self._sizes: dict[str, int] | None = None
         self._coords: dict[str, np.ndarray] = {}
         self._first_seen: dict[tuple[int, ...], tuple[str | None, float, float]] = {}
-        self._shown: dict[tuple[int, ...], RunProgress] = {}
+        self._shown: dict[tuple[int, ...], RunStatus] = {}
 
-    def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunProgress]:
+    def read(self, now: float | None = None, seqs: np.ndarray | None = None) -> list[RunStatus]:
         """Every run of the published grid, in store order. `seqs`: the write sequences just read by the
         caller (a `cube.store.locks.SeqWatch`), saving a read. CubeError (one line) for a store that
         cannot be read."""
@@ -151,12 +153,12 @@ class ProgressReader:
         for index, facts in self._facts.items():
             run = self._unchanged(index, facts)
             if run is None:
-                run = self._shown[index] = self._progress(index, self._located(index, facts), now)
+                run = self._shown[index] = self._run_status(index, self._located(index, facts), now)
             out.append(run)
         return out
 
-    def _unchanged(self, index: tuple[int, ...], facts: _Facts) -> RunProgress | None:
-        """The run's progress of the previous read when nothing it shows can have changed: its write sequence
+    def _unchanged(self, index: tuple[int, ...], facts: _Facts) -> RunStatus | None:
+        """The run's status of the previous read when nothing it shows can have changed: its write sequence
         did not move (so neither its stored facts nor its last write time), it is not running (whose numbers
         move with the clock) and its claim is the same. Saves an idle reader of 1,440 runs most of its work."""
         prev = self._shown.get(index)
@@ -180,7 +182,8 @@ class ProgressReader:
         read in one zarr call, runs written meanwhile read again."""
         before = read_write_seqs(self.path, sizes)
         group = open_group(self.path, mode="r", sizes=sizes)
-        steps = np.asarray(group["env_steps"][...], dtype=np.float64) if "env_steps" in group else None
+        with reading_store(self.path, f"read the env steps of {self.path}"):
+            steps = np.asarray(group["env_steps"][...], dtype=np.float64) if "env_steps" in group else None
         rows = read_manifests(self.path)
         shape = tuple(len(self._coords[d]) for d in RUN_DIMS)
         self._facts = {}
@@ -190,7 +193,8 @@ class ProgressReader:
             self._read_runs(sizes, runs_written_since(before, read_write_seqs(self.path, sizes)))
 
     def _read_runs(self, sizes: dict[str, int] | None, runs: Iterable[tuple[int, ...]]) -> None:
-        """The facts of `runs` again, each of one writer state (`RunReader`)."""
+        """The facts of `runs` again, each of one writer state (`read_runs`; an interrupted write is not named
+        here: the run shows as partial, and validate and report name it)."""
         runs = list(runs)
         if not runs:
             return
@@ -198,21 +202,20 @@ class ProgressReader:
         names = [n for n in ("run_status", "run_manifest", "env_steps") if n in group]
         if not names:
             return
-        reader = RunReader(self.path, names, sizes)
-        for index in runs:
-            got = reader.read(index).arrays
+        for index, read in read_runs(self.path, names, runs, self._coords, sizes, notes=[]):  # its status: partial
+            got = read.arrays
             row = manifest_body(got.get("run_manifest"))
             code = got.get("run_status")
             stored = RUN_STATUS_NAMES.get(int(code), "unknown") if code is not None else "unknown"
             self._facts[index] = _facts(stored, row, got.get("env_steps"))
 
     # ------------------------------------------------------------------ one run now
-    def _progress(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunProgress:
+    def _run_status(self, index: tuple[int, ...], facts: _Facts, now: float) -> RunStatus:
         key, row, known = facts.key or RunKey.at(self._coords, index), facts.manifest, facts.known
         claim = claim_state(self.path, key) if facts.stored != "complete" else ClaimState("free")
         last = _mtime(facts.seq_file)
         host, checked = _writer(row, claim)
-        out = RunProgress(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
+        out = RunStatus(key, index, "pending", facts.stored, iterates=facts.iterates, env_steps=facts.env_steps,
                           host=host, host_checked=checked, slurm_job_id=_text(row.get("slurm_job_id")),
                           last_write=last, started=_text(known["started"]), claim=claim,
                           error=_text(row.get("error")), retries=int(row.get("retries") or 0),
@@ -231,7 +234,7 @@ class ProgressReader:
             out.eta_s = max(total - out.env_steps, 0.0) / out.steps_per_s
         return out
 
-    def _rate(self, index: tuple[int, ...], run: RunProgress, start: float | None) -> float | None:
+    def _rate(self, index: tuple[int, ...], run: RunStatus, start: float | None) -> float | None:
         """Env steps per second of the latest attempt: from this reader's first sight of the attempt when
         steps landed since, else the steps over the attempt's wall time (None when not running)."""
         if run.env_steps is None or run.last_write is None:
@@ -340,14 +343,14 @@ def last_write(path: PathLike, index: Sequence[int]) -> float | None:
         return None
 
 
-def read_progress(path: PathLike, stall_s: float = STALL_S,
-                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> list[RunProgress]:
-    """Every run's progress, once (`ProgressReader` for repeated reads)."""
-    return ProgressReader(path, stall_s, total_iterates).read()
+def read_run_status(path: PathLike, stall_s: float = STALL_S,
+                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> list[RunStatus]:
+    """Every run's status, once (`RunStatusReader` for repeated reads)."""
+    return RunStatusReader(path, stall_s, total_iterates).read()
 
 
 # ---------------------------------------------------------------------------------------- totals and text
-def totals(runs: Sequence[RunProgress], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
+def totals(runs: Sequence[RunStatus], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
     """Per group of `by` labels (first-seen order): runs, each status's count, stalled, env steps and their
     rate summed over running runs, and the longest ETA."""
     groups: dict[tuple, dict[str, Any]] = {}
@@ -389,11 +392,46 @@ def steps_text(steps: float | None) -> str:
     return f"{steps / 1e3:.1f}k" if steps >= 1e4 else f"{steps:,.0f}"
 
 
-def clock(seconds: float | None) -> str:
-    """A POSIX time as local 'HH:MM:SS' (today) or 'MM-DD HH:MM' (earlier); '' for None."""
-    if seconds is None:
+def rate_text(steps_per_s: float | None) -> str:
+    """Env steps per second: '12,345' from a hundred on, '4.56' below; '' when unknown or zero."""
+    if not steps_per_s or not math.isfinite(steps_per_s):
         return ""
-    t = time.localtime(seconds)
-    today = time.localtime()
-    same_day = (t.tm_year, t.tm_yday) == (today.tm_year, today.tm_yday)
-    return time.strftime("%H:%M:%S" if same_day else "%m-%d %H:%M", t)
+    return f"{steps_per_s:,.0f}" if steps_per_s >= 100 else f"{steps_per_s:.3g}"
+
+
+def wall_text(seconds: float) -> str:
+    """Wall time as H:MM:SS ('' when unknown)."""
+    if not math.isfinite(seconds):
+        return ""
+    s = max(int(round(seconds)), 0)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
+              "job", "last write", "flags")
+"""The fields of a run's row (`row_text`), in the order `saferl status` shows them."""
+
+
+def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
+    """The one text of a run's row ({field of ROW_FIELDS: text}), shown by `saferl status` and the TUI's
+    Status view alike: the status ('partial (running)' where the stored status and what runs now differ),
+    iterates written of the total ('3/40'), env steps ('1.2M'), env steps per second of the latest attempt
+    ('12,345'), the ETA ('4m'), the wall time of the latest attempt ('0:12:05'), the host ('host?' where its
+    process cannot be checked from here), the SLURM job, the time since the last write ('15m ago') and what
+    needs attention. `now`: POSIX seconds (default: the time now)."""
+    now = time.time() if now is None else now
+    stored, status = r.stored, r.status
+    shown = status if status == stored or stored in ("unknown", "pending") else f"{stored} ({status})"
+    return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": f"{r.key.bound:g}", "seed": str(r.key.seed),
+            "status": shown, "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
+            "env steps": steps_text(r.env_steps), "steps/s": rate_text(r.steps_per_s), "ETA": duration(r.eta_s),
+            "wall": wall_text(r.wall_s), "host": r.host_text(), "job": r.slurm_job_id or "",
+            "last write": "" if r.last_write is None else f"{duration(max(now - r.last_write, 0.0))} ago",
+            "flags": r.flags(now)}
+
+
+def totals_text(group: dict[str, Any]) -> dict[str, str]:
+    """A group of `totals` as text: runs and each status's count, stalled, env steps, steps/s, ETA (the
+    same formats as `row_text`)."""
+    return {**{k: str(group[k]) for k in ("runs", *STATUSES, "stalled")}, "env steps": steps_text(group["env_steps"]),
+            "steps/s": rate_text(group["steps_per_s"]), "ETA": duration(group["eta_s"])}

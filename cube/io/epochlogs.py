@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from cube.errors import CubeError
+from cube.io.conventions import note_convention
+from cube.io.registry import Importer, ImportRequest, Option
 from cube.io.sourcefiles import (
     ImportedRun,
     bound_value,
@@ -74,7 +76,7 @@ def _config_value(config: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def _omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     """runs/<Algo>-{<EnvId>}/seed-<000>-<time>/: labels from config.json, else from the folders."""
     folder = re.match(r"^(?P<algo>[^-{]+)-\{(?P<env>.+)\}$", run_dir.parent.name)
     limit = next((v for v in (_config_value(config, "lagrange_cfgs.cost_limit"),
@@ -84,7 +86,7 @@ def _omnisafe_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
             "seed": config["seed"] if config.get("seed") is not None else _seed_from(run_dir.name), "bound": limit}
 
 
-def _safepo_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
+def safepo_labels(run_dir: Path, config: dict[str, Any]) -> dict[str, Any]:
     """<env_id>/<algo>/seed-<000>-<time>/: labels from the folders, cost limit from config.json."""
     return {"algo": config.get("algo") or run_dir.parent.name,
             "task": config.get("env_id") or config.get("task") or run_dir.parent.parent.name,
@@ -100,12 +102,12 @@ def _seed_from(name: str) -> int | None:
 PROGRESS_FORMATS = {
     "omnisafe": ProgressFormat(
         "omnisafe", "OmniSafe", "Metrics/EpRet", "Metrics/EpCost", "Metrics/EpLen", "TotalEnvSteps",
-        ("Metrics/LagrangeMultiplier",), _omnisafe_labels, OMNISAFE_WINDOW,
+        ("Metrics/LagrangeMultiplier",), omnisafe_labels, OMNISAFE_WINDOW,
         "OmniSafe <= 0.5.0 fixes 50", False, "algo_cfgs.steps_per_epoch", "train_cfgs.vector_env_nums",
         ("Time/Total", True)),
     "safepo": ProgressFormat(
         "safepo", "SafePO", "Metrics/EpRet", "Metrics/EpCost", "Metrics/EpLen", "Train/TotalSteps",
-        ("Train/LagragianMultiplier", "Train/LagrangianMultiplier"), _safepo_labels, SAFEPO_WINDOW,
+        ("Train/LagragianMultiplier", "Train/LagrangianMultiplier"), safepo_labels, SAFEPO_WINDOW,
         "SafePO's deque(maxlen=50)", True, "steps_per_epoch", "num_envs", ("Time/Total", False)),
 }
 
@@ -115,7 +117,22 @@ def read_progress_runs(sources: Sequence[str | Path], fmt: str, bound: float | N
     """Runs from `progress.csv` files of OmniSafe or SafePO (means per epoch, means only). `window`: the
     episodes in the tool's window where it is not the released default (OMNISAFE_WINDOW, SAFEPO_WINDOW)."""
     spec = PROGRESS_FORMATS[fmt]
+    if window is not None and not (isinstance(window, int) and 1 <= window <= 1_000_000):
+        raise CubeError(f"--window must be a whole number of episodes in 1..1000000, got {window!r}")
     return [_progress_run(p, spec, bound, window) for p in find_files(sources, "progress.csv", f"{fmt} progress.csv")]
+
+
+def _reader(fmt: str) -> Callable[[ImportRequest], list[ImportedRun]]:
+    def read(request: ImportRequest) -> list[ImportedRun]:
+        runs = read_progress_runs(request.sources, fmt, request.label("bound"), request.option("window"))
+        title = PROGRESS_FORMATS[fmt].title
+        for run in runs:  # both log the sums of the environment's own (not normalised) per-step values
+            note_convention(run, "cost_discount", "undiscounted", f"{title}'s EpCost: the episode's sum of costs")
+            note_convention(run, "normalization", "raw", f"{title} logs the original (unnormalised) reward and cost")
+            note_convention(run, "history", "complete", "every epoch row of progress.csv")
+        return runs
+
+    return read
 
 
 def _progress_run(path: Path, spec: ProgressFormat, bound: float | None, window: int | None) -> ImportedRun:
@@ -225,3 +242,18 @@ def _window(table: Any, spec: ProgressFormat, config: dict[str, Any], window: in
                  f"import such runs with --window {config_n}")
     out["text"] = text
     return out
+
+
+_PROGRESS_CANNOT = "any single episode: no V, D_norm+, tiers or CDFs; no final evaluation"
+_WINDOW_HELP = Option("--window", "episodes in the tool's window of means when it is not the released default of "
+                      "50 (OmniSafe after 0.5.0 uses config.json's logger_cfgs.window_lens)", int, metavar="N")
+OMNISAFE = Importer(
+    name="omnisafe", reads="OmniSafe run folders: progress.csv + config.json", gives="means",
+    gives_text="per epoch, the mean of a sliding window of the last 50 episodes, across epochs (R̄, C̄, D_norm), env "
+    "steps, λ (PPOLag), wall time", cannot_text=_PROGRESS_CANNOT, read=_reader("omnisafe"), options=(_WINDOW_HELP,),
+    example="saferl import omnisafe runs/ --out omnisafe.zarr")
+SAFEPO = Importer(
+    name="safepo", reads="SafePO run folders: progress.csv + config.json", gives="means",
+    gives_text="per epoch, the mean of running means over the last 50 episodes (R̄, C̄, D_norm), env steps, λ, wall "
+    "time", cannot_text=_PROGRESS_CANNOT, read=_reader("safepo"), options=(_WINDOW_HELP,),
+    example="saferl import safepo runs/ --out safepo.zarr --bound 25")

@@ -1,4 +1,4 @@
-"""The Progress view (key 8, issue 25): every run's progress as `cube.store.progress` reads it, stalled and
+"""The Status view (key 8, issue 25): every run's status as `cube.store.runstatus` reads it, stalled and
 failed runs flagged, sortable and filterable like Conditions, totals per algorithm and task."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from textual.widgets import DataTable
 
 from cube import CubeWriter, RunKey, create_store
 from cube.store.locks import WRITE_SEQ
-from cube.store.progress import read_progress, totals
+from cube.store.runstatus import read_run_status, totals
 from saferl_tui.app import SaferlApp, build_app
+from saferl_tui.views.runstatus import TOTALS_HEADER
 from tests.test_tui_follow import _write, cells, sync
 from tests.tuiwait import until_quiet
 
@@ -23,7 +24,7 @@ AGO = 900.0
 STALL_S = 600.0
 
 
-def progress_store(path: Path) -> Path:
+def status_store(path: Path) -> Path:
     """2 algos x 1 task x 1 bound x 3 seeds of every status: ppo complete / failed / pending, ppo_lag
     running (this process, stalled: no write for AGO > STALL_S seconds) / stopped / complete."""
     create_store(path, algos=("ppo", "ppo_lag"), tasks=("goal",), bounds=(15.0,), seeds=range(3), n_iterates=4,
@@ -48,14 +49,14 @@ def app_for(path: Path) -> SaferlApp:
     return build_app(path, boot=20, follow=False, stall_s=STALL_S, clock=lambda: T0 + AGO)
 
 
-def table(app: SaferlApp, which: str = "#progress-table") -> DataTable:
-    return app.main_screen.view("progress").query_one(which, DataTable)
+def table(app: SaferlApp, which: str = "#status-table") -> DataTable:
+    return app.main_screen.view("status").query_one(which, DataTable)
 
 
 @sync
-async def test_progress_view_shows_what_the_progress_reader_reads(tmp_path: Path) -> None:
-    path = progress_store(tmp_path / "p.zarr")
-    want = read_progress(path, stall_s=STALL_S)
+async def test_status_view_shows_what_the_status_reader_reads(tmp_path: Path) -> None:
+    path = status_store(tmp_path / "p.zarr")
+    want = read_run_status(path, stall_s=STALL_S)
     app = app_for(path)
     async with app.run_test(size=(160, 40)) as pilot:
         await until_quiet(pilot)
@@ -76,19 +77,52 @@ async def test_progress_view_shows_what_the_progress_reader_reads(tmp_path: Path
         assert [r[4] for r in rows] == ["running", "stopped", "failed", "pending", "complete", "complete"], \
             "attention first"
         sums = totals(want)
-        total_rows = cells(table(app, "#progress-totals"))
+        total_rows = cells(table(app, "#status-totals"))
         assert [(r[0], r[1], r[2]) for r in total_rows] == [(g["algo"], g["task"], str(g["runs"])) for g in sums]
 
 
 @sync
-async def test_progress_sorts_and_filters_like_conditions(tmp_path: Path) -> None:
-    path = progress_store(tmp_path / "p.zarr")
+async def test_status_view_and_saferl_status_show_a_run_in_the_same_text(tmp_path: Path) -> None:
+    """The one row formatter: for every run, the TUI's cells and `saferl status`'s cells agree on iterates,
+    env steps, steps/s (0.833 for the running run: 3,000 steps in an hour), ETA, host, job, last write and
+    flags; totals too."""
+    from cube.cli.status import RUN_COLUMNS, run_cells, totals_table
+    from cube.store.runstatus import RunStatusReader
+
+    path = status_store(tmp_path / "p.zarr")
+    runs = RunStatusReader(path, STALL_S).read(now=T0 + AGO)  # what the app's clock says
+    want = {(r.key.algo, r.key.seed): run_cells(r, now=T0 + AGO) for r in runs}
+    same = {"iterates": "iterates", "steps": "env steps", "steps/s": "steps/s", "eta": "ETA", "host": "host",
+            "slurm": "job", "last write": "last write", "flags": "flags"}
     app = app_for(path)
     async with app.run_test(size=(160, 40)) as pilot:
         await until_quiet(pilot)
         await pilot.press("8")
         await until_quiet(pilot)
-        view = app.main_screen.view("progress")
+        header = [str(c.label.plain).removesuffix(" ▲") for c in table(app).columns.values()]
+        for row in cells(table(app)):
+            tui = dict(zip(header, row, strict=True))
+            cli = dict(zip(RUN_COLUMNS, want[(tui["algo"], int(tui["seed"]))], strict=True))
+            assert {h: tui[h] for h in same} == {h: cli[c] for h, c in same.items()}, tui
+        running = next(r for r in cells(table(app)) if r[4] == "running")
+        assert running[header.index("steps/s")] == "0.833" and running[header.index("last write")] == "15m ago"
+        cli_totals = totals_table(runs)
+        tui_totals = cells(table(app, "#status-totals"))
+        cli_header = [str(c.header) for c in cli_totals.columns]
+        for tui_name, cli_name in (("steps", "env steps"), ("steps/s", "steps/s"), ("eta", "ETA")):
+            assert [r[TOTALS_HEADER.index(tui_name)] for r in tui_totals] == \
+                list(cli_totals.columns[cli_header.index(cli_name)].cells), tui_name
+
+
+@sync
+async def test_status_sorts_and_filters_like_conditions(tmp_path: Path) -> None:
+    path = status_store(tmp_path / "p.zarr")
+    app = app_for(path)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until_quiet(pilot)
+        await pilot.press("8")
+        await until_quiet(pilot)
+        view = app.main_screen.view("status")
         await pilot.press("greater_than_sign")  # status -> iterates
         assert view.sort_key == "iterates"
         its = [r[5] for r in cells(table(app)) if r[5]]
@@ -98,16 +132,16 @@ async def test_progress_sorts_and_filters_like_conditions(tmp_path: Path) -> Non
         await pilot.press("slash", *"status:failed", "enter")
         rows = cells(table(app))
         assert [r[:5] for r in rows] == [["ppo", "goal", "15", "1", "failed"]]
-        assert "1 of 6 rows match" in str(view.query_one("#progress-title").render())
+        assert "1 of 6 rows match" in str(view.query_one("#status-title").render())
 
 
 @sync
-async def test_a_netcdf_cube_says_progress_needs_a_store(tmp_path: Path) -> None:
+async def test_a_netcdf_cube_says_run_status_needs_a_store(tmp_path: Path) -> None:
     import xarray as xr
 
     from cube import open_cube
 
-    zarr_path = progress_store(tmp_path / "p.zarr")
+    zarr_path = status_store(tmp_path / "p.zarr")
     nc = tmp_path / "p.nc"
     ds = open_cube(zarr_path).load()
     ds.attrs = {k: v for k, v in ds.attrs.items() if isinstance(v, str | int | float) and not isinstance(v, bool)}
@@ -118,21 +152,21 @@ async def test_a_netcdf_cube_says_progress_needs_a_store(tmp_path: Path) -> None
         await until_quiet(pilot)
         await pilot.press("8")
         await until_quiet(pilot)
-        status = str(app.main_screen.view("progress").query_one(".view-status").render())
+        status = str(app.main_screen.view("status").query_one(".view-status").render())
         assert "netCDF" in status and app.is_running
 
 
 def test_reader_keeps_unchanged_runs_and_sees_new_claims_and_writes(tmp_path: Path) -> None:
-    """A reader reuses the progress of runs that cannot have changed (sequence still, not running, same claim)
+    """A reader reuses the status of runs that cannot have changed (sequence still, not running, same claim)
     but sees a claim taken without any write, and a write to a complete run."""
     import json
 
     from cube.store.claims import claim_path
     from cube.store.locks import SeqWatch
-    from cube.store.progress import ProgressReader
+    from cube.store.runstatus import RunStatusReader
 
-    path = progress_store(tmp_path / "p.zarr")
-    watch, reader = SeqWatch(path), ProgressReader(path, stall_s=STALL_S)
+    path = status_store(tmp_path / "p.zarr")
+    watch, reader = SeqWatch(path), RunStatusReader(path, stall_s=STALL_S)
     first = {(r.key.algo, r.key.seed): r for r in reader.read(now=T0 + AGO, seqs=watch.poll()[1])}
     assert first[("ppo", 2)].status == "pending" and first[("ppo_lag", 2)].status == "complete"
     again = {(r.key.algo, r.key.seed): r for r in reader.read(now=T0 + AGO, seqs=watch.poll()[1])}
@@ -146,7 +180,7 @@ def test_reader_keeps_unchanged_runs_and_sees_new_claims_and_writes(tmp_path: Pa
     assert now[("ppo", 2)].status == "running"  # claimed: no write needed to see it
     assert now[("ppo_lag", 2)] is not first[("ppo_lag", 2)]
     assert now[("ppo_lag", 2)].last_write != first[("ppo_lag", 2)].last_write  # its sequence moved: read again
-    fresh = {(r.key.algo, r.key.seed): r for r in read_progress(path, stall_s=STALL_S)}
+    fresh = {(r.key.algo, r.key.seed): r for r in read_run_status(path, stall_s=STALL_S)}
     for k, run in now.items():
         assert (run.status, run.iterates, run.env_steps, run.last_write) == (
             fresh[k].status, fresh[k].iterates, fresh[k].env_steps, fresh[k].last_write), k
