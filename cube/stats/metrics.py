@@ -92,7 +92,7 @@ METRIC_LIST: tuple[Metric, ...] = (
            "normalised violation magnitude: mean (c - d) / d over violating episodes, 0 if none",
            False, True, _dplus),
     Metric("CVaR", "CVaR", r"\text{CVaR}_{\alpha}",
-           "tail risk: CVaR_alpha of (c - d) / d, the mean over the worst alpha share of episodes",
+           "tail risk: CVaR_alpha of (c - d) / d, the mean over the worst alpha share of episodes (0.1 by default)",
            False, True, _cvar, paper=False),
 )
 METRIC: dict[str, Metric] = {m.name: m for m in METRIC_LIST}

@@ -217,11 +217,12 @@ class SummaryView(ResultView):
             table.display = False
             return
         name = str(ref.attrs.get("reference", "reference"))
+        metrics = [m for m in METRICS if m in ref["metric"].values]  # the reference's (the paper has no CVaR)
         rows = []
         for a in (x for x in algos if x in ref["algo"].values):
             for i, s in enumerate(x for x in SETTINGS if x in ref["setting"].values):
                 cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short)]
-                for m in METRICS:
+                for m in metrics:
                     p = ref.sel(algo=a, setting=s, metric=m)
                     inside = float(p["inside_ref_ci"])
                     mark = "" if not np.isfinite(inside) else ("✓" if inside else "✗")
@@ -236,7 +237,7 @@ class SummaryView(ResultView):
                 cells.append(tier)
                 rows.append((f"{a}:{s}", cells))
         columns = [("Algorithm", "algo"), ("Setting", "setting"),
-                   *[(Text(f"{METRIC[m].label} ours {name}", justify="right"), m) for m in METRICS],
+                   *[(Text(f"{METRIC[m].label} ours {name}", justify="right"), m) for m in metrics],
                    ("Tier", "tier")]
         add_columns(table, columns, [c for _, c in rows])
         for key, cells in rows:
