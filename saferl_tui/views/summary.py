@@ -103,7 +103,9 @@ class SummaryView(ResultView):
         cursor = table.cursor_row
         table.clear(columns=True)
         columns: list[tuple[str | Text, str]] = [("Algorithm", "algo"), ("Setting", "setting")]
-        columns += [(Text(f"IQM {METRIC[m].label}", justify="right"), m) for m in METRICS]
+        # narrow: bare labels (the title says IQM), so the tier still fits 80 columns beside CVaR
+        columns += [(Text(METRIC[m].label if narrow else f"IQM {METRIC[m].label}", justify="right"), m)
+                    for m in METRICS]
         columns.append(("Tier", "tier"))
         if inline_delta:
             columns += [(Text(f"Δ{METRIC[m].label}", justify="right"), f"delta:{m}") for m in METRICS]
