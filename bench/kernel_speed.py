@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# bench/ itself off the path: its coverage.py would shadow the `coverage` package numba imports
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from cube.stats import fused, kernel  # noqa: E402
