@@ -562,7 +562,7 @@ def test_facade_reexports_the_one_definition_of_each_name():
 def test_one_selection_engine_for_cubes_and_statistics():
     """`select_runs` picks runs of a cube and of its suffstats alike (bounds within tolerance, a label twice
     counted once, unknown labels one line); `select` is it plus the iterate window."""
-    from cube.stats import curves, subset
+    from cube.stats import subset
 
     ds = random_cube(np.random.default_rng(4))
     ss = stats.load_suffstats(ds)
@@ -571,7 +571,7 @@ def test_one_selection_engine_for_cubes_and_statistics():
     picked = stats.select(ss, sel)
     for d, want in (("algo", ["alg1"]), ("bound", [25.0]), ("seed", [0, 2])):
         assert list(cube[d].values) == list(picked[d].values) == want
-    assert curves.select_cube(ds, sel).identical(cube)
+    assert subset.select_runs(ds.copy(), sel).identical(cube)
     with pytest.raises(CubeError, match="unknown task nope: the cube has task0, task1"):
         subset.select_runs(ds, Selection(tasks=("nope",)))
 

@@ -24,11 +24,9 @@ import xarray as xr
 
 from cube.compute import Progress
 from cube.schema import RUN_DIMS, final_iterate
-from cube.selection import Selection
 from cube.stats.runs import seed_mean_std
-from cube.stats.subset import select_runs
 
-__all__ = ["moving_average", "training_curves", "multiplier_curves", "iterate_var_names", "select_cube",
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "iterate_var_names",
            "final_iterate", "final_costs",
            "final_episode_costs", "hist_panels", "HistPanel"]
 
@@ -105,12 +103,6 @@ def multiplier_curves(ds: xr.Dataset, window: int = 1, var: str = "multiplier") 
     finite = values[np.isfinite(values)]
     nonnegative = int(finite.size == 0 or bool(finite.min() >= 0))
     return xr.Dataset({"mult_mean": mean, "mult_std": std}, attrs={"var": var, "nonnegative": nonnegative})
-
-
-def select_cube(ds: xr.Dataset, selection: Selection) -> xr.Dataset:
-    """The selected runs of a cube: `cube.stats.subset.select_runs` (the one selection engine), under the
-    name the TUI calls it by. Iterates are not restricted here. Lazy; no data is read."""
-    return select_runs(ds, selection)
 
 
 def final_episode_costs(cost: xr.DataArray, n: xr.DataArray, modes: Sequence[str] = ("expl", "greedy"),
