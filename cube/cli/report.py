@@ -77,6 +77,13 @@ def add_cvar_argument(parser: argparse.ArgumentParser) -> None:
                              "are computed in the one pass and cached, another alpha computes the pass once more)")
 
 
+def add_front_cost_argument(parser: argparse.ArgumentParser) -> None:
+    """`--front-cost`, shared by `saferl report --kind front` and `saferl plot front`."""
+    parser.add_argument("--front-cost", default="Dnorm", metavar="METRIC",
+                        help="the reward-cost front's cost axis: a lower-is-better metric (Dnorm default, CVaR, V, "
+                             "Dplus, C)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
     p = subparsers.add_parser("report", help="the paper's metrics, CIs, safety tiers and CDFs of a cube",
@@ -91,8 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--cdf", action="store_true", help="aggregate CDF curve and band on the kappa grid (= --kind cdf)")
     p.add_argument("--poi", metavar="X,Y", help="probability that algorithm X improves on Y (Mann-Whitney over seeds)")
     p.add_argument("--gap", action="store_true", help="greedy-minus-exploration gap of every final metric")
-    p.add_argument("--front-cost", default="Dnorm", metavar="METRIC",
-                   help="--kind front: the cost axis, a lower-is-better metric (Dnorm default, CVaR, V, Dplus, C)")
+    add_front_cost_argument(p)
     p.add_argument("--format", choices=export.FORMATS, default=None,
                    help="output format (default: from --out's suffix, else table on screen)")
     add_selection_arguments(p)
