@@ -5,7 +5,8 @@ vmaps them); `EnvFns.observe(state) -> (obs [obs_size], reward, cost, terminated
 `EnvFns.restore(first, state) -> state` is what a finished episode restarts from under `reset =
 "replay"` (None: the first state itself). Time limits and resets are handled by the trainer, never by
 the env (no brax wrappers): `reset = "replay"` does what brax's AutoResetWrapper does, `"fresh"` draws
-a new layout from a fresh key.
+a new layout from a fresh key. An env adapter (PPO-Saute's budget, `train.onpolicy.saute`) may add what a
+fresh restart keeps of the last state (`keep`) and the learner's own reward with per-step info (`shaping`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class EnvFns(NamedTuple):
     action_size: int
     name: str
     restore: Callable[[Any, Any], Any] | None = None
+    keep: Callable[[Any, Any], Any] | None = None
+    """`keep(new, old)`: an env restarting from a fresh reset (`reset = "fresh"`) with what it keeps of its last
+    state (None: nothing)."""
+    shaping: Callable[[Any], tuple[Any, dict[str, Any]]] | None = None
+    """`shaping(state) -> (learner's reward, info)` of the step that led to `state`: the reward the learner
+    trains on and per-step values named `info_names` (None: the env's reward, no info)."""
+    info_names: tuple[str, ...] = ()
 
 
 def import_crax() -> Any:

@@ -1,9 +1,10 @@
 """Pure loss and update functions of SAC, SAC-Lag and SAC-PID, term by term as crax computes them.
 
 Sources: `crax/training/agents/sac/losses.py` (alpha, critic, actor), `sac_lag/losses.py` (cost critic,
-Lagrange-penalised actor), `sac_lag/train.py` (soft target update, lambda update, step order) and
-`sac_pid/train.py` (PID update). Shapes: a batch has one leading axis `[B]` (obs `[B, O]`, action `[B, A]`,
-scalars `[B]`); Q networks return `[B, n_critics]`. Costs are per step; `d_step` = d / T.
+Lagrange-penalised actor), `sac_lag/train.py` (soft target update, step order); the lambda updates (SAC-Lag's
+capped Lagrange step, SAC-PID's PID) are the floor's `train.multipliers`. Shapes: a batch has one leading
+axis `[B]` (obs `[B, O]`, action `[B, A]`, scalars `[B]`); Q networks return `[B, n_critics]`. Costs are per
+step; `d_step` = d / T.
 Every loss takes its own PRNG key (one action sample per transition, `normal(key, [B, A])`, as crax).
 """
 
@@ -29,20 +30,6 @@ class Transition(NamedTuple):
     discount: jax.Array
     truncation: jax.Array
     next_obs: jax.Array
-
-
-class PIDState(NamedTuple):
-    """SAC-PID controller state (float32 scalars): clipped error integral, previous error, derivative EMA."""
-
-    integral: jax.Array
-    prev_error: jax.Array
-    deriv_ema: jax.Array
-
-
-def pid_init() -> PIDState:
-    """All zeros (crax's `init_aux_state_fn`)."""
-    z = jnp.zeros((), jnp.float32)
-    return PIDState(z, z, z)
 
 
 def _sample(nets: SACNetworks, normalizer: Any, policy_params: Any, obs: jax.Array,
@@ -104,20 +91,3 @@ def actor_loss(policy_params: Any, normalizer: Any, q_params: Any, cost_q_params
 def soft_update(target: Any, online: Any, tau: float) -> Any:
     """Polyak averaging of every leaf: target (1 - tau) + online tau."""
     return jax.tree_util.tree_map(lambda x, y: x * (1 - tau) + y * tau, target, online)
-
-
-def lagrange_update(lam: jax.Array, mean_cost: jax.Array, d_step: jax.Array, lr: float,
-                    lam_max: float) -> jax.Array:
-    """SAC-Lag: lambda <- min(relu(lambda + lr (mean_cost - d/T)), lam_max); crax passes lr = lagrangian_lr / T."""
-    return jnp.minimum(jax.nn.relu(lam + lr * (mean_cost - d_step)), jnp.asarray(lam_max, jnp.float32))
-
-
-def pid_update(lam: jax.Array, pid: PIDState, mean_cost: jax.Array, d_step: jax.Array, kp: float, ki: float,
-               kd: float, integral_clip: float, lambda_clip: float, beta: float) -> tuple[jax.Array, PIDState]:
-    """SAC-PID, with v = mean_cost - d/T: I <- clip(I + v, +-integral_clip), D <- beta D + (1 - beta)(v - v_prev),
-    lambda <- clip(relu(lambda + kp v + ki I + kd D), 0, lambda_clip); returns (lambda, (I, v, D))."""
-    v = mean_cost - d_step
-    integral = jnp.clip(pid.integral + v, -integral_clip, integral_clip)
-    deriv = beta * pid.deriv_ema + (1.0 - beta) * (v - pid.prev_error)
-    out = kp * v + ki * integral + kd * deriv
-    return jnp.clip(jax.nn.relu(lam + out), 0.0, lambda_clip), PIDState(integral, v, deriv)

@@ -13,4 +13,5 @@ def no_update(config: OffPolicyConfig, lam: Any, pid: Any, mean_cost: Any, d_ste
     return lam, pid
 
 
-SAC = OffPolicyAlgorithm("sac", 0, None, lambda c: 0.0, no_update)
+SAC = OffPolicyAlgorithm(name="sac", title="SAC", multiplier_update=no_update, uses_multiplier=False,
+                         constrained=False, cost_critic=False)

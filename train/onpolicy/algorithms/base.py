@@ -1,29 +1,41 @@
-"""What every algorithm record is made of: `Algorithm`, the policy-loss inputs, d/T and the cost advantage.
+"""What an on-policy algorithm record is made of: `Algorithm`, the policy-loss inputs and the cost advantage.
 
-Losses and updates bind the config's settings to the pure functions of `train.losses`, which they import
-when first called, so the registry (and the CLI that lists the names) needs no jax.
+Losses and updates bind the config's settings to the pure functions of `train.onpolicy.losses` and
+`train.multipliers`, which they import when first called, so the registry (and the CLI that lists the names)
+needs no jax.
 
 Beyond a multiplier, an algorithm may carry a small state vector of its own through training (PPO-PID's
 integral, previous error and derivative; CRPO's regime), updated with the multiplier once per update and
-recorded per iterate (`state_vars`); and it may need a program of its own (`budget`: PPO-Saute's
-budget-augmented observation and shaped reward; `cost_critic`: whether the cost critic is trained).
+recorded per iterate (`state_vars`); and it may train on an adapted task (`env_adapter`: PPO-Saute's budget
+in the observation and its shaped reward, `train.onpolicy.saute`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from train.algorithm import ONPOLICY, AlgorithmRecord
 from train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from train.envs import EnvFns
+
+STATE_SIZE = 3
+"""Length of the state vector every on-policy run carries (an algorithm uses its first
+`len(initial_state(config))` slots, the others stay 0): the longest built-in state, PPO-PID's."""
+
+EnvAdapter = Callable[[TrainConfig, "EnvFns", Any], "EnvFns"]
+"""(config, env, bound d in cost units (a traced scalar)) -> the task the learner trains on."""
 
 
 class LossInputs(NamedTuple):
     """Per-sample policy-loss inputs `[N]` (probability ratio and its log, reward advantage (normalised
-    if the config says so), raw cost advantage, KL to the old policy) and the run's scalars: multiplier,
-    mean per-step cost of the minibatch, d_step = d/T, and the previous update's violation (its batch mean
-    per-step cost - d/T; 0 before the first update); `state`: the algorithm's own state `[STATE_SIZE]`
-    (see `Algorithm.initial_state`; None where a caller has none)."""
+    if the config says so), raw cost advantage, closed-form KL to the old policy) and the run's scalars:
+    multiplier, mean per-step cost of the minibatch, d_step = d/T, and the previous update's violation (its
+    batch mean per-step cost - d/T; 0 before the first update); `state`: the algorithm's own state
+    `[STATE_SIZE]` (see `Algorithm.initial_state`; None where a caller has none)."""
 
     ratio: Any
     log_ratio: Any
@@ -52,10 +64,10 @@ def no_state(config: TrainConfig) -> tuple[float, ...]:
     return ()
 
 
-@dataclass(frozen=True)
-class Algorithm:
+@dataclass(frozen=True, kw_only=True)
+class Algorithm(AlgorithmRecord):
     """One algorithm of the PPO core: how it starts, which policy loss it minimises, how it moves its
-    multiplier (and its own state), what it records, which program it needs.
+    multiplier (and its own state), what it records, which task it trains on.
 
     `policy_loss(config, inputs)` -> scalar loss. The update after each update's SGD is either
     `multiplier_update(config, multiplier, mean_cost, d_step)` -> multiplier, or, for an algorithm with a state
@@ -64,13 +76,7 @@ class Algorithm:
     update's batch mean per-step cost, d_step = d/T). `Algorithm.step` calls whichever is given.
     """
 
-    name: str
-    """As stored in the cube's `algo` coordinate."""
-    id: int
-    """Index of its `lax.switch` branch (its position in ALGORITHMS)."""
-    config_section: str | None
-    """The TrainConfig field holding its settings (its TOML table, e.g. `[ppo_lag]`); None: PPO."""
-    initial_multiplier: Callable[[TrainConfig], float]
+    family: str = ONPOLICY
     policy_loss: Callable[[TrainConfig, LossInputs], Any]
     multiplier_update: Callable[[TrainConfig, Any, Any, Any], Any] | None = None
     update: Callable[[TrainConfig, Any, Any, Any, Any], tuple[Any, Any]] | None = None
@@ -78,25 +84,29 @@ class Algorithm:
     state_vars: tuple[StateVar, ...] = ()
     """Its state recorded per iterate, beside the multiplier."""
     diagnostics: tuple[str, ...] = ()
-    """Per-iterate diagnostics of its program beyond the shared ones (`train.record.DIAGNOSTICS`)."""
-    uses_multiplier: bool = True
-    """False: the multiplier stays 0 and is stored as NaN (PPO, PPO-Saute, CRPO)."""
-    cost_critic: bool = True
-    """Whether its program trains the cost critic (crax's PPO and PPO-Saute have none)."""
-    budget: bool = False
-    """PPO-Saute: its program appends the remaining safety budget to the observation and shapes the reward."""
-    title: str = ""
-    """Display name (e.g. "PPO-PID")."""
+    """Per-iterate diagnostics of its program beyond the shared ones (`train.record.DIAGNOSTICS`): its env
+    adapter's per-step `info` names, averaged over the iterate's steps."""
+    env_adapter: EnvAdapter | None = None
+    """The task it trains on, made from the env (PPO-Saute: `train.onpolicy.saute.saute_adapter`); None: the
+    env itself. Runs of one program share one adapter."""
 
     def __post_init__(self) -> None:
         if (self.multiplier_update is None) == (self.update is None):
             raise ValueError(f"{self.name}: give exactly one of multiplier_update and update")
+        if len(self.initial_state(TrainConfig())) > STATE_SIZE:
+            raise ValueError(f"{self.name}: a state of more than STATE_SIZE = {STATE_SIZE} slots")
 
     def step(self, config: TrainConfig, multiplier: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
         """(multiplier, state) after an update (see the class docstring)."""
         if self.update is not None:
             return self.update(config, multiplier, state, mean_cost, d_step)
+        assert self.multiplier_update is not None
         return self.multiplier_update(config, multiplier, mean_cost, d_step), state
+
+    def start_state(self, config: TrainConfig) -> tuple[float, ...]:
+        """The state vector `[STATE_SIZE]` a run starts with (its own slots, then zeros)."""
+        own = tuple(float(x) for x in self.initial_state(config))
+        return own + (0.0,) * (STATE_SIZE - len(own))
 
     @property
     def iterate_vars(self) -> tuple[str, ...]:
@@ -104,14 +114,9 @@ class Algorithm:
         return tuple(v.name for v in self.state_vars) + self.diagnostics
 
 
-def d_step(config: TrainConfig, bound: float) -> float:
-    """The per-step cost budget d / T every multiplier update and the P3O penalty compare against."""
-    return bound / config.episode_length
-
-
 def cost_advantage(config: TrainConfig, section: Any, cost_adv: Any) -> Any:
     """The cost advantage an algorithm's loss uses: normalised per minibatch iff `normalize_advantage` and
     its section's `normalize_cost_advantage`, else raw (crax keeps P3O's and FOCOPS's raw)."""
-    from train import losses as L
+    from train.onpolicy import losses as L
 
     return L.normalize(cost_adv) if config.normalize_advantage and section.normalize_cost_advantage else cost_adv

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from train.algorithms.base import Algorithm, LossInputs, cost_advantage
 from train.config import TrainConfig
+from train.onpolicy.algorithms.base import Algorithm, LossInputs, cost_advantage
 
 
 def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
-    from train import losses as L
+    from train.onpolicy import losses as L
 
     fc = config.focops
     cadv = cost_advantage(config, fc, x.cost_adv)
@@ -20,9 +20,11 @@ def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
 
 
 def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
-    from train import losses as L
+    from train.onpolicy import losses as L
 
     return L.focops_nu_update(mult, mean_cost, d_step, config.focops.nu_lr, config.focops.nu_max)
 
 
-FOCOPS = Algorithm("focops", 3, "focops", lambda c: c.focops.nu_init, policy_loss, multiplier_update, title="FOCOPS")
+FOCOPS = Algorithm(name="focops", title="FOCOPS", config_section="focops",
+                   initial_multiplier=lambda c: c.focops.nu_init,
+                   policy_loss=policy_loss, multiplier_update=multiplier_update, paper=True)

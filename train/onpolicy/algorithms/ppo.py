@@ -1,15 +1,15 @@
-"""PPO: the clipped surrogate on the reward advantage; no multiplier (stored as NaN)."""
+"""PPO: the clipped surrogate on the reward advantage; no multiplier (stored as NaN), no cost critic."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from train.algorithms.base import Algorithm, LossInputs
 from train.config import TrainConfig
+from train.onpolicy.algorithms.base import Algorithm, LossInputs
 
 
 def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
-    from train import losses as L
+    from train.onpolicy import losses as L
 
     return L.ppo_policy_loss(x.ratio, x.adv, config.clip_epsilon)
 
@@ -19,5 +19,5 @@ def no_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> An
     return mult
 
 
-PPO = Algorithm("ppo", 0, None, lambda c: 0.0, policy_loss, no_update, uses_multiplier=False, cost_critic=False,
-                title="PPO")
+PPO = Algorithm(name="ppo", title="PPO", policy_loss=policy_loss, multiplier_update=no_update,
+                uses_multiplier=False, constrained=False, cost_critic=False, paper=True)

@@ -1,0 +1,158 @@
+"""The compiled group program both families train through, and what each family supplies to it.
+
+A group is runs of one task trained together: one run with the plain compiled functions, several as one
+vmapped program (each run with its own RNG stream, multiplier and state). `GroupProgram` owns what is the same
+for every family (jit and vmap, the one host transfer per iterate, the paired evaluation keys, taking a run
+out of the group state and putting runs together, a leading run axis on everything that comes back); a
+`Family` (`train.onpolicy.family.ONPOLICY_FAMILY`, `train.offpolicy.family.OFFPOLICY_FAMILY`) supplies its
+trainer and the few things that differ: the runs' initial arguments, the checkpoint payload, what is recorded
+per iterate, and (on-policy) how older resume points load. `family(name)` finds one by name.
+
+No jax at import; the program imports it when built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from train.algorithm import OFFPOLICY, ONPOLICY
+from train.config import TrainConfig
+from train.envs import EnvFns
+
+if TYPE_CHECKING:
+    from cube.schema import RunKey
+    from train.rollout import EvalOut
+
+Flags = tuple[Hashable, ...]
+"""What a family's programs differ by for a set of algorithms (e.g. cost critic or not, the env adapter)."""
+
+
+class FamilyTrainer(Protocol):
+    """The pure functions a family's `make_*_train` builds (jittable, vmappable over runs)."""
+
+    init: Callable[..., Any]
+    iterate: Callable[[Any], tuple[Any, Any]]
+    evaluate: Callable[..., EvalOut]
+    template: Callable[[], dict[str, Any]]
+
+
+class Family(Protocol):
+    """A family of algorithms as the group program and `saferl evaluate` see it."""
+
+    name: str
+
+    def flags(self, algos: Sequence[str]) -> Flags:
+        """What the program of runs of `algos` is built with (one-line CubeError for algorithms that cannot
+        share a program)."""
+        ...
+
+    def build(self, config: TrainConfig, env: EnvFns, flags: Flags, axis_name: str | None = None, n_runs: int = 1,
+              for_evaluation: bool = False) -> FamilyTrainer:
+        """The family's trainer for a group of `n_runs` (`axis_name`: the vmap axis of a group; `for_evaluation`:
+        only `evaluate` and `template` will be called, nothing needs to fit in memory)."""
+        ...
+
+    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[Any, ...]:
+        """The trainer's `init` arguments of each run, stacked `[runs, ...]` (seed keys, algorithm ids, ...)."""
+        ...
+
+    def payload(self, one: Any) -> dict[str, Any]:
+        """The evaluation checkpoint of one run's state."""
+        ...
+
+    def params(self, payload: dict[str, Any]) -> Any:
+        """The parameters `evaluate` takes, from a checkpoint payload."""
+        ...
+
+    def record(self, config: TrainConfig, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
+        """(env steps, per-iterate variables but env_steps and dropped_episodes) of one run's host iterate output
+        (`out` without run axis, `mult` its multiplier after the iterate)."""
+        ...
+
+    def resume_templates(self, template: Any) -> list[Any]:
+        """Other structures a resume point of a run like `template` may have been written in (by earlier saferl
+        versions), newest first."""
+        ...
+
+    def upgrade(self, loaded: Any, fresh: Any) -> Any:
+        """A state loaded into one of `resume_templates`, completed from `fresh` (the run's initial state)."""
+        ...
+
+
+def family(name: str) -> Family:
+    """The family called `name` (`train.algorithm.FAMILIES`)."""
+    from train.offpolicy.family import OFFPOLICY_FAMILY
+    from train.onpolicy.family import ONPOLICY_FAMILY
+
+    return {ONPOLICY: ONPOLICY_FAMILY, OFFPOLICY: OFFPOLICY_FAMILY}[name]
+
+
+class GroupProgram:
+    """The compiled init / iterate / evaluate of a group of runs of one family; what comes back to the host has
+    a leading run axis whatever the group's size (see the module docstring)."""
+
+    def __init__(self, family: Family, config: TrainConfig, env: EnvFns, flags: Flags, n_runs: int = 1) -> None:
+        import jax
+
+        self.family, self.config, self.flags, self.batched = family, config, flags, n_runs > 1
+        axis = "runs" if self.batched else None
+        self.trainer = t = family.build(config, env, flags, axis_name=axis, n_runs=n_runs)
+        if self.batched:
+            self._init = jax.jit(jax.vmap(t.init))
+            self._iterate = jax.jit(jax.vmap(t.iterate, axis_name="runs"))
+            self._evaluate = jax.jit(jax.vmap(t.evaluate))
+        else:
+            self._init, self._iterate, self._evaluate = jax.jit(t.init), jax.jit(t.iterate), jax.jit(t.evaluate)
+
+    def init(self, keys: Sequence[RunKey]) -> Any:
+        """The initial state of the runs `keys`, in this order."""
+        args = self.family.init_args(self.config, keys)
+        return self._init(*args) if self.batched else self._init(*(a[0] for a in args))
+
+    def iterate(self, state: Any) -> tuple[Any, Any, np.ndarray]:
+        """One iterate: (state, host copy of the output, host multipliers `[runs]`); the one transfer of it."""
+        import jax
+
+        state, out = self._iterate(state)
+        out, mult = jax.device_get((out, state.multiplier))
+        return state, self._runs_axis(out), self._runs_axis(mult)
+
+    def evaluate(self, state: Any, seeds: Sequence[int], iterate: int) -> EvalOut:
+        """Paired expl/greedy evaluation episodes of every run (host arrays `[runs, N]`; keys `eval_key`)."""
+        import jax
+        import jax.numpy as jnp
+
+        from train.acting import eval_key
+
+        keys = [eval_key(s, iterate) for s in seeds]
+        key = jnp.stack(keys) if self.batched else keys[0]
+        return self._runs_axis(jax.device_get(self._evaluate(state.params, state.normalizer, key, state.d_step)))
+
+    def member(self, state: Any, i: int) -> Any:
+        """The state of run i of the group."""
+        import jax
+
+        return jax.tree_util.tree_map(lambda x: x[i], state) if self.batched else state
+
+    def stack(self, states: Sequence[Any]) -> Any:
+        """The group state of the runs' states."""
+        import jax
+        import jax.numpy as jnp
+
+        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states) if self.batched else states[0]
+
+    def payload(self, one: Any) -> dict[str, Any]:
+        """The evaluation checkpoint of one run's state."""
+        return self.family.payload(one)
+
+    def record(self, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
+        """(env steps, per-iterate variables) of one run's host iterate output (`Family.record`)."""
+        return self.family.record(self.config, algo, out, mult)
+
+    def _runs_axis(self, tree: Any) -> Any:
+        import jax
+
+        return tree if self.batched else jax.tree_util.tree_map(lambda x: np.asarray(x)[None], tree)
