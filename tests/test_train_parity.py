@@ -217,6 +217,8 @@ def test_loss_and_gradients_equal_crax(monkeypatch: pytest.MonkeyPatch, algo: st
         log_ratio = nets.parametric_action_distribution.log_prob(logits, data.raw_action) - data.log_prob
         batch_kl = float(jnp.mean(jnp.exp(log_ratio) - 1.0 - log_ratio))
         assert (batch_kl <= CFG.focops.kl_threshold) == (noise < 0.1), batch_kl
+        # the recorded approx_kl is this very estimate (crax's k3, not the closed-form Gaussian KL)
+        np.testing.assert_allclose(float(mets["approx_kl"]), batch_kl, rtol=1e-5, atol=1e-7)
 
 
 BEYOND_CASES = [  # (algo, multiplier, algorithm state, log-prob noise, seed)

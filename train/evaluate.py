@@ -1,7 +1,7 @@
 """`saferl evaluate`: roll out checkpoints stored next to a cube and write their paired expl/greedy episodes.
 
 A checkpoint (`train.checkpoint.save`, written at evaluation iterates) holds the policy and the observation
-normaliser of one run (its family's `Family.payload`). Its evaluation is the trainer's own paired evaluator
+normaliser of one run (its family's `TrainerFamily.payload`). Its evaluation is the trainer's own paired evaluator
 (`train.acting`), compiled once per task, config and program, with the training-time evaluation key
 `eval_key(seed, iterate)`: evaluating an iterate that training evaluated writes the same episodes again.
 """
@@ -20,7 +20,7 @@ from train import checkpoint
 from train.algorithm import d_step
 from train.config import TrainConfig
 from train.envs import EnvFns
-from train.program import Family, Flags, family
+from train.program import Flags, TrainerFamily, trainer_family
 from train.registry import algorithm
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 class Evaluator:
     """One compiled evaluation of a (task, config, program): `rollout(payload, key, d_step) -> EvalOut`."""
 
-    def __init__(self, fam: Family, flags: Flags, cfg: TrainConfig, env: EnvFns) -> None:
+    def __init__(self, fam: TrainerFamily, flags: Flags, cfg: TrainConfig, env: EnvFns) -> None:
         import jax
 
         trainer = fam.build(cfg, env, flags, for_evaluation=True)
@@ -77,7 +77,7 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
     cache: dict[tuple[str, str, str, Flags], Evaluator] = {}
     for key in keys:
         cfg = with_overrides(TrainConfig(), checkpoint.read_run_meta(store, key)["config"])
-        fam = family(algorithm(key.algo).family)
+        fam = trainer_family(algorithm(key.algo).family)
         flags = fam.flags([key.algo])
         ck = (key.task, repr(cfg), fam.name, flags)
         if ck not in cache:

@@ -4,9 +4,9 @@ A group is runs of one task trained together: one run with the plain compiled fu
 vmapped program (each run with its own RNG stream, multiplier and state). `GroupProgram` owns what is the same
 for every family (jit and vmap, the one host transfer per iterate, the paired evaluation keys, taking a run
 out of the group state and putting runs together, a leading run axis on everything that comes back); a
-`Family` (`train.onpolicy.family.ONPOLICY_FAMILY`, `train.offpolicy.family.OFFPOLICY_FAMILY`) supplies its
+`TrainerFamily` (`train.onpolicy.family.ONPOLICY_FAMILY`, `train.offpolicy.family.OFFPOLICY_FAMILY`) supplies its
 trainer and the few things that differ: the runs' initial arguments, the checkpoint payload, what is recorded
-per iterate, and (on-policy) how older resume points load. `family(name)` finds one by name.
+per iterate, and (on-policy) how older resume points load. `trainer_family(name)` finds one by name.
 
 No jax at import; the program imports it when built.
 """
@@ -39,7 +39,7 @@ class FamilyTrainer(Protocol):
     template: Callable[[], dict[str, Any]]
 
 
-class Family(Protocol):
+class TrainerFamily(Protocol):
     """A family of algorithms as the group program and `saferl evaluate` see it."""
 
     name: str
@@ -82,7 +82,7 @@ class Family(Protocol):
         ...
 
 
-def family(name: str) -> Family:
+def trainer_family(name: str) -> TrainerFamily:
     """The family called `name` (`train.algorithm.FAMILIES`)."""
     from train.offpolicy.family import OFFPOLICY_FAMILY
     from train.onpolicy.family import ONPOLICY_FAMILY
@@ -94,7 +94,7 @@ class GroupProgram:
     """The compiled init / iterate / evaluate of a group of runs of one family; what comes back to the host has
     a leading run axis whatever the group's size (see the module docstring)."""
 
-    def __init__(self, family: Family, config: TrainConfig, env: EnvFns, flags: Flags, n_runs: int = 1) -> None:
+    def __init__(self, family: TrainerFamily, config: TrainConfig, env: EnvFns, flags: Flags, n_runs: int = 1) -> None:
         import jax
 
         self.family, self.config, self.flags, self.batched = family, config, flags, n_runs > 1
@@ -149,7 +149,7 @@ class GroupProgram:
         return self.family.payload(one)
 
     def record(self, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
-        """(env steps, per-iterate variables) of one run's host iterate output (`Family.record`)."""
+        """(env steps, per-iterate variables) of one run's host iterate output (`TrainerFamily.record`)."""
         return self.family.record(self.config, algo, out, mult)
 
     def _runs_axis(self, tree: Any) -> Any:

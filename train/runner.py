@@ -30,7 +30,7 @@ from train.config import TrainConfig
 from train.envs import EnvFns
 from train.overrides import config_to_dict
 from train.placement import current_placement
-from train.program import GroupProgram, family
+from train.program import GroupProgram, trainer_family
 from train.progress import TrainProgress
 from train.record import compact_episodes, eval_iterates, n_episode_slots
 from train.registry import algorithm, family_of
@@ -109,9 +109,9 @@ class Runner:
         self._programs: dict[tuple[Any, ...], GroupProgram] = {}
 
     def program_for(self, algos: Sequence[str], n_runs: int = 1) -> GroupProgram:
-        """The compiled program that trains runs of `algos` (one family; `Family.flags`: e.g. no cost critic for
+        """The compiled program that trains runs of `algos` (one family; `TrainerFamily.flags`: e.g. no cost critic for
         PPO or SAC alone) in groups of `n_runs`, built on first use, then shared."""
-        fam = family(family_of(algos))
+        fam = trainer_family(family_of(algos))
         key = (fam.name, n_runs, fam.flags(algos))
         if key not in self._programs:
             self._programs[key] = GroupProgram(fam, self.config, self.env, key[2], n_runs)
@@ -192,7 +192,7 @@ class Runner:
     def _start(self, program: GroupProgram, keys: Sequence[RunKey],
                results: dict[RunKey, RunResult]) -> tuple[Any, int]:
         """Initial group state, or the runs' states at their newest common resume point (in today's structure or
-        one of the family's older ones, `Family.resume_templates`); returns (state, first iterate)."""
+        one of the family's older ones, `TrainerFamily.resume_templates`); returns (state, first iterate)."""
         import jax
         import jax.numpy as jnp
 

@@ -58,7 +58,7 @@ def offpolicy_group_fit(train_config: TrainConfig, obs_size: int, action_size: i
 
 
 class OffPolicyFamily:
-    """`train.program.Family` of the SAC core."""
+    """`train.program.TrainerFamily` of the SAC core."""
 
     name = OFFPOLICY
 

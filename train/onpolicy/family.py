@@ -39,7 +39,7 @@ def iterate_values(algo: Algorithm, metrics: dict[str, Any], algo_state: np.ndar
 
 
 class OnPolicyFamily:
-    """`train.program.Family` of the PPO core."""
+    """`train.program.TrainerFamily` of the PPO core."""
 
     name = ONPOLICY
 
