@@ -9,19 +9,18 @@ sums stop at its termination (the env keeps stepping, unrecorded). Shapes: `[N]`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from train.envs import EnvFns
+from train.envs import EnvFns, EnvState, PyTree
 from train.nets import Normalizer, TanhGaussian
 from train.rollout import EvalOut, strong_types, vectorize
 
 EVAL_TAG = 0x5AFE
 """Folded into every evaluation key: evaluation streams never meet a training stream of the same seed."""
 
-PolicyApply = Callable[[Normalizer, Any, jax.Array], jax.Array]
+PolicyApply = Callable[[Normalizer, PyTree, jax.Array], jax.Array]
 """(normalizer, policy params, obs `[..., O]`) -> logits `[..., 2A]`."""
 Evaluate = Callable[..., EvalOut]
 """`evaluate(params, normalizer, key, d_step=None) -> EvalOut`; `params.policy` the policy's parameters."""
@@ -32,8 +31,8 @@ def eval_key(seed: int, iterate: int) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(EVAL_TAG), seed), iterate)
 
 
-def make_evaluator(env_at: Callable[[Any], EnvFns], policy_apply: PolicyApply, dist: TanhGaussian, n_episodes: int,
-                   episode_length: int) -> Evaluate:
+def make_evaluator(env_at: Callable[[jax.Array | None], EnvFns], policy_apply: PolicyApply, dist: TanhGaussian,
+                   n_episodes: int, episode_length: int) -> Evaluate:
     """The paired evaluation of one family's policy (jittable, vmappable over runs).
 
     `env_at(bound)`: the task evaluated for bound d = d_step T (the env itself, or its adapter: PPO-Saute's
@@ -42,7 +41,7 @@ def make_evaluator(env_at: Callable[[Any], EnvFns], policy_apply: PolicyApply, d
     """
     n, T = n_episodes, episode_length
 
-    def evaluate(params: Any, normalizer: Normalizer, key: jax.Array, d_step: Any = None) -> EvalOut:
+    def evaluate(params: PyTree, normalizer: Normalizer, key: jax.Array, d_step: jax.Array | None = None) -> EvalOut:
         env = env_at(None if d_step is None else jnp.asarray(d_step, jnp.float32) * T)
         venv = vectorize(env)
         k_reset, k_act = jax.random.split(key)
@@ -51,7 +50,9 @@ def make_evaluator(env_at: Callable[[Any], EnvFns], policy_apply: PolicyApply, d
         start = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, x]), start)
         greedy = (jnp.arange(2 * n) >= n)[:, None]
 
-        def body(c: tuple[Any, jax.Array, jax.Array, jax.Array], k: jax.Array) -> tuple[Any, None]:
+        Carry = tuple[EnvState, jax.Array, jax.Array, jax.Array]
+
+        def body(c: Carry, k: jax.Array) -> tuple[Carry, None]:
             s, alive, r_sum, c_sum = c
             logits = policy_apply(normalizer, params.policy, venv.observe(s)[0])
             action = jnp.where(greedy, dist.mode(logits), dist.sample(logits, k))

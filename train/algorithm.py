@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from train.config import TrainConfig
+    from train.offpolicy.config import OffPolicyConfig
 
 ONPOLICY = "onpolicy"
 """The PPO family (`train.onpolicy`): rollouts of unroll_length steps, SGD epochs on them."""
@@ -57,6 +61,6 @@ class AlgorithmRecord:
         return ()
 
 
-def d_step(config: Any, bound: float) -> float:
+def d_step(config: TrainConfig | OffPolicyConfig, bound: float) -> float:
     """The per-step cost budget d / T (T: the config's `episode_length`) every multiplier rule compares with."""
     return bound / config.episode_length

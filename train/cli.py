@@ -28,7 +28,9 @@ from train.tasks import known_labels
 
 if TYPE_CHECKING:
     from cube.schema import RunKey
-    from train.executors import Executor
+    from train.executors import Executor, RunOutcome
+    from train.progress import RunView
+    from train.runner import GroupLabel
 
 
 def register(subparsers: Any) -> None:
@@ -156,7 +158,7 @@ class SweepProgress:
     `start_run`/`advance`/`finish_run` are the Runner's hooks; `run_done(outcome)` counts a finished run.
     """
 
-    def __init__(self, keys: list[Any], config: TrainConfig, plain: bool = False) -> None:
+    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -196,12 +198,12 @@ class SweepProgress:
         dt = time.perf_counter() - self.t0
         return f"{(self.steps_done + self.live_steps) / dt:,.0f} steps/s" if dt > 0 else ""
 
-    def start_run(self, key: Any, config: TrainConfig) -> int:
+    def start_run(self, key: RunKey | GroupLabel, config: TrainConfig) -> int:
         total = config.n_iterates * config.num_envs * config.episode_length
         self.live_steps = 0.0
         return self.bar.add_task(f"    {key}", total=total, rate="compiling...", info="")
 
-    def advance(self, tid: int, steps: int, res: Any, key: Any, elapsed: float) -> None:
+    def advance(self, tid: int, steps: int, res: RunView, key: RunKey | GroupLabel, elapsed: float) -> None:
         rate = res.env_steps / res.train_s if res.train_s > 0 else float("nan")
         rate_s = f"{rate:,.0f} steps/s" if rate == rate else "first iterate"
         info = f"iter {res.iterates_done}: cost {res.final_cost:.2f} vs d={key.bound:g}"
@@ -214,7 +216,7 @@ class SweepProgress:
     def finish_run(self, tid: int) -> None:
         self.bar.remove_task(tid)
 
-    def run_done(self, outcome: Any) -> None:
+    def run_done(self, outcome: RunOutcome) -> None:
         """Count a finished run (any executor) and print one line about it."""
         result = outcome.result or {}
         self.live_steps = 0.0
@@ -303,13 +305,13 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
     local = executor.name == "local"
     t0 = time.perf_counter()
-    outcomes: list[Any] = []
+    outcomes: list[RunOutcome] = []
     with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
         # the live display shows the run training in this process (local executor only)
         run_one = SweepRun(str(args.out), config_to_dict(plan.config), claims=local,
                            progress=progress if local else None, write=frozenset(todo) if riders else None)
 
-        def on_done(outcome: Any) -> None:
+        def on_done(outcome: RunOutcome) -> None:
             for one in split_outcome(outcome, written):
                 if (one.result or {}).get("status") == "claimed":
                     progress.run_done(one)

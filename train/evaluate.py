@@ -20,10 +20,12 @@ from train import checkpoint
 from train.algorithm import d_step
 from train.config import TrainConfig
 from train.envs import EnvFns
-from train.program import Flags, TrainerFamily, trainer_family
+from train.program import Flags, Payload, TrainerFamily, trainer_family
 from train.registry import algorithm
 
 if TYPE_CHECKING:
+    import jax
+
     from train.rollout import EvalOut
 
 
@@ -38,7 +40,7 @@ class Evaluator:
         self.template = trainer.template()
         self._evaluate = jax.jit(trainer.evaluate)
 
-    def rollout(self, payload: dict[str, Any], key: Any, d: float) -> EvalOut:
+    def rollout(self, payload: Payload, key: jax.Array, d: float) -> EvalOut:
         """The paired episodes of a restored payload (host arrays `[N]` each)."""
         import jax
 

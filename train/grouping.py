@@ -6,13 +6,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube.schema import RunKey
 
+if TYPE_CHECKING:
+    from train.executors import RunOutcome
+
+Unit = RunKey | tuple[RunKey, ...]
+"""A unit of work: one run, or a vmapped group of runs of one task in program order."""
+
 
 def make_units(keys: Sequence[RunKey], out: str | Path, size: int, regroup: bool = False,
-               report: Callable[[str], None] = print) -> list[Any]:
+               report: Callable[[str], None] = print) -> list[Unit]:
     """Units of work for `keys`: RunKeys (one run) and tuples of RunKeys (one vmapped group, in program order).
 
     A run started before (a partial run: an interrupted or failed attempt) goes back into the group it was
@@ -28,7 +34,7 @@ def make_units(keys: Sequence[RunKey], out: str | Path, size: int, regroup: bool
     from train import checkpoint
 
     rows = {RunKey.from_dict(r): r for r in read_manifests(out)}
-    units: list[Any] = []
+    units: list[Unit] = []
     fresh: list[RunKey] = []
     placed: set[RunKey] = set()
     for k in keys:
@@ -75,7 +81,7 @@ def parse_run_label(text: str) -> RunKey:
     return RunKey(algo, task, float(bound.removeprefix("d=")), int(seed.removeprefix("seed=")))
 
 
-def split_outcome(outcome: Any, written: Collection[RunKey] | None = None) -> list[Any]:
+def split_outcome(outcome: RunOutcome, written: Collection[RunKey] | None = None) -> list[RunOutcome]:
     """Per-run RunOutcomes from the outcome of a unit (a RunKey, or a tuple of them run as a group), for
     the runs in `written` (None: all; members that rode along have no outcome of their own)."""
     if isinstance(outcome.key, RunKey):

@@ -14,29 +14,60 @@ No jax at import; the program imports it when built.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 
 from train.algorithm import OFFPOLICY, ONPOLICY
 from train.config import TrainConfig
-from train.envs import EnvFns
+from train.envs import EnvFns, PyTree
 
 if TYPE_CHECKING:
+    import jax
+
     from cube.schema import RunKey
-    from train.rollout import EvalOut
+    from train.nets import Normalizer
+    from train.rollout import EpisodeBuffer, EvalOut
 
 Flags = tuple[Hashable, ...]
 """What a family's programs differ by for a set of algorithms (e.g. cost critic or not, the env adapter)."""
+Payload = dict[str, PyTree]
+"""An evaluation checkpoint: the policy, the critics, the normaliser's arrays, the multiplier."""
+T = TypeVar("T")
+
+
+class RunState(Protocol):
+    """What the group program reads of a family's training state (`TrainState`, `OffPolicyState`; a pytree,
+    with a leading run axis in a vmapped group)."""
+
+    @property
+    def params(self) -> PyTree: ...
+    @property
+    def normalizer(self) -> Normalizer: ...
+    @property
+    def multiplier(self) -> jax.Array: ...
+    @property
+    def d_step(self) -> jax.Array: ...
+
+
+class IterateOutput(Protocol):
+    """What the runner reads of a family's iterate output (`IterateOut`, `OffPolicyIterateOut`)."""
+
+    @property
+    def episodes(self) -> EpisodeBuffer: ...
+    @property
+    def n_updates(self) -> jax.Array: ...
+    @property
+    def metrics(self) -> dict[str, jax.Array]: ...
 
 
 class FamilyTrainer(Protocol):
     """The pure functions a family's `make_*_train` builds (jittable, vmappable over runs)."""
 
-    init: Callable[..., Any]
-    iterate: Callable[[Any], tuple[Any, Any]]
+    init: Callable[..., RunState]
+    iterate: Callable[[RunState], tuple[RunState, IterateOutput]]
     evaluate: Callable[..., EvalOut]
-    template: Callable[[], dict[str, Any]]
+    template: Callable[[], Payload]
 
 
 class TrainerFamily(Protocol):
@@ -55,29 +86,30 @@ class TrainerFamily(Protocol):
         only `evaluate` and `template` will be called, nothing needs to fit in memory)."""
         ...
 
-    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[Any, ...]:
+    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[jax.Array, ...]:
         """The trainer's `init` arguments of each run, stacked `[runs, ...]` (seed keys, algorithm ids, ...)."""
         ...
 
-    def payload(self, one: Any) -> dict[str, Any]:
+    def payload(self, one: RunState) -> Payload:
         """The evaluation checkpoint of one run's state."""
         ...
 
-    def params(self, payload: dict[str, Any]) -> Any:
+    def params(self, payload: Payload) -> PyTree:
         """The parameters `evaluate` takes, from a checkpoint payload."""
         ...
 
-    def record(self, config: TrainConfig, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
+    def record(self, config: TrainConfig, algo: str, out: IterateOutput,
+               mult: float) -> tuple[int, dict[str, float]]:
         """(env steps, per-iterate variables but env_steps and dropped_episodes) of one run's host iterate output
         (`out` without run axis, `mult` its multiplier after the iterate)."""
         ...
 
-    def resume_templates(self, template: Any) -> list[Any]:
+    def resume_templates(self, template: RunState) -> list[PyTree]:
         """Other structures a resume point of a run like `template` may have been written in (by earlier saferl
         versions), newest first."""
         ...
 
-    def upgrade(self, loaded: Any, fresh: Any) -> Any:
+    def upgrade(self, loaded: PyTree, fresh: RunState) -> RunState:
         """A state loaded into one of `resume_templates`, completed from `fresh` (the run's initial state)."""
         ...
 
@@ -107,12 +139,12 @@ class GroupProgram:
         else:
             self._init, self._iterate, self._evaluate = jax.jit(t.init), jax.jit(t.iterate), jax.jit(t.evaluate)
 
-    def init(self, keys: Sequence[RunKey]) -> Any:
+    def init(self, keys: Sequence[RunKey]) -> RunState:
         """The initial state of the runs `keys`, in this order."""
         args = self.family.init_args(self.config, keys)
         return self._init(*args) if self.batched else self._init(*(a[0] for a in args))
 
-    def iterate(self, state: Any) -> tuple[Any, Any, np.ndarray]:
+    def iterate(self, state: RunState) -> tuple[RunState, IterateOutput, np.ndarray]:
         """One iterate: (state, host copy of the output, host multipliers `[runs]`); the one transfer of it."""
         import jax
 
@@ -120,7 +152,7 @@ class GroupProgram:
         out, mult = jax.device_get((out, state.multiplier))
         return state, self._runs_axis(out), self._runs_axis(mult)
 
-    def evaluate(self, state: Any, seeds: Sequence[int], iterate: int) -> EvalOut:
+    def evaluate(self, state: RunState, seeds: Sequence[int], iterate: int) -> EvalOut:
         """Paired expl/greedy evaluation episodes of every run (host arrays `[runs, N]`; keys `eval_key`)."""
         import jax
         import jax.numpy as jnp
@@ -131,28 +163,28 @@ class GroupProgram:
         key = jnp.stack(keys) if self.batched else keys[0]
         return self._runs_axis(jax.device_get(self._evaluate(state.params, state.normalizer, key, state.d_step)))
 
-    def member(self, state: Any, i: int) -> Any:
+    def member(self, state: RunState, i: int) -> RunState:
         """The state of run i of the group."""
         import jax
 
         return jax.tree_util.tree_map(lambda x: x[i], state) if self.batched else state
 
-    def stack(self, states: Sequence[Any]) -> Any:
+    def stack(self, states: Sequence[RunState]) -> RunState:
         """The group state of the runs' states."""
         import jax
         import jax.numpy as jnp
 
         return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states) if self.batched else states[0]
 
-    def payload(self, one: Any) -> dict[str, Any]:
+    def payload(self, one: RunState) -> Payload:
         """The evaluation checkpoint of one run's state."""
         return self.family.payload(one)
 
-    def record(self, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
+    def record(self, algo: str, out: IterateOutput, mult: float) -> tuple[int, dict[str, float]]:
         """(env steps, per-iterate variables) of one run's host iterate output (`TrainerFamily.record`)."""
         return self.family.record(self.config, algo, out, mult)
 
-    def _runs_axis(self, tree: Any) -> Any:
+    def _runs_axis(self, tree: T) -> T:
         import jax
 
         return tree if self.batched else jax.tree_util.tree_map(lambda x: np.asarray(x)[None], tree)

@@ -7,10 +7,12 @@ No jax here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from cube.schema import RunKey
     from train.config import TrainConfig
+    from train.runner import GroupLabel
 
 
 class RunView(Protocol):
@@ -28,15 +30,15 @@ class RunView(Protocol):
 class TrainProgress(Protocol):
     """The live display's hooks (the runner calls them in this order; a hook may raise KeyboardInterrupt)."""
 
-    def start_run(self, key: Any, config: TrainConfig) -> Any:
+    def start_run(self, key: RunKey | GroupLabel, config: TrainConfig) -> int:
         """A run (a RunKey) or a group (a `GroupLabel`) starts: returns the handle `advance` gets back."""
         ...
 
-    def advance(self, tid: Any, steps: int, res: RunView, key: Any, elapsed: float) -> None:
+    def advance(self, tid: int, steps: int, res: RunView, key: RunKey | GroupLabel, elapsed: float) -> None:
         """An iterate of `steps` env steps ended; `res`: the run's (group's) totals; `elapsed`: seconds since
         the run started, compile included."""
         ...
 
-    def finish_run(self, tid: Any) -> None:
+    def finish_run(self, tid: int) -> None:
         """The run (group) is done."""
         ...

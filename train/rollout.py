@@ -10,12 +10,14 @@ the env's next slot of an `EpisodeBuffer [S, n]`), and a finished env restarts b
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
 
-from train.envs import EnvFns
+from train.envs import EnvFns, EnvState, PyTree
+
+T = TypeVar("T")
 
 
 class RolloutState(NamedTuple):
@@ -27,12 +29,12 @@ class RolloutState(NamedTuple):
     so no reset is compiled outside the loop).
     """
 
-    env_state: Any
+    env_state: EnvState
     pending: jax.Array
     t: jax.Array
     ep_reward: jax.Array
     ep_cost: jax.Array
-    first: Any = None
+    first: EnvState | None = None
 
 
 class EpisodeBuffer(NamedTuple):
@@ -69,12 +71,12 @@ class VecEnv(NamedTuple):
     """An `EnvFns` mapped over a leading env axis (`vectorize`); `restore` defaults to the first state,
     `keep` and `shaping` stay None where the env has none."""
 
-    reset: Callable[[jax.Array], Any]
-    step: Callable[[Any, jax.Array], Any]
-    observe: Callable[[Any], tuple[jax.Array, jax.Array, jax.Array, jax.Array]]
-    restore: Callable[[Any, Any], Any]
-    keep: Callable[[Any, Any], Any] | None
-    shaping: Callable[[Any], tuple[jax.Array, dict[str, jax.Array]]] | None
+    reset: Callable[[jax.Array], EnvState]
+    step: Callable[[EnvState, jax.Array], EnvState]
+    observe: Callable[[EnvState], tuple[jax.Array, jax.Array, jax.Array, jax.Array]]
+    restore: Callable[[EnvState, EnvState], EnvState]
+    keep: Callable[[EnvState, EnvState], EnvState] | None
+    shaping: Callable[[EnvState], tuple[jax.Array, dict[str, jax.Array]]] | None
 
 
 def vectorize(env: EnvFns) -> VecEnv:
@@ -85,13 +87,13 @@ def vectorize(env: EnvFns) -> VecEnv:
                   jax.vmap(env.shaping) if env.shaping is not None else None)
 
 
-def strong_types(tree: Any) -> Any:
+def strong_types(tree: T) -> T:
     """Drop weak types (env resets produce some) so a compiled loop's carry types never change (and a restored
     state compiles the same)."""
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype=jnp.asarray(x).dtype), tree)
 
 
-def where_done(done: jax.Array, new: Any, old: Any) -> Any:
+def where_done(done: jax.Array, new: PyTree, old: PyTree) -> PyTree:
     """Per env, `new` where `done [n]` else `old` (pytrees with a leading env axis)."""
     def sel(a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b)
@@ -112,13 +114,13 @@ def initial_rollout(venv: VecEnv, key: jax.Array, n: int, replay: bool) -> Rollo
 
 
 def restart_pending(venv: VecEnv, ro: RolloutState, key: jax.Array, replay: bool,
-                    axis_name: str | None = None) -> Any:
+                    axis_name: str | None = None) -> EnvState:
     """The env states `[n, ...]` to step from: the pending envs restarted (see the module docstring), the others
     as they are. The restart is a `lax.cond` branch taken when any env (of the whole vmapped group of runs
     `axis_name`, so the branch stays unbatched) is pending; values are identical either way."""
     n = ro.pending.shape[0]
 
-    def restart(state: Any) -> Any:
+    def restart(state: EnvState) -> EnvState:
         if replay:
             return where_done(ro.pending, venv.restore(ro.first, state), state)
         fresh = strong_types(venv.reset(jax.random.split(key, n)))

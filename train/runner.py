@@ -30,7 +30,7 @@ from train.config import TrainConfig
 from train.envs import EnvFns
 from train.overrides import config_to_dict
 from train.placement import current_placement
-from train.program import GroupProgram, trainer_family
+from train.program import Flags, GroupProgram, IterateOutput, RunState, trainer_family
 from train.progress import TrainProgress
 from train.record import compact_episodes, eval_iterates, n_episode_slots
 from train.registry import algorithm, family_of
@@ -106,7 +106,7 @@ class Runner:
         self.env = env_factory(task, config.episode_length)
         self.guard = _SigintGuard()
         self.capacity = n_episode_slots(config)
-        self._programs: dict[tuple[Any, ...], GroupProgram] = {}
+        self._programs: dict[tuple[str, int, Flags], GroupProgram] = {}
 
     def program_for(self, algos: Sequence[str], n_runs: int = 1) -> GroupProgram:
         """The compiled program that trains runs of `algos` (one family; `TrainerFamily.flags`: e.g. no cost critic for
@@ -190,7 +190,7 @@ class Runner:
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
     def _start(self, program: GroupProgram, keys: Sequence[RunKey],
-               results: dict[RunKey, RunResult]) -> tuple[Any, int]:
+               results: dict[RunKey, RunResult]) -> tuple[RunState, int]:
         """Initial group state, or the runs' states at their newest common resume point (in today's structure or
         one of the family's older ones, `TrainerFamily.resume_templates`); returns (state, first iterate)."""
         import jax
@@ -260,7 +260,7 @@ class Runner:
         if progress:
             progress.finish_run(task_id)
 
-    def _record_iterate(self, writer: CubeWriter, key: RunKey, res: RunResult, j: int, out: Any, steps: int,
+    def _record_iterate(self, writer: CubeWriter, key: RunKey, res: RunResult, j: int, out: IterateOutput, steps: int,
                         values: dict[str, float], dt: float, *, first: bool, t_it: float) -> None:
         """Book one finished iterate of one run: timings, its training episodes and per-iterate variables.
 

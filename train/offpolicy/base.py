@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.algorithm import OFFPOLICY, AlgorithmRecord
 from train.offpolicy.config import OffPolicyConfig
+
+if TYPE_CHECKING:
+    import jax
+
+    from train.multipliers import PIDState
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,4 +30,5 @@ class OffPolicyAlgorithm(AlgorithmRecord):
     """
 
     family: str = OFFPOLICY
-    multiplier_update: Callable[[OffPolicyConfig, Any, Any, Any, Any], tuple[Any, Any]]
+    multiplier_update: Callable[[OffPolicyConfig, jax.Array, PIDState, jax.Array, jax.Array],
+                                tuple[jax.Array, PIDState]]

@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,7 +38,7 @@ import optax
 
 from train.acting import Evaluate, make_evaluator
 from train.algorithm import OFFPOLICY
-from train.envs import EnvFns
+from train.envs import EnvFns, PyTree
 from train.multipliers import PIDState, pid_init
 from train.nets import Normalizer, normalizer_init, normalizer_update
 from train.offpolicy import losses as L
@@ -70,31 +70,33 @@ from train.rollout import (
 
 DIAGNOSTICS = OFFPOLICY_DIAGNOSTICS
 """Per-iterate diagnostics in `OffPolicyIterateOut.metrics` (see `config.OFFPOLICY_DIAGNOSTICS`)."""
+Metrics = dict[str, jax.Array]
+"""Named scalar diagnostics."""
 LOSSES = ("critic_loss", "cost_critic_loss", "actor_loss", "alpha_loss", "batch_cost")
 
 
 class OffPolicyParams(NamedTuple):
     """Online networks: policy, reward twin-Q, cost twin-Q (flax param trees)."""
 
-    policy: Any
-    q: Any
-    cost_q: Any
+    policy: PyTree
+    q: PyTree
+    cost_q: PyTree
 
 
 class TargetParams(NamedTuple):
     """Target networks (Polyak averages of the online Q networks)."""
 
-    q: Any
-    cost_q: Any
+    q: PyTree
+    cost_q: PyTree
 
 
 class OptStates(NamedTuple):
     """Adam states of policy, Q, cost Q and log alpha (crax keeps four optimisers)."""
 
-    policy: Any
-    q: Any
-    cost_q: Any
-    alpha: Any
+    policy: PyTree
+    q: PyTree
+    cost_q: PyTree
+    alpha: PyTree
 
 
 class Learner(NamedTuple):
@@ -156,7 +158,7 @@ class OffPolicyTrainer:
     init: Callable[..., OffPolicyState]
     iterate: Callable[[OffPolicyState], tuple[OffPolicyState, OffPolicyIterateOut]]
     evaluate: Evaluate
-    template: Callable[[], dict[str, Any]]
+    template: Callable[[], dict[str, PyTree]]
     slots: int
     sgd_step: Callable[..., tuple[Learner, jax.Array, dict[str, jax.Array]]]
     """`sgd_step(learner, key, batch, normalizer, algo_id, d_step) -> (learner, key, metrics)`: one gradient
@@ -166,7 +168,7 @@ class OffPolicyTrainer:
 
 
 def checkpoint_payload(params: OffPolicyParams, normalizer: Normalizer, multiplier: jax.Array,
-                       log_alpha: jax.Array) -> dict[str, Any]:
+                       log_alpha: jax.Array) -> dict[str, PyTree]:
     """The evaluation checkpoint: policy, both twin-Q networks, normaliser, lambda, log alpha (the resume point
     is the whole `OffPolicyState`)."""
     return {"policy": params.policy, "q": params.q, "cost_q": params.cost_q,
@@ -215,7 +217,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
                                nets.cost_q_network.init(k_qc))
 
     def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array,
-             algo_state0: Any = None) -> OffPolicyState:
+             algo_state0: jax.Array | None = None) -> OffPolicyState:
         """A run's initial state; `algo_state0` (the PPO core's algorithm state vector) is accepted and ignored,
         so `train.runner.Program.init` can call either core (the PID state starts at zero, as crax's)."""
         k_par, k_env, k_replay, k_loop = jax.random.split(key, 4)
@@ -232,7 +234,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         return strong_types(state)
 
     # ------------------------------------------------------------------------------- acting
-    def env_step(ro: RolloutState, buf: EpisodeBuffer, key: jax.Array, policy_params: Any,
+    def env_step(ro: RolloutState, buf: EpisodeBuffer, key: jax.Array, policy_params: PyTree,
                  normalizer: Normalizer) -> tuple[RolloutState, EpisodeBuffer, L.Transition]:
         """Step every env once with a policy sample; book finished episodes; the transitions `[n, ...]`."""
         k_act, k_reset = jax.random.split(key)
@@ -297,7 +299,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         replay, rows = replay_sample(replay, G * B)
         batches = unpack(layout, rows.reshape(G, B, layout.width))
 
-        def body(c: tuple[Learner, jax.Array], batch: L.Transition) -> Any:
+        def body(c: tuple[Learner, jax.Array], batch: L.Transition) -> tuple[tuple[Learner, jax.Array], Metrics]:
             lr, k, mets = sgd_step(c[0], c[1], batch, normalizer, state.algo_id, state.d_step)
             return (lr, k), mets
 
@@ -305,7 +307,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         return replay, learner, {k: v.sum() for k, v in mets.items()}
 
     def train_step(carry: tuple[OffPolicyState, EpisodeBuffer, dict[str, jax.Array]],
-                   key: jax.Array) -> tuple[Any, None]:
+                   key: jax.Array) -> tuple[tuple[OffPolicyState, EpisodeBuffer, Metrics], None]:
         """One actor step of all envs, the buffer insert, then the gradient steps (crax's `training_step`)."""
         state, buf, acc = carry
         k_exp, k_train = jax.random.split(key)
@@ -355,7 +357,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
     """`evaluate(params, normalizer, key, d_step=None)`: `d_step` (PPO-Saute's budget needs it on-policy) is
     accepted and ignored."""
 
-    def template() -> dict[str, Any]:
+    def template() -> dict[str, PyTree]:
         params = jax.eval_shape(init_params, jax.random.PRNGKey(0))
         params = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), params)
         zero = jnp.zeros((), jnp.float32)

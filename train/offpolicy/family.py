@@ -11,21 +11,23 @@ at import.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from train.algorithm import OFFPOLICY, d_step
 from train.config import TrainConfig
-from train.envs import EnvFns
+from train.envs import EnvFns, PyTree
 from train.offpolicy.base import OffPolicyAlgorithm
 from train.offpolicy.config import OFFPOLICY_DIAGNOSTICS, OffPolicyConfig, check_replay_memory, from_train_config
 from train.registry import algo_names, algorithm
 
 if TYPE_CHECKING:
+    import jax
+
     from cube.schema import RunKey
     from train.offpolicy.core import OffPolicyIterateOut, OffPolicyState, OffPolicyTrainer
-    from train.program import Flags
+    from train.program import Flags, Payload
 
 EVALUATION_MEMORY = (1 << 62, "an evaluation (no replay buffer is allocated)")
 """The memory budget a trainer built only to evaluate is checked against: it allocates no replay buffer."""
@@ -74,7 +76,7 @@ class OffPolicyFamily:
         return make_offpolicy_train(offpolicy_config(config), env, axis_name=axis_name, cost_critic=bool(flags[0]),
                                     n_runs=n_runs, memory=EVALUATION_MEMORY if for_evaluation else None)
 
-    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[Any, ...]:
+    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[jax.Array, ...]:
         """(seed keys `[runs, 2]`, algorithm ids, initial lambdas, d/T)."""
         import jax
         import jax.numpy as jnp
@@ -85,13 +87,13 @@ class OffPolicyFamily:
                 jnp.asarray([a.initial_multiplier(off) for a in records], jnp.float32),
                 jnp.asarray([d_step(config, k.bound) for k in keys], jnp.float32))
 
-    def payload(self, one: OffPolicyState) -> dict[str, Any]:
+    def payload(self, one: OffPolicyState) -> Payload:
         """Policy, twin Qs, normaliser, lambda, log alpha."""
         from train.offpolicy.core import checkpoint_payload
 
         return checkpoint_payload(one.params, one.normalizer, one.multiplier, one.learner.log_alpha)
 
-    def params(self, payload: dict[str, Any]) -> Any:
+    def params(self, payload: Payload) -> PyTree:
         from train.offpolicy.core import OffPolicyParams
 
         return OffPolicyParams(payload["policy"], payload["q"], payload["cost_q"])
@@ -104,7 +106,7 @@ class OffPolicyFamily:
                   **{k: float(out.metrics[k]) for k in OFFPOLICY_DIAGNOSTICS}}
         return int(out.env_steps), values
 
-    def resume_templates(self, template: OffPolicyState) -> list[Any]:
+    def resume_templates(self, template: OffPolicyState) -> list[PyTree]:
         """None: every off-policy resume point has today's structure."""
         return []
 

@@ -10,11 +10,13 @@ Every loss takes its own PRNG key (one action sample per transition, `normal(key
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from train.envs import PyTree
+from train.nets import Normalizer
 from train.offpolicy.networks import SACNetworks
 
 
@@ -32,7 +34,7 @@ class Transition(NamedTuple):
     next_obs: jax.Array
 
 
-def _sample(nets: SACNetworks, normalizer: Any, policy_params: Any, obs: jax.Array,
+def _sample(nets: SACNetworks, normalizer: Normalizer, policy_params: PyTree, obs: jax.Array,
             key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(squashed action `[B, A]`, its log-density `[B]`) of one reparameterised policy sample per row."""
     dist = nets.parametric_action_distribution
@@ -41,15 +43,15 @@ def _sample(nets: SACNetworks, normalizer: Any, policy_params: Any, obs: jax.Arr
     return dist.postprocess(raw), dist.log_prob(logits, raw)
 
 
-def alpha_loss(log_alpha: jax.Array, policy_params: Any, normalizer: Any, obs: jax.Array, key: jax.Array,
+def alpha_loss(log_alpha: jax.Array, policy_params: PyTree, normalizer: Normalizer, obs: jax.Array, key: jax.Array,
                nets: SACNetworks, target_entropy: float) -> jax.Array:
     """Temperature loss mean(alpha * sg(-log pi(a|s) - target_entropy)), alpha = exp(log_alpha) (SAC eq. 18)."""
     _, log_prob = _sample(nets, normalizer, policy_params, obs, key)
     return jnp.mean(jnp.exp(log_alpha) * jax.lax.stop_gradient(-log_prob - target_entropy))
 
 
-def critic_loss(q_params: Any, policy_params: Any, normalizer: Any, target_q_params: Any, alpha: jax.Array,
-                data: Transition, key: jax.Array, nets: SACNetworks, reward_scaling: float,
+def critic_loss(q_params: PyTree, policy_params: PyTree, normalizer: Normalizer, target_q_params: PyTree,
+                alpha: jax.Array, data: Transition, key: jax.Array, nets: SACNetworks, reward_scaling: float,
                 discount: float) -> jax.Array:
     """Twin-Q soft Bellman loss 0.5 mean_{B, heads}(((Q_k(s, a) - y) (1 - trunc))^2),
     y = sg(r reward_scaling + discount_flag gamma (min_k Q'_k(s', a') - alpha log pi(a'|s'))), a' ~ pi(s')."""
@@ -62,7 +64,7 @@ def critic_loss(q_params: Any, policy_params: Any, normalizer: Any, target_q_par
     return 0.5 * jnp.mean(jnp.square(err))
 
 
-def cost_critic_loss(cost_q_params: Any, policy_params: Any, normalizer: Any, target_cost_q_params: Any,
+def cost_critic_loss(cost_q_params: PyTree, policy_params: PyTree, normalizer: Normalizer, target_cost_q_params: PyTree,
                      data: Transition, key: jax.Array, nets: SACNetworks, discount: float) -> jax.Array:
     """Cost twin-Q loss: as `critic_loss` with the per-step cost, unscaled, and no entropy term in the target
     (y = sg(c + discount_flag gamma min_k Qc'_k(s', a')), crax's CMDP convention)."""
@@ -74,8 +76,8 @@ def cost_critic_loss(cost_q_params: Any, policy_params: Any, normalizer: Any, ta
     return 0.5 * jnp.mean(jnp.square(err))
 
 
-def actor_loss(policy_params: Any, normalizer: Any, q_params: Any, cost_q_params: Any | None, alpha: jax.Array,
-               lam: jax.Array, obs: jax.Array, key: jax.Array, nets: SACNetworks) -> jax.Array:
+def actor_loss(policy_params: PyTree, normalizer: Normalizer, q_params: PyTree, cost_q_params: PyTree | None,
+               alpha: jax.Array, lam: jax.Array, obs: jax.Array, key: jax.Array, nets: SACNetworks) -> jax.Array:
     """mean(alpha log pi(a|s) - min_k Q_k(s, a) + lambda min_k Qc_k(s, a)), a ~ pi(s) reparameterised.
 
     crax's SAC-Lag penalises the *smaller* of the two cost heads (as written in its losses); with
@@ -88,6 +90,6 @@ def actor_loss(policy_params: Any, normalizer: Any, q_params: Any, cost_q_params
     return jnp.mean(loss)
 
 
-def soft_update(target: Any, online: Any, tau: float) -> Any:
+def soft_update(target: PyTree, online: PyTree, tau: float) -> PyTree:
     """Polyak averaging of every leaf: target (1 - tau) + online tau."""
     return jax.tree_util.tree_map(lambda x, y: x * (1 - tau) + y * tau, target, online)

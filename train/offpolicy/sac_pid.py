@@ -3,13 +3,19 @@ after every gradient step (`train.multipliers`: PPO-PID's rule and config, appli
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.offpolicy.base import OffPolicyAlgorithm
 from train.offpolicy.config import OffPolicyConfig
 
+if TYPE_CHECKING:
+    import jax
 
-def multiplier_update(config: OffPolicyConfig, lam: Any, pid: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+    from train.multipliers import PIDState
+
+
+def multiplier_update(config: OffPolicyConfig, lam: jax.Array, pid: PIDState, mean_cost: jax.Array,
+                      d_step: jax.Array) -> tuple[jax.Array, PIDState]:
     """crax's `pid_lambda_update` with the config's gains (`train.multipliers.pid_step`)."""
     from train.multipliers import pid_step
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ import optax
 from train.acting import Evaluate, make_evaluator
 from train.algorithm import ONPOLICY
 from train.config import TrainConfig
-from train.envs import EnvFns
+from train.envs import EnvFns, PyTree
 from train.nets import Networks, Normalizer, make_networks, normalizer_init, normalizer_update
 from train.onpolicy import losses as L
 from train.onpolicy.algorithms.base import STATE_SIZE, Algorithm, EnvAdapter, LossInputs
@@ -51,14 +51,16 @@ from train.rollout import (
 
 Metrics = dict[str, jax.Array]
 """Named scalar diagnostics."""
+Payload = dict[str, PyTree]
+"""An evaluation checkpoint (`checkpoint_payload`)."""
 
 
 class Params(NamedTuple):
     """Network parameters: policy, reward critic, cost critic (flax param trees)."""
 
-    policy: Any
-    value: Any
-    cost_value: Any
+    policy: PyTree
+    value: PyTree
+    cost_value: PyTree
 
 
 class TrainState(NamedTuple):
@@ -68,7 +70,7 @@ class TrainState(NamedTuple):
     versions before it existed, which the family upgrades)."""
 
     params: Params
-    opt_state: Any
+    opt_state: PyTree
     normalizer: Normalizer
     multiplier: jax.Array
     d_step: jax.Array
@@ -76,7 +78,7 @@ class TrainState(NamedTuple):
     rollout: RolloutState
     key: jax.Array
     last_violation: jax.Array
-    algo_state: Any = None
+    algo_state: jax.Array | None = None
 
 
 class Transition(NamedTuple):
@@ -104,8 +106,8 @@ class IterateOut(NamedTuple):
     episodes: EpisodeBuffer
     n_updates: jax.Array
     metrics: Metrics
-    algo_state: Any = None
-    algo_state_mean: Any = None
+    algo_state: jax.Array | None = None
+    algo_state_mean: jax.Array | None = None
 
 
 class LossContext(NamedTuple):
@@ -117,7 +119,7 @@ class LossContext(NamedTuple):
     multiplier: jax.Array
     d_step: jax.Array
     last_violation: jax.Array
-    algo_state: Any = None
+    algo_state: jax.Array | None = None
 
 
 Loss = Callable[[Params, Normalizer, Transition, LossContext, jax.Array], tuple[jax.Array, Metrics]]
@@ -134,7 +136,7 @@ class Trainer:
     init: Callable[..., TrainState]
     iterate: Callable[[TrainState], tuple[TrainState, IterateOut]]
     evaluate: Evaluate
-    template: Callable[[], dict[str, Any]]
+    template: Callable[[], Payload]
     slots: int
     loss: Loss
     """`make_loss(config, networks)`: the minibatch loss the SGD steps differentiate."""
@@ -221,7 +223,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
     """
     config.validate()
 
-    def task(bound: Any) -> EnvFns:
+    def task(bound: jax.Array | None) -> EnvFns:
         return env if adapter is None else adapter(config, env, bound)
 
     shape = task(jnp.float32(1.0))  # sizes and names only
@@ -257,7 +259,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
                           d_step, jnp.asarray(algo_id, jnp.int32), rollout, k_loop, jnp.zeros((), jnp.float32),
                           jnp.asarray(algo_state, jnp.float32))
 
-    def env_step(carry: tuple[RolloutState, EpisodeBuffer], key: jax.Array, policy_params: Any,
+    def env_step(carry: tuple[RolloutState, EpisodeBuffer], key: jax.Array, policy_params: PyTree,
                  normalizer: Normalizer, venv: VecEnv) -> tuple[tuple[RolloutState, EpisodeBuffer], Transition]:
         ro, buf = carry
         k_act, k_reset = jax.random.split(key)
@@ -296,16 +298,16 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
 
     grad_fn = jax.grad(loss_fn, has_aux=True)
 
-    def sgd_step(carry: tuple[Params, Any], xs: tuple[Transition, jax.Array], normalizer: Normalizer,
-                 state: TrainState) -> tuple[tuple[Params, Any], Metrics]:
+    def sgd_step(carry: tuple[Params, PyTree], xs: tuple[Transition, jax.Array], normalizer: Normalizer,
+                 state: TrainState) -> tuple[tuple[Params, PyTree], Metrics]:
         params, opt_state = carry
         mb, key = xs
         grads, mets = grad_fn(params, normalizer, mb, state, key)
         updates, opt_state = tx.update(grads, opt_state, params)
         return (optax.apply_updates(params, updates), opt_state), mets
 
-    def sgd_epoch(carry: tuple[Params, Any], key: jax.Array, data: Transition, normalizer: Normalizer,
-                  state: TrainState) -> tuple[tuple[Params, Any], Metrics]:
+    def sgd_epoch(carry: tuple[Params, PyTree], key: jax.Array, data: Transition, normalizer: Normalizer,
+                  state: TrainState) -> tuple[tuple[Params, PyTree], Metrics]:
         k_perm, k_mb = jax.random.split(key)
         perm = jax.random.permutation(k_perm, data.obs.shape[0])
         mbs = jax.tree_util.tree_map(
@@ -319,7 +321,9 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
         step = jax.tree_util.Partial(env_step, policy_params=state.params.policy, normalizer=state.normalizer,
                                      venv=vectorize(task(state.d_step * T)))
 
-        def unroll(carry: tuple[RolloutState, EpisodeBuffer], k: jax.Array) -> tuple[Any, Transition]:
+        Carry = tuple[RolloutState, EpisodeBuffer]
+
+        def unroll(carry: Carry, k: jax.Array) -> tuple[Carry, Transition]:
             return jax.lax.scan(step, carry, jax.random.split(k, shape[1]))
 
         (rollout, buf), data = jax.lax.scan(unroll, (state.rollout, buf), jax.random.split(key, shape[0]))
@@ -376,7 +380,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
 
     evaluate = make_evaluator(task, nets.policy_network.apply, dist, config.eval_episodes, T)
 
-    def template() -> dict[str, Any]:
+    def template() -> Payload:
         params = jax.eval_shape(init_params, jax.random.PRNGKey(0))
         params = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), params)
         return checkpoint_payload(params, normalizer_init(obs_size), jnp.zeros((), jnp.float32))
@@ -385,7 +389,7 @@ def make_train(config: TrainConfig, env: EnvFns, axis_name: str | None = None, c
                    adapter, obs_size)
 
 
-def checkpoint_payload(params: Params, normalizer: Normalizer, multiplier: jax.Array) -> dict[str, Any]:
+def checkpoint_payload(params: Params, normalizer: Normalizer, multiplier: jax.Array) -> Payload:
     """The checkpointed pytree: policy, both critics, observation normaliser, multiplier."""
     return {"policy": params.policy, "value": params.value, "cost_value": params.cost_value,
             "normalizer": {"count": normalizer.count, "mean": normalizer.mean,

@@ -9,25 +9,27 @@ import.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cube.errors import CubeError
 from train.algorithm import ONPOLICY, d_step
 from train.config import TrainConfig
-from train.envs import EnvFns
+from train.envs import EnvFns, PyTree
 from train.onpolicy.algorithms.base import Algorithm
 from train.record import DIAGNOSTICS
 from train.registry import algorithm
 
 if TYPE_CHECKING:
+    import jax
+
     from cube.schema import RunKey
     from train.onpolicy.core import IterateOut, Trainer, TrainState
-    from train.program import Flags
+    from train.program import Flags, Payload
 
 
-def iterate_values(algo: Algorithm, metrics: dict[str, Any], algo_state: np.ndarray,
+def iterate_values(algo: Algorithm, metrics: dict[str, np.ndarray], algo_state: np.ndarray,
                    algo_state_mean: np.ndarray) -> dict[str, float]:
     """The per-iterate variables of an algorithm's own (`Algorithm.iterate_vars`) from an iterate's output:
     its diagnostics from `metrics`, its state variables from the state after the iterate or (StateVar.mean)
@@ -61,7 +63,7 @@ class OnPolicyFamily:
         cost_critic, adapter = flags
         return make_train(config, env, axis_name=axis_name, cost_critic=bool(cost_critic), adapter=adapter)
 
-    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[Any, ...]:
+    def init_args(self, config: TrainConfig, keys: Sequence[RunKey]) -> tuple[jax.Array, ...]:
         """(seed keys `[runs, 2]`, algorithm ids, initial multipliers, d/T, initial states `[runs, STATE_SIZE]`)."""
         import jax
         import jax.numpy as jnp
@@ -72,12 +74,12 @@ class OnPolicyFamily:
                 jnp.asarray([d_step(config, k.bound) for k in keys], jnp.float32),
                 jnp.asarray([r.start_state(config) for r in records], jnp.float32))
 
-    def payload(self, one: TrainState) -> dict[str, Any]:
+    def payload(self, one: TrainState) -> Payload:
         from train.onpolicy.core import checkpoint_payload
 
         return checkpoint_payload(one.params, one.normalizer, one.multiplier)
 
-    def params(self, payload: dict[str, Any]) -> Any:
+    def params(self, payload: Payload) -> PyTree:
         from train.onpolicy.core import Params
 
         return Params(payload["policy"], payload["value"], payload["cost_value"])
@@ -91,7 +93,7 @@ class OnPolicyFamily:
                   **iterate_values(spec, out.metrics, np.asarray(out.algo_state), np.asarray(out.algo_state_mean))}
         return int(out.n_updates) * config.steps_per_update * config.num_envs, values
 
-    def resume_templates(self, template: TrainState) -> list[Any]:
+    def resume_templates(self, template: TrainState) -> list[PyTree]:
         """The state without `algo_state`: resume points written before runs carried one (the algorithms of that
         time had none)."""
         return [template._replace(algo_state=None)]

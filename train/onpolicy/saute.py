@@ -16,13 +16,13 @@ Importing this module needs no jax (the registry imports it); its functions impo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     import jax
 
     from train.config import TrainConfig
-    from train.envs import EnvFns
+    from train.envs import EnvFns, EnvState
 
 SAUTE_INFO = ("saute_budget", "saute_penalty_share")
 """The adapter's per-step info (`shaping`): the budget the step paid from (cost units) and 1 where the step
@@ -35,13 +35,13 @@ class SauteState(NamedTuple):
     reward and overdrawn flag of the last step; `live`: False only in a placeholder state the core builds
     before the first reset (reset = "fresh"), whose budget is no budget."""
 
-    inner: Any
-    budget: Any
-    shown: Any
-    paid_from: Any
-    learner_reward: Any
-    overdrawn: Any
-    live: Any
+    inner: EnvState
+    budget: jax.Array
+    shown: jax.Array
+    paid_from: jax.Array
+    learner_reward: jax.Array
+    overdrawn: jax.Array
+    live: jax.Array
 
 
 def saute_step(budget: jax.Array, cost: jax.Array, reward: jax.Array, bound: jax.Array, budget_discount: float,
@@ -70,7 +70,7 @@ def saute_observation(obs: jax.Array, budget: jax.Array, bound: jax.Array, norma
     return jnp.concatenate([obs, jnp.asarray(b, obs.dtype)[..., None]], axis=-1)
 
 
-def saute_adapter(config: TrainConfig, env: EnvFns, bound: Any) -> EnvFns:
+def saute_adapter(config: TrainConfig, env: EnvFns, bound: jax.Array | None) -> EnvFns:
     """`env` as PPO-Saute's task for bound d = `bound` (see the module docstring; `config.ppo_saute`)."""
     import jax.numpy as jnp
 
@@ -79,7 +79,7 @@ def saute_adapter(config: TrainConfig, env: EnvFns, bound: Any) -> EnvFns:
     sc = config.ppo_saute
     carry_on = sc.reset_budget == "termination"
 
-    def full(inner: Any, budget: Any) -> SauteState:
+    def full(inner: EnvState, budget: jax.Array) -> SauteState:
         zero = jnp.zeros((), jnp.float32)
         b = jnp.asarray(bound, jnp.float32)
         return SauteState(inner, jnp.asarray(budget, jnp.float32), b, b, zero, zero, jnp.ones((), bool))
@@ -96,7 +96,7 @@ def saute_adapter(config: TrainConfig, env: EnvFns, bound: Any) -> EnvFns:
             budget = jnp.where(term > 0.5, bound, budget)
         return SauteState(inner, budget, budget, state.budget, learner_reward, over, state.live)
 
-    def observe(state: SauteState) -> tuple[Any, Any, Any, Any]:
+    def observe(state: SauteState) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         obs, reward, cost, term = env.observe(state.inner)
         return saute_observation(obs, state.shown, bound, sc.normalize_budget_obs), reward, cost, term
 
@@ -107,7 +107,7 @@ def saute_adapter(config: TrainConfig, env: EnvFns, bound: Any) -> EnvFns:
     def keep(new: SauteState, old: SauteState) -> SauteState:
         return new._replace(budget=jnp.where(old.live, old.budget, new.budget)) if carry_on else new
 
-    def shaping(state: SauteState) -> tuple[Any, dict[str, Any]]:
+    def shaping(state: SauteState) -> tuple[jax.Array, dict[str, jax.Array]]:
         return state.learner_reward, {"saute_budget": state.paid_from, "saute_penalty_share": state.overdrawn}
 
     return env._replace(reset=reset, step=step, observe=observe, restore=restore, keep=keep, shaping=shaping,

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from train.algorithm import ONPOLICY, AlgorithmRecord
 from train.config import TrainConfig
 
 if TYPE_CHECKING:
+    import jax
+
     from train.envs import EnvFns
 
 STATE_SIZE = 3
 """Length of the state vector every on-policy run carries (an algorithm uses its first
 `len(initial_state(config))` slots, the others stay 0): the longest built-in state, PPO-PID's."""
 
-EnvAdapter = Callable[[TrainConfig, "EnvFns", Any], "EnvFns"]
+EnvAdapter = Callable[[TrainConfig, "EnvFns", "jax.Array | None"], "EnvFns"]
 """(config, env, bound d in cost units (a traced scalar)) -> the task the learner trains on."""
 
 
@@ -37,16 +39,16 @@ class LossInputs(NamedTuple):
     batch mean per-step cost - d/T; 0 before the first update); `state`: the algorithm's own state
     `[STATE_SIZE]` (see `Algorithm.initial_state`; None where a caller has none)."""
 
-    ratio: Any
-    log_ratio: Any
-    adv: Any
-    cost_adv: Any
-    kl: Any
-    multiplier: Any
-    mean_cost: Any
-    d_step: Any
-    last_violation: Any
-    state: Any = None
+    ratio: jax.Array
+    log_ratio: jax.Array
+    adv: jax.Array
+    cost_adv: jax.Array
+    kl: jax.Array
+    multiplier: jax.Array
+    mean_cost: jax.Array
+    d_step: jax.Array
+    last_violation: jax.Array
+    state: jax.Array | None = None
 
 
 @dataclass(frozen=True)
@@ -77,9 +79,10 @@ class Algorithm(AlgorithmRecord):
     """
 
     family: str = ONPOLICY
-    policy_loss: Callable[[TrainConfig, LossInputs], Any]
-    multiplier_update: Callable[[TrainConfig, Any, Any, Any], Any] | None = None
-    update: Callable[[TrainConfig, Any, Any, Any, Any], tuple[Any, Any]] | None = None
+    policy_loss: Callable[[TrainConfig, LossInputs], jax.Array]
+    multiplier_update: Callable[[TrainConfig, jax.Array, jax.Array, jax.Array], jax.Array] | None = None
+    update: Callable[[TrainConfig, jax.Array, jax.Array, jax.Array, jax.Array],
+                     tuple[jax.Array, jax.Array]] | None = None
     initial_state: Callable[[TrainConfig], tuple[float, ...]] = no_state
     state_vars: tuple[StateVar, ...] = ()
     """Its state recorded per iterate, beside the multiplier."""
@@ -96,7 +99,8 @@ class Algorithm(AlgorithmRecord):
         if len(self.initial_state(TrainConfig())) > STATE_SIZE:
             raise ValueError(f"{self.name}: a state of more than STATE_SIZE = {STATE_SIZE} slots")
 
-    def step(self, config: TrainConfig, multiplier: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+    def step(self, config: TrainConfig, multiplier: jax.Array, state: jax.Array, mean_cost: jax.Array,
+             d_step: jax.Array) -> tuple[jax.Array, jax.Array]:
         """(multiplier, state) after an update (see the class docstring)."""
         if self.update is not None:
             return self.update(config, multiplier, state, mean_cost, d_step)
@@ -114,7 +118,14 @@ class Algorithm(AlgorithmRecord):
         return tuple(v.name for v in self.state_vars) + self.diagnostics
 
 
-def cost_advantage(config: TrainConfig, section: Any, cost_adv: Any) -> Any:
+class CostAdvantageOption(Protocol):
+    """A config section with the option to normalise its algorithm's cost advantage."""
+
+    @property
+    def normalize_cost_advantage(self) -> bool: ...
+
+
+def cost_advantage(config: TrainConfig, section: CostAdvantageOption, cost_adv: jax.Array) -> jax.Array:
     """The cost advantage an algorithm's loss uses: normalised per minibatch iff `normalize_advantage` and
     its section's `normalize_cost_advantage`, else raw (crax keeps P3O's and FOCOPS's raw)."""
     from train.onpolicy import losses as L

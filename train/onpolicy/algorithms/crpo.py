@@ -9,20 +9,24 @@ critics always train; no multiplier. Per iterate: `crpo_regime` (the regime of t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig
 from train.onpolicy.algorithms.base import Algorithm, LossInputs, StateVar, cost_advantage
 
+if TYPE_CHECKING:
+    import jax
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
     from train.onpolicy import losses as L
 
     return L.crpo_policy_loss(x.ratio, x.adv, cost_advantage(config, config.crpo, x.cost_adv), x.state[0],
                               config.clip_epsilon)
 
 
-def update(config: TrainConfig, mult: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+def update(config: TrainConfig, mult: jax.Array, state: jax.Array, mean_cost: jax.Array,
+           d_step: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(multiplier unchanged, state with the next regime in slot 0)."""
     from train.onpolicy import losses as L
 

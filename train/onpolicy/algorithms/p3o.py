@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig
 from train.onpolicy.algorithms.base import Algorithm, LossInputs, cost_advantage
 
+if TYPE_CHECKING:
+    import jax
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
     from train.onpolicy import losses as L
 
     cadv = cost_advantage(config, config.p3o, x.cost_adv)
@@ -19,7 +22,7 @@ def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
                              config.discount)
 
 
-def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
+def multiplier_update(config: TrainConfig, mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
     from train.onpolicy import losses as L
 
     pc = config.p3o

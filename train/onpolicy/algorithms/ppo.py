@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig
 from train.onpolicy.algorithms.base import Algorithm, LossInputs
 
+if TYPE_CHECKING:
+    import jax
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
     from train.onpolicy import losses as L
 
     return L.ppo_policy_loss(x.ratio, x.adv, config.clip_epsilon)
 
 
-def no_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
+def no_update(config: TrainConfig, mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
     """The multiplier of an algorithm without one: unchanged."""
     return mult
 

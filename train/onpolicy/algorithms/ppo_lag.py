@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig
 from train.onpolicy.algorithms.base import Algorithm, LossInputs, cost_advantage
 
+if TYPE_CHECKING:
+    import jax
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
     from train.onpolicy import losses as L
 
     return L.ppo_lag_policy_loss(x.ratio, x.adv, cost_advantage(config, config.ppo_lag, x.cost_adv), x.multiplier,
                                  config.clip_epsilon)
 
 
-def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
+def multiplier_update(config: TrainConfig, mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
     """lambda <- relu(lambda + lr (mean per-step cost - d/T)) (`train.multipliers.lagrange_update`, no cap)."""
     from train.multipliers import lagrange_update
 

@@ -8,20 +8,24 @@ mean per-step cost - d/T, the state (integral, previous error, derivative estima
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from train.config import TrainConfig
 from train.onpolicy.algorithms.base import Algorithm, LossInputs, StateVar, cost_advantage
 
+if TYPE_CHECKING:
+    import jax
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
+
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
     from train.onpolicy import losses as L
 
     return L.ppo_lag_policy_loss(x.ratio, x.adv, cost_advantage(config, config.ppo_pid, x.cost_adv), x.multiplier,
                                  config.clip_epsilon)
 
 
-def update(config: TrainConfig, mult: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+def update(config: TrainConfig, mult: jax.Array, state: jax.Array, mean_cost: jax.Array,
+           d_step: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(lambda, state) after an update; the PID state in slots 0-2 (integral, previous error, derivative)."""
     import jax.numpy as jnp
 
