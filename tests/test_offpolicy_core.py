@@ -416,7 +416,7 @@ def test_evaluate_pairs_expl_and_greedy(program: dict[str, Any]) -> None:
 
 
 def test_runner_program_call_signatures(program: dict[str, Any]) -> None:
-    """`train.runner.Program` calls init with the PPO core's algorithm state and evaluate with d/T: accepted and
+    """`train.program.GroupProgram` calls init with the PPO core's algorithm state and evaluate with d/T: accepted and
     ignored (the off-policy state has its own PID state), same results."""
     a = offpolicy_algorithm("sac_pid")
     plain = start(program, "sac_pid", 5)

@@ -21,6 +21,8 @@ ONPOLICY = "onpolicy"
 OFFPOLICY = "offpolicy"
 """The SAC family (`train.offpolicy`): a replay buffer, gradient steps after every actor step."""
 FAMILIES = (ONPOLICY, OFFPOLICY)
+FAMILY_TITLES = {ONPOLICY: "on-policy", OFFPOLICY: "off-policy"}
+"""How messages name the families."""
 
 
 def no_multiplier(config: Any) -> float:

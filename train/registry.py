@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from cube.errors import CubeError
-from train.algorithm import FAMILIES, ONPOLICY, AlgorithmRecord
+from train.algorithm import FAMILIES, FAMILY_TITLES, ONPOLICY, AlgorithmRecord
 from train.offpolicy.sac import SAC
 from train.offpolicy.sac_lag import SAC_LAG
 from train.offpolicy.sac_pid import SAC_PID
@@ -75,9 +75,10 @@ def algorithm(name: str, kind: type[R] = AlgorithmRecord) -> R:
     if record is None:
         raise CubeError(f"unknown algorithm '{name}'; choose from {', '.join(algo_names())}")
     if not isinstance(record, kind):
-        family = next((r.family for r in _RECORDS.values() if isinstance(r, kind)), kind.__name__)
-        raise CubeError(f"'{name}' is a {record.family} algorithm, not a {family} one; choose from "
-                        f"{', '.join(r.name for r in _RECORDS.values() if isinstance(r, kind))}")
+        wanted = [r for r in _RECORDS.values() if isinstance(r, kind)]
+        family = FAMILY_TITLES.get(wanted[0].family, "") if wanted else kind.__name__
+        raise CubeError(f"unknown {family} algorithm '{name}' (it is {FAMILY_TITLES.get(record.family)}); choose "
+                        f"from {', '.join(r.name for r in wanted)}")
     return record
 
 

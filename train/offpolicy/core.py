@@ -1,4 +1,5 @@
-"""The off-policy core: SAC, SAC-Lag and SAC-PID as one pure, vmappable program (beside `train.core.make_train`).
+"""The off-policy core: SAC, SAC-Lag and SAC-PID as one pure, vmappable program (beside the PPO core,
+`train.onpolicy.core.make_train`).
 
 `make_offpolicy_train(config, env)` builds pure, jittable functions with the on-policy trainer's signatures,
 so the group program (`train.program.GroupProgram`) drives either:
@@ -219,7 +220,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
     def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array,
              algo_state0: jax.Array | None = None) -> OffPolicyState:
         """A run's initial state; `algo_state0` (the PPO core's algorithm state vector) is accepted and ignored,
-        so `train.runner.Program.init` can call either core (the PID state starts at zero, as crax's)."""
+        so either family's `init_args` can feed the group program (the PID state starts at zero, as crax's)."""
         k_par, k_env, k_replay, k_loop = jax.random.split(key, 4)
         params = init_params(k_par)
         log_alpha = jnp.asarray(config.init_log_alpha, jnp.float32)
