@@ -2,8 +2,9 @@
 
 Modules: ``app`` (the App and the one factory ``build_app``), ``cli`` (the ``saferl-tui`` script),
 ``screens`` (``main``, ``following`` (follow mode's screen side), ``help``, ``open``), ``views`` (one
-module per view, keys 1-8: ``summary``, ``conditions``, ``cdf``, ``curves``, ``histograms``, ``runs``,
-``learning``, ``runstatus``; and ``base``, ``table``, ``plot``, ``format`` with what they share),
+module per view, keys 1-9 and 0: ``summary``, ``conditions``, ``cdf``, ``curves``, ``histograms``,
+``runs``, ``learning``, ``runstatus``, ``profile``, ``front``; and ``base``, ``table``, ``plot``, ``format``
+with what they share),
 ``widgets`` (info bar, loading panel, selection panel), ``messages`` (typed messages), ``model`` (the
 cube, its statistics and what each view derives; no textual), ``selection`` (``UISelection``,
 ``CubeInfo``), ``derived`` (the cache of derived results), ``follow`` (polling a store being written),

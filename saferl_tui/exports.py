@@ -71,7 +71,7 @@ def free_names(out_dir: Path, names: list[str]) -> list[Path]:
 
 # ----------------------------------------------------------------------------------------- tables
 def rendered_files(what: str, kind: str, obj: xr.Dataset, sel: UISelection) -> Files:
-    """``cube.render.text.render`` of a statistics table (kind aggregate, conditions, cdf or gap) as CSV and
+    """``cube.render.text.render`` of a statistics table (a kind of `cube.render.text.KINDS`) as CSV and
     LaTeX, "best" chosen as on screen: never a not-safe algorithm (the TUI's baseline is only what the
     deltas compare against, so it is not left out of "best" here)."""
     return [(f"{what}.{ext}", export.render(obj, kind=kind, fmt=fmt, not_best=sel.not_safe))
@@ -87,7 +87,7 @@ def table_files(what: str, header: Sequence[str], rows: Sequence[Sequence[Any]],
 # ----------------------------------------------------------------------------------------- for the TUI
 VIEW_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "curves": "curves",
               "histograms": "hist", "runs": "curves", "aggregate-curve": "aggregate-curve",
-              "learning": "aggregate-curve"}
+              "learning": "aggregate-curve", "profile": "profile", "front": "front"}
 
 
 def figure_kind(view: str) -> str:
@@ -101,10 +101,11 @@ def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection
     """Write the figure of a TUI view and return where it went.
 
     view: a TUI view id (summary, conditions -> intervals; cdf; curves, runs -> curves; histograms ->
-    hist; aggregate-curve) or a figure kind. source: the cube's path (or Dataset, then `out_path` is
-    needed). ss: the TUI's sufficient statistics (unselected), so nothing is read again. condition:
-    (task, bound) of a per-condition view. out_path: default `<cube>.figures/<view>[_<task>_d<bound>].pdf`
-    next to the cube. Raises CubeError (one line) without matplotlib or data.
+    hist; learning -> aggregate-curve; profile; front) or a figure kind. source: the cube's path (or
+    Dataset, then `out_path` is needed). ss: the TUI's sufficient statistics (unselected), so nothing is
+    read again. condition: (task, bound) of a per-condition view. out_path: default
+    `<cube>.figures/<view>[_<task>_d<bound>].pdf` next to the cube. Raises CubeError (one line) without
+    matplotlib or data.
     """
     require_matplotlib()
     kind = figure_kind(view)

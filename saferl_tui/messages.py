@@ -66,6 +66,16 @@ class ViewReady(Message):
 
 
 @dataclass
+class FooterReady(Message):
+    """A view's footer line, computed after its data (`ResultView.fetch_footer`), or why it is not there."""
+
+    view_id: str
+    token: tuple
+    text: str
+    error: bool = False
+
+
+@dataclass
 class ConditionChosen(Message):
     """Enter on a Conditions row: show this (task, bound) condition's curves and histograms."""
 

@@ -243,6 +243,55 @@ class CubeModel:
                 self._ss_small(sel, algos), (s,))))
         return _concat_settings(parts)
 
+    def honest(self, sel: UISelection, setting: str) -> stats.HonestTables:
+        """``stats.honest_tables`` of one setting (honest intervals of V, the tier at their bound, the claim),
+        both parts, cached per selection."""
+        self._check(sel)
+        key = ("honest", sel.algos, *self._setting_key(sel, setting), self.boot, self.rng_seed)
+        return self.derived.get(key, lambda: stats.honest_tables(self._ss_small(sel), (setting,), boot=self.boot,
+                                                                 rng_seed=self.rng_seed, ci=0.95))
+
+    def aggregate_honest(self, sel: UISelection, settings: tuple[str, ...] = SETTINGS) -> xr.Dataset:
+        """`aggregate` with the honest interval of V, the tier at its bound and the claim beside it
+        (``stats.with_honest``)."""
+        agg = self.aggregate(sel, settings)
+        honest = _concat_settings([self.honest(sel, s).aggregate for s in settings])
+        return stats.with_honest(agg, honest)
+
+    def conditions_honest(self, sel: UISelection, setting: str) -> xr.Dataset:
+        """One setting's condition table with the honest interval of V and the claims beside it."""
+        return stats.with_honest(self.conditions(sel, (setting,)), self.honest(sel, setting).conditions)
+
+    def profiles(self, sel: UISelection, setting: str) -> xr.Dataset:
+        """``stats.performance_profiles`` of one setting (their thresholds span every selected algorithm's
+        runs, so the result is cached per selection, not per algorithm)."""
+        self._check(sel)
+        key = ("profiles", sel.algos, *self._setting_key(sel, setting), self.boot, self.rng_seed)
+        return self.derived.get(key, lambda: stats.performance_profiles(
+            self._ss_small(sel), (setting,), boot=self.boot, rng_seed=self.rng_seed, ci=0.95))
+
+    def front(self, sel: UISelection, setting: str, cost: str = "Dnorm") -> xr.Dataset:
+        """``stats.reward_cost_front`` of one setting, every selected task (a front compares algorithms:
+        cached per selection)."""
+        self._check(sel)
+        key = ("front", sel.algos, *self._setting_key(sel, setting), cost, self.boot, self.rng_seed)
+        return self.derived.get(key, lambda: stats.reward_cost_front(
+            self._ss_small(sel), (setting,), cost=cost, boot=self.boot, rng_seed=self.rng_seed, baseline="auto"))
+
+    def plan(self, sel: UISelection, setting: str) -> xr.Dataset:
+        """``stats.plan_seeds`` of one setting (seeds per condition for a CI half-width of 0.05 of each
+        cost metric's IQM), cached per algorithm (each draws its own stream)."""
+        self._check(sel)
+        key = ("plan", *self._setting_key(sel, setting), self.boot, self.rng_seed)
+        return self.derived.by_algo(key, sel.algos, lambda algos: stats.plan_seeds(
+            self._ss_small(sel, algos), (setting,), boot=self.boot, rng_seed=self.rng_seed, ci=0.95))
+
+    def plan_line(self, sel: UISelection, setting: str) -> str:
+        """`stats.plan_footer` of the safe-RL algorithms of the selection (all when every one is not safe)."""
+        seeds = self.plan(sel, setting)
+        safe = [a for a in sel.algos if a not in sel.not_safe]
+        return stats.plan_footer(seeds.sel(algo=safe) if safe else seeds, setting)
+
     def reference_aggregate(self, sel: UISelection) -> xr.Dataset:
         """The aggregate table beside the reference `sel.reference` (`cube.stats.reference.compare_aggregate`);
         CubeError (one line) when the reference has none of the selected labels."""

@@ -95,3 +95,35 @@ def ref_run(ds: xr.Dataset, a: int, t: int, b: int, s: int, setting: str, alpha:
     if not with_eps:
         return dict.fromkeys(NAMES, np.nan)
     return ref_fixed_policy(r[with_eps[-1], :, m], c[with_eps[-1], :, m], d, alpha)
+
+
+def zero_violation_cube(path, bounds=(10.0, 20.0)) -> None:
+    """A small netCDF cube where one algorithm never violates: `ppo` (6 seeds, costs about 3 d) and `safe`
+    (3 seeds, every cost below 0.9 d: V = 0, tier 4), tasks goal and circle, 2 iterates of 20 episodes,
+    final evaluations at the last one; marked synthetic. A `.zarr` path is written through the store API
+    (`cube.CubeWriter`), any other as netCDF."""
+    rng = np.random.default_rng(0)
+    shape = (2, 2, len(bounds), 6, 2, 20, 3)
+    d = np.asarray(bounds, dtype=np.float64)[None, None, :, None, None, None, None]
+    cost = rng.gamma(8.0, 1.0, shape) / 8.0 * d * np.array([3.0, 0.3])[:, None, None, None, None, None, None]
+    cost[1] = np.minimum(cost[1], 0.9 * d[0])
+    cost[1, :, :, 3:] = np.nan
+    cost[:, :, :, :, :-1, :, 1:] = np.nan
+    reward = rng.normal(10.0, 1.0, shape) + np.array([5.0, 0.0])[:, None, None, None, None, None, None]
+    reward[np.isnan(cost)] = np.nan
+    algos, tasks = ("ppo", "safe"), ("goal", "circle")
+    if str(path).endswith(".zarr"):
+        from cube import CubeWriter, RunKey, create_store
+
+        create_store(path, algos=algos, tasks=tasks, bounds=bounds, seeds=range(shape[3]), n_iterates=shape[4],
+                     n_episodes=shape[5], attrs={"synthetic": True, "description": "zero-violation test cube"})
+        writer = CubeWriter(path)
+        for idx in np.ndindex(shape[:4]):
+            if np.isfinite(cost[idx]).any():
+                key = RunKey(algos[idx[0]], tasks[idx[1]], bounds[idx[2]], idx[3])
+                writer.write_run(key, reward[idx], cost[idx])
+                writer.set_run_manifest(key, status="complete", manifest={})
+        return
+    ds = cube_ds(reward, cost, algos, tasks, bounds)
+    ds.attrs["synthetic"] = 1
+    ds.to_netcdf(path)

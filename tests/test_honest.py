@@ -195,9 +195,9 @@ def test_three_seeds_are_marked_few_and_one_seed_has_no_interval():
     a = h.aggregate.sel(algo="alg0", setting="final_greedy")
     assert bool(a["few_seeds"]) and int(a["min_seeds"]) == 1 and np.isnan(float(a["honest_high"]))
     df = honest_frame(h.aggregate)
-    assert list(df.columns)[-1] == "reason" and df["reason"].tolist() == ["few-seeds"]
+    assert list(df.columns)[-1] == "reason" and df["reason"].tolist() == ["one-seed"]
     dc = honest_frame(h.conditions)
-    assert dc["reason"].tolist() == ["", "few-seeds"] and dc["few_seeds"].all()
+    assert dc["reason"].tolist() == ["", "one-seed"] and dc["few_seeds"].all()
 
 
 def test_bad_floor_is_one_clear_error():

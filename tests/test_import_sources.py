@@ -227,7 +227,7 @@ def test_reason_codes_say_why_a_number_is_missing(tmp_path: Path) -> None:
     poi = reason_codes(stats.probability_of_improvement(ss, "PPOLag", "CPO", setting="train", boot=50), "poi")
     assert poi["value"].sel(setting="train", metric="Dplus").item() == "means-only"
 
-    # episodes without rewards, one seed: R has no number ("no-reward"), the others no interval ("few-seeds")
+    # episodes without rewards, one seed: R has no number ("no-reward"), the others no interval ("one-seed")
     table = tmp_path / "ep.csv"
     pd.DataFrame({"algo": "a", "task": "t", "bound": 10.0, "seed": 0, "iterate": 0, "mode": "train",
                   "reward": [np.nan, np.nan], "cost": [5.0, 15.0]}).to_csv(table, index=False)
@@ -238,7 +238,7 @@ def test_reason_codes_say_why_a_number_is_missing(tmp_path: Path) -> None:
                                     boot=50)
     codes = reason_codes(agg, "aggregate")
     assert codes["value"].sel(algo="a", setting="train").values.tolist() == ["no-reward", "", "", "", "", ""]
-    assert codes["interval"].sel(algo="a", setting="train", metric="C").item() == "few-seeds"
+    assert codes["interval"].sel(algo="a", setting="train", metric="C").item() == "one-seed"
     assert set(codes["value"].sel(algo="a", setting="final_greedy").values.tolist()) == {"no-episodes"}
 
 

@@ -229,11 +229,11 @@ def test_plot_all_writes_every_file(small_demo_cube: Path, tmp_path: Path, capsy
                "--format", "png", "--style", "screen"])
     assert rc == 0
     want = {"cdf.png", "cdf_full.png", "curves_goal.png", "curves_circle.png", "hist_goal.png", "hist_circle.png",
-            "intervals.png", "poi.png", "aggregate_curve.png", "aggregate_curve.csv"}
+            "intervals.png", "poi.png", "aggregate_curve.png", "profile.png", "front.png", "aggregate_curve.csv"}
     assert {p.name for p in out.iterdir()} == want
     assert all((out / n).stat().st_size > 1000 for n in want)
     assert (out / "cdf.png").read_bytes()[:4] == b"\x89PNG"
-    assert "wrote 10 files" in capsys.readouterr().out
+    assert "wrote 12 files" in capsys.readouterr().out
 
 
 def test_plot_single_kinds_and_curve_data(small_demo_cube: Path, tmp_path: Path, capsys):

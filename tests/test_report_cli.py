@@ -45,11 +45,21 @@ def test_csv_report_matches_the_api(cube, capsys):
             "--algos", "p3o,focops", "--seeds", "0-1", "--rng-seed", "3"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "algo,setting,metric,value,ci_low,ci_high,not_safe,reason"
+    assert out.splitlines()[0] == ("algo,setting,metric,value,ci_low,ci_high,honest_low,honest_high,claim,few_seeds,"
+                                   "not_safe,reason")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["algo"] for r in rows} == {"p3o", "focops"} and {r["setting"] for r in rows} == {"final_greedy"}
     ss = stats.select(stats.load_suffstats(cube), stats.Selection(algos=("p3o", "focops"), seeds=(0, 1)))
     agg = stats.aggregate_table(ss, ["final_greedy"], boot=40, rng_seed=3)
+    honest = stats.honest_tables(ss, ["final_greedy"], boot=40, rng_seed=3).aggregate
+    for r in rows:  # the honest interval of V and its claim beside the paper's CI; 2 seeds: few seeds
+        want = honest.sel(algo=r["algo"], setting="final_greedy")
+        assert r["few_seeds"] == "1"
+        if r["metric"] == "V":
+            assert float(r["honest_high"]) == float(want["honest_high"]) >= float(r["ci_high"])
+            assert r["claim"] == str(want["claim"].item()) and r["claim"].startswith("tier ")
+        else:
+            assert r["honest_low"] == r["honest_high"] == r["claim"] == ""
     assert len(rows) == 2 * (len(stats.METRICS) + 1)
     assert [r["metric"] for r in rows[: len(stats.METRICS) + 1]] == [*stats.METRICS, "tier"]
     for r in rows:
@@ -94,7 +104,8 @@ def test_singular_selection_aliases_and_flags(cube, capsys):
     assert main(["report", str(cube), "--per-condition", "--format", "csv", "--boot", "10",
                  "--task", "goal", "--bound", "15", "--algo", "p3o"]) == 0
     text = capsys.readouterr().out
-    assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds,not_safe,reason"
+    assert text.splitlines()[0] == ("algo,task,bound,setting,metric,mean,std,n_seeds,honest_low,honest_high,claim,"
+                                    "few_seeds,not_safe,reason")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {(r["algo"], r["task"], float(r["bound"])) for r in rows} == {("p3o", "goal", 15.0)}
     assert main(["report", str(cube), "--cdf", "--format", "csv", "--boot", "10", "--algo", "p3o",
@@ -127,11 +138,11 @@ def test_every_format_of_every_table(cube, tmp_path, fmt):
                  "--out", str(out if fmt not in ("table", "markdown") else out.with_suffix(".txt"))]) == 0
     if fmt in ("table", "markdown"):
         text = out.with_suffix(".txt").read_text()
-        assert text.count("## ") == 5
+        assert text.count("## ") == 7
     else:
         names = sorted(p.name for p in out.iterdir())
         assert names == sorted(f"{k}.{ {'csv': 'csv', 'json': 'json', 'latex': 'tex'}[fmt]}"
-                               for k in ("aggregate", "conditions", "cdf", "poi", "gap"))
+                               for k in ("aggregate", "conditions", "cdf", "poi", "gap", "profile", "front"))
 
 
 def test_one_seed_gives_nan_std_and_ci_with_a_one_line_warning(cube, capsys):
@@ -155,14 +166,15 @@ def test_output_suffix_picks_the_format(cube, tmp_path, capsys):
 def test_kind_all_writes_one_file_per_table(cube, tmp_path):
     out = tmp_path / "tables"
     assert main(["report", str(cube), "--kind", "all", "--format", "latex", "--boot", "20", "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["aggregate.tex", "cdf.tex", "conditions.tex"]
+    assert sorted(p.name for p in out.iterdir()) == ["aggregate.tex", "cdf.tex", "conditions.tex", "front.tex",
+                                                     "profile.tex"]
 
 
 def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
     assert main(["report", str(cube), "--kind", "all", "--boot", "20", "--iterates", "2:4",
                  "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert out.count("## ") == 3 and "Per-condition metrics" in out
+    assert out.count("## ") == 5 and "Per-condition metrics" in out and "Reward-cost front" in out
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,7 @@ def test_conditions_view_values_and_sorting(cube_path: Path) -> None:
             p = ct.sel(algo=r[0], task=r[1], bound=float(r[2]))
             for i, m in enumerate(stats.METRICS):
                 assert r[3 + i] == f"{f2(p[f'{m}_mean'])} ± {f2(p[f'{m}_std'])}"
-            assert r[3 + N_METRICS] == str(int(p["n_seeds"]))
+            assert r[3 + N_METRICS] == str(int(p["n_seeds"])) + "‡"  # 3 seeds: fewer than 5, marked
         assert [r[0] for r in rows] == sorted(r[0] for r in rows)
         view = screen.query_one(ConditionsView)
         await press(pilot, *["greater_than_sign"] * 4)  # algo -> task -> bound -> R -> C

@@ -111,12 +111,14 @@ VIEWS = [
     ("runs", ("6",)),
     ("learning", ("7",)),
     ("status", ("8",)),
+    ("profile", ("9",)),
+    ("front", ("0", "c")),
     ("selection_panel", ("f", "down", "space")),
     ("help", ("question_mark",)),
     ("empty_selection", ("f", "n", "escape")),
 ]
 SMALL = ["summary", "conditions", "cdf", "cdf_all_settings", "curves", "histograms", "runs", "learning", "status",
-         "selection_panel", "help"]
+         "profile", "front", "selection_panel", "help"]
 
 
 @pytest.mark.parametrize(("name", "keys"), VIEWS, ids=[v[0] for v in VIEWS])

@@ -5,7 +5,7 @@
                 [--settings train,final_greedy] [--baseline auto|none|ALGO] [--boot 2000] [--rng-seed 0] [--ci 0.95]
                 [--cvar-alpha 0.1]
                 [--xmax 2|none] [--window 5] [--var multiplier] [--bins 20] [--by auto|iterate|env_steps]
-                [--pair X,Y ...]
+                [--pair X,Y ...] [--front-cost Dnorm]
                 [--no-cache]
 
 KIND: cdf (Figure 2; --xmax none: Figure A.1), curves (reward, cost with the bound, and the multiplier per
@@ -14,7 +14,10 @@ pid_derivative, saute_budget, saute_penalty_share, crpo_regime, crpo_reward_shar
 prints those the selection has), hist (final cost, exploration vs greedy, per condition), intervals (IQM and CI
 of every metric per algorithm and setting, with the tier), poi (probability of improvement of pairs of
 algorithms), aggregate-curve (IQM over conditions per iterate with its CI band; --out FILE.csv or .json
-writes its numbers instead), or all (the whole set into the --out directory, one file per figure, plus
+writes its numbers instead), profile (run-level performance profiles of D_norm, V, D_norm+ and CVaR with
+bootstrap bands, a row per setting), front (the reward-cost front across bounds per task at the final greedy
+setting, or the last of --settings: points filled on the front, P(front) beside each; --front-cost CVaR for
+CVaR on the x axis), or all (the whole set into the --out directory, one file per figure, plus
 aggregate_curve.csv). Without --out: <cube>-figures/<kind>.pdf next to the cube.
 Needs matplotlib: pip install 'saferl[plot]'.
 """
@@ -25,7 +28,7 @@ import argparse
 import warnings
 from pathlib import Path
 
-from cube.cli.report import add_cvar_argument
+from cube.cli.report import add_cvar_argument, add_front_cost_argument
 from cube.errors import CubeError, CubeWarning
 from cube.outputs import figures_folder, write_text
 from cube.selection import (
@@ -39,7 +42,7 @@ from cube.selection import (
 )
 from cube.stats.tail import check_alpha
 
-KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
+KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "profile", "front", "all")
 FORMATS = ("pdf", "png", "svg")
 DATA_SUFFIXES = {".csv": "csv", ".json": "json"}
 MAX_BINS = 1000
@@ -75,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "in steps per iterate)")
     p.add_argument("--pair", action="append", metavar="X,Y", dest="pairs",
                    help="poi: a pair of algorithms (repeatable; default every pair, the baseline second)")
+    add_front_cost_argument(p)
     p.add_argument("--no-cache", action="store_true", help="recompute sufficient statistics, do not cache them")
     p.set_defaults(func=run)
 
@@ -192,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
     options = PlotOptions(settings=settings, baseline=args.baseline or "auto", boot=args.boot, rng_seed=args.rng_seed,
                                   ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
                                   bins=args.bins, by=args.by, pairs=_pairs(args.pairs), var=args.var,
-                                  cvar_alpha=args.cvar_alpha)
+                                  cvar_alpha=args.cvar_alpha, front_cost=args.front_cost)
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)

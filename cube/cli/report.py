@@ -1,7 +1,8 @@
 """`saferl report`: the paper's tables from a results cube (IQM + stratified-bootstrap CIs, tiers, CDFs).
 
     saferl report CUBE [--format table|csv|json|markdown|latex] [--style default|paper] [--out FILE|DIR]
-                       [--per-condition] [--cdf] [--poi X,Y] [--gap] [--kind aggregate|conditions|cdf|poi|gap|all]
+                       [--per-condition] [--cdf] [--poi X,Y] [--gap]
+                       [--kind aggregate|conditions|cdf|poi|gap|profile|front|all] [--front-cost Dnorm]
                        [--reference paper] [--settings train,final_greedy] [--algo ..] [--task ..] [--bound ..]
                        [--seed 0-9] [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0]
                        [--baseline auto|none|ALGO] [--cvar-alpha 0.1] [--no-ci] [--digits 2] [--no-cache]
@@ -12,6 +13,12 @@ the mean (c - d)/d of a run's worst --cvar-alpha share of episodes). --per-condi
 conditions) and --cdf (= --kind cdf) pick other tables, --poi X,Y adds the probability that X improves on
 Y, --gap the greedy-minus-exploration gap; several of them print one after another. --algo/--task/--bound/
 --seed are the same as --algos/--tasks/--bounds/--seeds, --out the same as -o/--output.
+
+Beyond the paper: the aggregate and per-condition tables carry an honest interval of V (CSV/JSON
+honest_low, honest_high and the claim, beside the paper's CI, which stays as it is); where a tier rests on
+an observed V = 0 the tables show the tier at that bound (4→3) and say the claim; conditions with fewer than
+5 seeds are marked ‡. --kind profile: run-level performance profiles (CSV: the whole grid); --kind front:
+the reward-cost front across bounds per task, P(front) per point and the tasks on the front per algorithm.
 
 The not-safe baseline (--baseline; auto = the unconstrained algorithms such as ppo) is greyed or marked
 and never "best" in every format. On a terminal the table fits its width: CIs beside the values, under
@@ -55,9 +62,11 @@ TITLES = {"aggregate": "Aggregate metrics (IQM over task-bound pairs, stratified
           "cdf": "Aggregate CDF of the normalized episodic cost deviation",
           "poi": "Probability of improvement",
           "gap": "Greedy minus exploration gap",
+          "profile": "Run-level performance profiles",
+          "front": "Reward-cost front across bounds",
           "reference_aggregate": "Beside the reference: aggregate metrics",
           "reference_conditions": "Beside the reference: per-condition metrics"}
-ALL = ("aggregate", "conditions", "cdf")
+ALL = ("aggregate", "conditions", "cdf", "profile", "front")
 
 
 def add_cvar_argument(parser: argparse.ArgumentParser) -> None:
@@ -68,19 +77,28 @@ def add_cvar_argument(parser: argparse.ArgumentParser) -> None:
                              "are computed in the one pass and cached, another alpha computes the pass once more)")
 
 
+def add_front_cost_argument(parser: argparse.ArgumentParser) -> None:
+    """`--front-cost`, shared by `saferl report --kind front` and `saferl plot front`."""
+    parser.add_argument("--front-cost", default="Dnorm", metavar="METRIC",
+                        help="the reward-cost front's cost axis: a lower-is-better metric (Dnorm default, CVaR, V, "
+                             "Dplus, C)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
     p = subparsers.add_parser("report", help="the paper's metrics, CIs, safety tiers and CDFs of a cube",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results cube (Zarr directory or netCDF file)")
     p.add_argument("--kind", choices=(*export.KINDS, "all"), default=None,
-                   help="table: aggregate (IQM, CI, tier; default), conditions, cdf, poi, gap, or all "
-                        "(aggregate, conditions, cdf, plus poi/gap when asked for)")
+                   help="table: aggregate (IQM, CI, tier; default), conditions, cdf, poi, gap, profile (run-level "
+                        "performance profiles), front (the reward-cost front across bounds), or all (aggregate, "
+                        "conditions, cdf, profile, front, plus poi/gap when asked for)")
     p.add_argument("--per-condition", action="store_true", help="per task and bound: seed mean ± std and tier "
                    "(= --kind conditions)")
     p.add_argument("--cdf", action="store_true", help="aggregate CDF curve and band on the kappa grid (= --kind cdf)")
     p.add_argument("--poi", metavar="X,Y", help="probability that algorithm X improves on Y (Mann-Whitney over seeds)")
     p.add_argument("--gap", action="store_true", help="greedy-minus-exploration gap of every final metric")
+    add_front_cost_argument(p)
     p.add_argument("--format", choices=export.FORMATS, default=None,
                    help="output format (default: from --out's suffix, else table on screen)")
     add_selection_arguments(p)
@@ -190,9 +208,25 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
             bar: Progress) -> dict[str, xr.Dataset]:
     out = {}
     kw = {"boot": args.boot, "rng_seed": args.rng_seed, "ci": args.ci}
+
+    def ticker(what: str):
+        task = bar.add_task(f"{what} (B={args.boot})", total=None)
+        return lambda done, total: bar.update(task, completed=done, total=total)
+
+    honest = None
+    if "aggregate" in kinds or "conditions" in kinds:  # both parts from one bootstrap of V
+        honest = stats.honest_tables(ss, settings, progress=ticker("honest intervals of V"), **kw)
     for kind in kinds:
         if kind == "conditions":
-            out[kind] = stats.condition_table(ss, settings)
+            out[kind] = stats.with_honest(stats.condition_table(ss, settings), honest.conditions)
+            continue
+        if kind == "profile":
+            out[kind] = stats.performance_profiles(ss, settings, progress=ticker("performance profiles"), **kw)
+            continue
+        if kind == "front":
+            out[kind] = stats.reward_cost_front(ss, settings, cost=args.front_cost, boot=args.boot,
+                                                rng_seed=args.rng_seed, baseline=args.baseline or "auto",
+                                                progress=ticker("reward-cost front"))
             continue
         if kind == "poi":
             x, y = (parse_pair(args.poi, "--poi") if args.poi is not None else None)
@@ -206,8 +240,10 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
         if kind == "gap":
             out[kind] = stats.greedy_expl_gap(ss, progress=tick, **kw)
             continue
-        fn = stats.aggregate_table if kind == "aggregate" else stats.cdf_curves
-        out[kind] = fn(ss, settings, progress=tick, **kw)
+        if kind == "aggregate":
+            out[kind] = stats.with_honest(stats.aggregate_table(ss, settings, progress=tick, **kw), honest.aggregate)
+            continue
+        out[kind] = stats.cdf_curves(ss, settings, progress=tick, **kw)
     return out
 
 

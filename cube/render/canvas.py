@@ -18,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def new_figure(style: str, width: str | float, height: float) -> Figure:
+    """An empty Figure of `style` ("paper" or "screen"), `width` "single"/"double" column (or inches), `height`
+    inches, constrained layout; `save_figure` reads its style."""
     from matplotlib.figure import Figure
 
     w = WIDTH[style][1 if width == "double" else 0] if isinstance(width, str) else float(width)
@@ -45,13 +47,15 @@ def note_empty(ax: Axes, values: Sequence, note: str) -> None:
 
 
 def legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(),
-            baseline: str | None = None) -> None:
+           baseline: str | None = None, where: str = "upper") -> None:
+    """One legend for the figure, outside the panels (`where`: "upper" or "lower"): a line per algorithm in its
+    colour (the baseline dashed), then `extra` (handle, label) pairs."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
     handles += [h for h, _ in extra]
     labels = [algo_label(a) for a in algos] + [lab for _, lab in extra]
-    fig.legend(handles, labels, loc="outside upper center", ncols=min(len(labels), 6), handlelength=1.6,
+    fig.legend(handles, labels, loc=f"outside {where} center", ncols=min(len(labels), 6), handlelength=1.6,
                columnspacing=1.2)
 
 

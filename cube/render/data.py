@@ -20,7 +20,7 @@ import xarray as xr
 
 from cube.render.style import shows_cvar
 from cube.stats.metrics import METRICS, TIER_LABELS
-from cube.stats.reasons import REASONS, reason_codes
+from cube.stats.reasons import MARKS, REASONS, reason_codes
 from cube.stats.runs import cvar_alpha
 
 FORMATS = ("csv", "json")
@@ -72,6 +72,46 @@ def reason_sentences(ds: xr.Dataset, codes: Iterable[str]) -> dict[str, str]:
     return out
 
 
+HONEST_COLUMNS = ("honest_low", "honest_high", "claim", "few_seeds")
+"""The CSV columns of the honest interval of V (filled on the V row), its claim and the few-seeds mark (every
+row), after the paper's CI, where the table has them (`cube.stats.honest.with_honest`)."""
+
+
+def _has_honest(ds: xr.Dataset) -> bool:
+    return "honest_high" in ds and "claim" in ds
+
+
+def _honest_cells(ds: xr.Dataset, metric: str, at: dict) -> list[str]:
+    """The HONEST_COLUMNS cells of one CSV row: the interval and claim on the V row, the mark on every row."""
+    if not _has_honest(ds):
+        return []
+    few = str(int(bool(ds["few_seeds"].sel(at))))
+    if metric != "V":
+        return ["", "", "", few]
+    return [full(ds["honest_low"].sel(at).item()), full(ds["honest_high"].sel(at).item()),
+            str(ds["claim"].sel(at).item()), few]
+
+
+def _honest_json(ds: xr.Dataset, at: dict) -> dict:
+    """The honest fields of a JSON row: claim, tier at V's bound, whether the tier rests on V = 0, few seeds."""
+    if not _has_honest(ds):
+        return {}
+    one = {k: ds[k].sel(at).item() for k in ("claim", "tier_at_bound", "rests_on_zero", "few_seeds", "min_seeds",
+                                              "n_eff") if k in ds}
+    out = {"claim": str(one["claim"]) or None, "tier_at_bound": int(one["tier_at_bound"]),
+           "rests_on_zero": bool(one["rests_on_zero"]), "few_seeds": bool(one["few_seeds"])}
+    if "min_seeds" in one:
+        out["min_seeds"] = int(one["min_seeds"])
+    if "n_eff" in one:
+        out["n_eff"] = num(one["n_eff"])
+    return out
+
+
+def mark_sentences(ds: xr.Dataset) -> dict[str, str]:
+    """{code: sentence} of the marks (`cube.stats.reasons.MARKS`) some row of the table carries."""
+    return {"few-seeds": MARKS["few-seeds"]} if "few_seeds" in ds and bool(ds["few_seeds"].any()) else {}
+
+
 def _first(*codes: str) -> str:
     return next((c for c in codes if c), "")
 
@@ -93,11 +133,14 @@ def aggregate(ds: xr.Dataset, fmt: str, marked: Sequence[str]) -> str:
                     at = {"algo": a, "setting": s, "metric": m}
                     code = _first(_code(why["value"], **at), _code(why["interval"], **at))
                     rows.append([a, s, m, *(full(ds[k].sel(at).item()) for k in ("value", "ci_low", "ci_high")),
-                                 int(a in marked), code])
+                                 *_honest_cells(ds, m, {"algo": a, "setting": s}), int(a in marked), code])
                 t = int(ds["tier"].sel(algo=a, setting=s).item())
-                rows.append([a, s, "tier", "" if t < 0 else str(t), "", "", int(a in marked),
+                rows.append([a, s, "tier", "" if t < 0 else str(t), "", "",
+                             *_honest_cells(ds, "tier", {"algo": a, "setting": s}), int(a in marked),
                              _code(why["tier"], algo=a, setting=s)])
-        return csv_text(["algo", "setting", "metric", "value", "ci_low", "ci_high", "not_safe", "reason"], rows)
+        honest = list(HONEST_COLUMNS) if _has_honest(ds) else []
+        return csv_text(["algo", "setting", "metric", "value", "ci_low", "ci_high", *honest, "not_safe", "reason"],
+                        rows)
     rows = []
     for a in algos:
         for s in settings:
@@ -107,9 +150,12 @@ def aggregate(ds: xr.Dataset, fmt: str, marked: Sequence[str]) -> str:
                    "tier_label": TIER_LABELS[t] if t >= 0 else None, "tier_stability": num(stability),
                    "n_conditions": (int(ds["n_conditions"].sel(algo=a, setting=s).item())
                                     if "n_conditions" in ds else None), "metrics": {}}
+            row.update(_honest_json(ds, {"algo": a, "setting": s}))
             for m in metrics:
                 at = {"algo": a, "setting": s, "metric": m}
                 cell = {k: num(ds[k].sel(at).item()) for k in ("value", "ci_low", "ci_high")}
+                if m == "V" and _has_honest(ds):
+                    cell.update({k: num(ds[k].sel(algo=a, setting=s).item()) for k in ("honest_low", "honest_high")})
                 code = _first(_code(why["value"], **at), _code(why["interval"], **at))
                 if code:
                     cell["reason"] = code
@@ -120,8 +166,8 @@ def aggregate(ds: xr.Dataset, fmt: str, marked: Sequence[str]) -> str:
                 row["tier_reason"] = tier_code
                 used.append(tier_code)
             rows.append(row)
-    return json.dumps({**meta(ds, "aggregate"), "rows": rows, "reasons": reason_sentences(ds, used)},
-                      indent=2) + "\n"
+    return json.dumps({**meta(ds, "aggregate"), "rows": rows, "reasons": reason_sentences(ds, used),
+                       "marks": mark_sentences(ds)}, indent=2) + "\n"
 
 
 # ----------------------------------------------------------------------------------- conditions
@@ -141,18 +187,22 @@ def conditions(ds: xr.Dataset, fmt: str, marked: Sequence[str]) -> str:
             for m in METRICS:
                 code = _first(_code(why["value"], **at(k), metric=m), _code(why["interval"], **at(k), metric=m))
                 rows.append([k[0], k[1], full(k[2]), k[3], m, full(ds[f"{m}_mean"].sel(at(k)).item()),
-                             full(ds[f"{m}_std"].sel(at(k)).item()), n, flag, code])
+                             full(ds[f"{m}_std"].sel(at(k)).item()), n, *_honest_cells(ds, m, at(k)), flag, code])
             t = int(ds["tier"].sel(at(k)).item())
-            rows.append([k[0], k[1], full(k[2]), k[3], "tier", "" if t < 0 else str(t), "", n, flag,
-                         _code(why["tier"], **at(k))])
-        return csv_text(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds", "not_safe",
-                         "reason"], rows)
+            rows.append([k[0], k[1], full(k[2]), k[3], "tier", "" if t < 0 else str(t), "", n,
+                         *_honest_cells(ds, "tier", at(k)), flag, _code(why["tier"], **at(k))])
+        honest = list(HONEST_COLUMNS) if _has_honest(ds) else []
+        return csv_text(["algo", "task", "bound", "setting", "metric", "mean", "std", "n_seeds", *honest,
+                         "not_safe", "reason"], rows)
     rows = []
     for k in keys:
         row = {"algo": k[0], "task": k[1], "bound": k[2], "setting": k[3], "baseline": k[0] in marked,
                "not_safe": k[0] in marked, "n_seeds": int(ds["n_seeds"].sel(at(k)).item()),
                "tier": int(ds["tier"].sel(at(k)).item())}
         reasons = {}
+        if _has_honest(ds):
+            row.update({f"V_{x}": num(ds[x].sel(at(k)).item()) for x in ("honest_low", "honest_high")})
+            row.update(_honest_json(ds, at(k)))
         for m in METRICS:
             for x in ("mean", "std"):
                 row[f"{m}_{x}"] = num(ds[f"{m}_{x}"].sel(at(k)).item())
@@ -166,8 +216,8 @@ def conditions(ds: xr.Dataset, fmt: str, marked: Sequence[str]) -> str:
             row["reason"] = reasons
             used += reasons.values()
         rows.append(row)
-    return json.dumps({**meta(ds, "conditions"), "rows": rows, "reasons": reason_sentences(ds, used)},
-                      indent=2) + "\n"
+    return json.dumps({**meta(ds, "conditions"), "rows": rows, "reasons": reason_sentences(ds, used),
+                       "marks": mark_sentences(ds)}, indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------------- cdf, poi, gap

@@ -19,11 +19,13 @@ never bold. The preamble comment lists the packages each needs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import xarray as xr
 
 from cube.errors import CubeError
+from cube.render.claims import FEW_MARK, claims, conditions_claim_note, few_note, few_seeds, tier_cell
 from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, SETTING, best_label
 
@@ -77,6 +79,27 @@ def cvar_sentence(table: xr.Dataset) -> str:
     return f" {escape(note)}." if note else ""
 
 
+def math_text(text: str) -> str:
+    """Plain text of a note as LaTeX: escaped, 'V ≤ 0.0015' as math, the marks as symbols (pdflatex has no ≤)."""
+    out = re.sub(r"V ≤ ([0-9.eE+-]+)", r"$V \\le \1$", escape(text))
+    return out.replace("→", r"$\to$").replace(FEW_MARK, r"$^\ddagger$")
+
+
+def honest_sentence(table: xr.Dataset, conditions: bool = False) -> str:
+    """' Tier $4\\to$3: ...' for a caption: the tiers that rest on V = 0 observed and the few-seeds mark."""
+    if conditions:
+        parts = [conditions_claim_note(table)]
+    else:
+        parts = [f"{algo_label(a)} ({SETTING[s].label if s in SETTING else s}): {c}" for a, s, c in claims(table)]
+        if parts:
+            level = 100 * float(table.attrs.get("ci", 0.95))
+            parts = [f"Tier t→b: the tier b at V's honest {level:g}% upper bound where tier t rests on V = 0 "
+                     f"observed ({'; '.join(parts)})"]
+    parts.append(few_note(table))
+    parts = [p for p in parts if p]
+    return " " + math_text("; ".join(parts)) + "." if parts else ""
+
+
 def stacked(value: float, lo: float, hi: float, digits: int, bold: bool = False) -> str:
     """A value with its CI under it in script size (one cell of a default-style table)."""
     num = _num(value, digits)
@@ -121,7 +144,7 @@ def _default(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     # Six metrics (CVaR the sixth) and the tier fit \textwidth at \footnotesize, as the conditions table.
     lines = [r"\begin{table*}[t]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
              rf"\caption{{Safety and performance per algorithm and setting. {_caption_words(agg, not_safe)}"
-             rf"{cvar_sentence(agg)}}}",
+             rf"{cvar_sentence(agg)}{honest_sentence(agg)}}}",
              r"\label{tab:saferl_aggregate}",
              rf"\begin{{tabular}}{{ll{'c' * (len(metrics) + 1)}}}", r"\toprule",
              " & ".join([r"\textbf{Algorithm}", "Setting", *[_metric_head(m) for m in metrics], "Tier"]) + r" \\",
@@ -138,9 +161,10 @@ def _default(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
                 cells.append(stacked(float(v["value"]), float(v["ci_low"]), float(v["ci_high"]), digits,
                                      bold=best[(s, m)] == a))
             t = int(agg["tier"].sel(algo=a, setting=s))
-            tier = "n/a" if na(a, s, None) else ("--" if t < 0 else str(t))
+            tier = "n/a" if na(a, s, None) else ("--" if t < 0 else tier_cell(agg, str(t), r"$\to$", algo=a, setting=s))
             name = escape(algo_label(a)) if j == 0 else ""
-            row = [name, SETTING[s].tex if s in SETTING else escape(s), *cells, tier]
+            mark = r"$^\ddagger$" if few_seeds(agg, algo=a, setting=s) else ""
+            row = [name, (SETTING[s].tex if s in SETTING else escape(s)) + mark, *cells, tier]
             lines.append(" & ".join(_grey(row) if a in not_safe else row) + r" \\")
         if i < len(algos) - 1:
             lines.append(r"\midrule")
@@ -208,7 +232,7 @@ def _paper(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     main = [r"\begin{table}[t]", r"\centering", r"\small",
             rf"\caption{{Safety and performance evaluation across algorithms, aggregated over all $(m,d)$ pairs, for "
             rf"the course of all policy iterates (Train) and the final \textit{{greedy}} policy (Final). {words} "
-            r"CIs in Table~\ref{tab:saferl_aggregate_ci}.}",
+            rf"CIs in Table~\ref{{tab:saferl_aggregate_ci}}.{honest_sentence(agg.sel(setting=settings))}}}",
             r"\resizebox{\textwidth}{!}{%", rf"\begin{{tabular}}{{l{'c' * (ncols - 1)}}}", r"\toprule", *head,
             r"\midrule", *_paper_rows(agg, not_safe, digits, na, settings, False),
             r"\bottomrule", r"\end{tabular}}", r"\label{tab:saferl_aggregate}", r"\end{table}"]
@@ -229,7 +253,7 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, un
     metrics = [m for m in METRIC if f"{m}_mean" in ct]
     lines = [r"\begin{table*}[t]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
              rf"\caption{{Per condition: seed mean $\pm$ sample std over seeds; tier from the seed means."
-             rf"{cvar_sentence(ct)}}}",
+             rf"{cvar_sentence(ct)}{honest_sentence(ct, conditions=True)}}}",
              r"\label{tab:saferl_conditions}",
              rf"\begin{{tabular}}{{llr{'c' * (len(metrics) + 1)}}}", r"\toprule",
              " & ".join([r"\textbf{Task}", r"\textbf{Algorithm}", "$d$", *[f"${METRIC[m].tex}$" for m in metrics],
@@ -247,8 +271,10 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, un
                              f"${_num(float(ct[m + '_mean'].sel(at)), digits)} \\pm "
                              f"{_num(float(ct[m + '_std'].sel(at)), digits)}$" for m in metrics]
                     tier = int(ct["tier"].sel(at))
-                    row = ["", escape(algo_label(a)), f"{float(b):g}", *cells,
-                           "n/a" if na(a, t, float(b), s, None) else ("--" if tier < 0 else str(tier))]
+                    mark = r"$^\ddagger$" if few_seeds(ct, **at) else ""
+                    row = ["", escape(algo_label(a)), f"{float(b):g}{mark}", *cells,
+                           "n/a" if na(a, t, float(b), s, None) else
+                           ("--" if tier < 0 else tier_cell(ct, str(tier), r"$\to$", **at))]
                     lines.append(" & ".join(_grey(row) if a in not_safe else row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table*}"]
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """From a cube and a selection to the paper's figures: `FigureMaker` computes what each figure needs
-(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures` and
-`cube.render.aggregate_figures`.
+(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures`,
+`cube.render.aggregate_figures` and `cube.render.profile_front` (run-level profiles, the reward-cost front).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from cube.compute import Progress, StepProgress, step_progress
 from cube.errors import CubeError
 from cube.render.aggregate_figures import aggregate_curve_figure, intervals_figure, poi_figure, poi_pairs
 from cube.render.figures import cdf_figure, curves_figure, hist_figure
+from cube.render.profile_front import front_figure, profile_figure
 from cube.render.style import KINDS, STYLES, algo_colors
 from cube.schema import same_bound
 from cube.stats.curves import hist_panels
@@ -53,6 +54,8 @@ class PlotOptions:
     pairs: tuple[tuple[str, str], ...] | None = None
     cvar_alpha: float = 0.1
     """The alpha of the CVaR panels (`cube.stats.tail`; 0.1 and 0.05 are cached, another one is computed)."""
+    front_cost: str = "Dnorm"
+    """front: the cost axis, a lower-is-better metric of the registry (D_norm, CVaR, ...)."""
 
 
 class FigureMaker:
@@ -159,6 +162,26 @@ class FigureMaker:
 
         return self._cached("poi", compute)
 
+    def profiles(self) -> xr.Dataset:
+        """Run-level performance profiles of every setting (`cube.stats.profiles.performance_profiles`)."""
+        from cube import stats
+
+        return self._cached("profiles", lambda: stats.performance_profiles(self.ss, self.settings, progress=self._tick(
+            f"performance-profile bands (B={self.options.boot})"), **self._kw()))
+
+    def front_setting(self) -> str:
+        """The setting the front figure draws: final greedy where the selection has it, else the last one."""
+        return "final_greedy" if "final_greedy" in self.settings else self.settings[-1]
+
+    def front(self) -> xr.Dataset:
+        """The reward-cost front of `front_setting` (`cube.stats.front.reward_cost_front`)."""
+        from cube import stats
+
+        o = self.options
+        return self._cached("front", lambda: stats.reward_cost_front(
+            self.ss, (self.front_setting(),), cost=o.front_cost, boot=o.boot, rng_seed=o.rng_seed,
+            baseline=o.baseline or "none", progress=self._tick(f"reward-cost front (B={o.boot})")))
+
     def env_steps(self) -> xr.DataArray | None:
         return self._cached("env_steps", lambda: self.cube["env_steps"].load() if "env_steps" in self.cube else None)
 
@@ -227,6 +250,10 @@ class FigureMaker:
             return poi_figure(self.pois(), self.colors, style, base)
         if kind == "aggregate-curve":
             return aggregate_curve_figure(self.learning_curve(), base, self.colors, style, self.empty_note)
+        if kind == "profile":
+            return profile_figure(self.profiles(), self.settings, base, self.colors, style)
+        if kind == "front":
+            return front_figure(self.front(), self.front_setting(), None, base, self.colors, style)
         if kind == "curves":
             tc, mult = self.training(), self.multipliers()
             sel = condition_selection(tc, task, bound)
@@ -246,8 +273,9 @@ class FigureMaker:
 
     def all_figures(self) -> Iterator[tuple[str, Figure]]:
         """(file stem, figure) for the whole set: cdf (x cut at --xmax, default 2), cdf_full (A.1),
-        curves_<task> and hist_<task> per task, intervals, poi (with >= 2 algorithms), aggregate_curve.
-        Figures whose data the selection lacks (no final evaluations, one algorithm) are left out."""
+        curves_<task> and hist_<task> per task, intervals, poi (with >= 2 algorithms), aggregate_curve,
+        profile and front. Figures whose data the selection lacks (no final evaluations, one algorithm) are
+        left out."""
         xmax = self.options.xmax if self.options.xmax is not None else 2.0
         yield "cdf", self.figure("cdf", xmax=xmax)
         yield "cdf_full", self.figure("cdf", xmax=None)
@@ -260,6 +288,8 @@ class FigureMaker:
         if self.ss.sizes["algo"] > 1:
             yield "poi", self.figure("poi")
         yield "aggregate_curve", self.figure("aggregate-curve")
+        yield "profile", self.figure("profile")
+        yield "front", self.figure("front")
 
 
 def condition_selection(ds: xr.Dataset | xr.DataArray, task: str | None, bound: float | None) -> dict[str, list]:

@@ -55,8 +55,8 @@ def _rows(df: pd.DataFrame, goal: str, digits: int, conditions: dict[tuple[str, 
 
 def _notes(df: pd.DataFrame) -> list[str]:
     notes = []
-    if (df["reason"] == "few-seeds").any():
-        notes.append("–: a condition has fewer than 2 seeds: nothing to resample")
+    if (df["reason"] == "one-seed").any():
+        notes.append("–: a condition has only 1 seed: nothing to resample")
     if (df["reason"] == "no-episodes").any():
         notes.append("n/a: no selected run holds this metric here")
     if df["more_than"].notna().any():

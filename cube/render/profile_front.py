@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from cube.render.canvas import legend, mark_synthetic, new_figure, note_empty, order_algos
 from cube.render.style import (
     REFERENCE_COLOR,
     TIER_GUIDE_LABELS,
     TIER_GUIDES,
-    WIDTH,
+    UNITS,
     algo_colors,
     algo_label,
     focus_limits,
@@ -29,7 +30,9 @@ from cube.render.style import (
     setting_label,
     styled,
     task_label,
+    tex_symbol,
 )
+from cube.stats.runs import cvar_alpha
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -42,33 +45,9 @@ BOUND_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _figure(style: str, panels: tuple[int, int], height: float) -> tuple[Figure, np.ndarray]:
-    from matplotlib.figure import Figure
-
-    width = WIDTH[style][1 if panels[1] > 1 else 0]
-    fig = Figure(figsize=(width, height * panels[0]), layout="constrained")
-    fig.saferl_style = style  # read by cube.render.figures.save_figure
+    """A figure of rows x columns panels, each `height` inches high (`cube.render.canvas.new_figure`)."""
+    fig = new_figure(style, "double" if panels[1] > 1 else "single", height * panels[0])
     return fig, fig.subplots(*panels, squeeze=False)
-
-
-def _synthetic(fig: Figure, ds: xr.Dataset) -> None:
-    if ds.attrs.get("synthetic"):
-        fig.text(0.5, 0.5, "SYNTHETIC", fontsize=30 if fig.saferl_style == "paper" else 48, color="#D00000",
-                 alpha=0.13, rotation=20, ha="center", va="center", fontweight="bold", zorder=10, gid="synthetic")
-
-
-def _ordered(algos: Sequence, baseline: str | None) -> list[str]:
-    algos = [str(a) for a in algos]
-    return [a for a in algos if a != baseline] + [a for a in algos if a == baseline]
-
-
-def _algo_legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], baseline: str | None,
-                 extra: Sequence = (), where: str = "upper") -> None:
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
-    handles += [h for h, _ in extra]
-    labels = [algo_label(a) for a in algos] + [label for _, label in extra]
-    fig.legend(handles, labels, loc=f"outside {where} center", ncols=min(len(labels), 6), handlelength=1.6)
 
 
 # ------------------------------------------------------------------------------------------ profiles
@@ -79,7 +58,7 @@ def profile_figure(profiles: xr.Dataset, settings: Sequence[str] | None = None, 
     (linear near 0, logarithmic in the far tail an unconstrained baseline reaches)."""
     settings = [str(s) for s in (settings or profiles["setting"].values)]
     metrics = [str(m) for m in profiles["metric"].values]
-    algos = _ordered(profiles["algo"].values, baseline)
+    algos = order_algos(profiles["algo"].values, baseline)
     colors = colors or algo_colors(algos, baseline)
     direction = profiles.attrs.get("direction", {})
     with styled(style):
@@ -97,15 +76,15 @@ def profile_figure(profiles: xr.Dataset, settings: Sequence[str] | None = None, 
                 _tau_axis(ax, np.nanmin(tau), np.nanmax(tau))
                 ax.set_ylim(0.0, 1.02)
                 sign = "≥" if direction.get(m) == ">=" else "≤"
-                ax.set_xlabel(f"τ: {metric_axis_label(m)}")
+                unit = UNITS.get(m)
+                symbol = tex_symbol(m, cvar_alpha(profiles) if m == "CVaR" else None)
+                ax.set_xlabel(f"τ: {symbol}" + (f"\n({unit})" if unit else ""))
                 ax.set_title(f"{setting_label(s)}: runs with X {sign} τ" if c == 0 else setting_label(s))
                 if c == 0:
                     ax.set_ylabel("fraction of runs")
-                if not np.isfinite(profiles["fraction"].sel(setting=s, metric=m).values).any():
-                    ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center",
-                            style="italic", color=REFERENCE_COLOR, gid="not-available")
-        _algo_legend(fig, algos, colors, baseline)
-        _synthetic(fig, profiles)
+                note_empty(ax, [profiles["fraction"].sel(setting=s, metric=m).values], "no runs")
+        legend(fig, algos, colors, baseline=baseline)
+        mark_synthetic(fig, bool(profiles.attrs.get("synthetic")))
     return fig
 
 
@@ -147,7 +126,7 @@ def front_figure(front: xr.Dataset, setting: str | None = None, tasks: Sequence[
     setting = str(setting or front["setting"].values[0])
     one = front.sel(setting=setting)
     tasks = [str(t) for t in (tasks or one["task"].values)]
-    algos = _ordered(one["algo"].values, baseline)
+    algos = order_algos(one["algo"].values, baseline)
     colors = colors or algo_colors(algos, baseline)
     bounds = [float(b) for b in one["bound"].values]
     cols = min(len(tasks), 2 if style == "paper" else 3)
@@ -161,7 +140,8 @@ def front_figure(front: xr.Dataset, setting: str | None = None, tasks: Sequence[
             _front_panel(ax, one.sel(task=tasks[i]), tasks[i], algos, bounds, colors, baseline)
         cost = front.attrs.get("cost", "Dnorm")
         for ax in axes[-1]:
-            ax.set_xlabel(metric_axis_label(cost) + " (lower is better)")
+            alpha = cvar_alpha(front) if cost == "CVaR" else None
+            ax.set_xlabel(metric_axis_label(cost, alpha=alpha) + " (lower is better)")
         for ax in axes[:, 0]:
             ax.set_ylabel(metric_axis_label(front.attrs.get("reward", "R")) + " (higher is better)")
         from matplotlib.lines import Line2D
@@ -169,9 +149,9 @@ def front_figure(front: xr.Dataset, setting: str | None = None, tasks: Sequence[
         extra = [(Line2D([], [], color=REFERENCE_COLOR, marker=BOUND_MARKERS[j % len(BOUND_MARKERS)], ls="none"),
                   f"d = {b:g}") for j, b in enumerate(bounds)]
         extra.append((Line2D([], [], color=REFERENCE_COLOR, lw=1.0), "front (filled: on it; number: P(front))"))
-        _algo_legend(fig, algos, colors, baseline, extra, where="lower")
+        legend(fig, algos, colors, extra, baseline, where="lower")
         fig.suptitle(f"Reward-cost front across bounds: {setting_label(setting)}", fontsize="medium")
-        _synthetic(fig, front)
+        mark_synthetic(fig, bool(front.attrs.get("synthetic")))
     return fig
 
 

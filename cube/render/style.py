@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
-KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve")
+KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "profile", "front")
 STYLES = ("paper", "screen")
 FORMATS = ("pdf", "png", "svg")
 INSTALL_HINT = "matplotlib is not installed; pip install 'saferl[plot]'"

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cube.render.claims import FEW_MARK, claim_notes, conditions_claim_note, few_note, few_seeds, tier_cell
 from cube.render.style import table_cvar_note
 from cube.stats.metrics import METRIC, SETTING, TIER_LABELS, best_label
 
@@ -47,7 +48,8 @@ def fit(build: Callable[[str], Table], width: int | None, layouts: Sequence[str]
     return table
 
 
-def _table(title: str, caption: str, narrow: bool) -> Table:
+def styled_table(title: str, caption: str, narrow: bool) -> Table:
+    """An empty table in the look of every report table (heavy head; simple and tight when `narrow`)."""
     return Table(title=title, caption=caption or None, title_justify="left", caption_justify="left",
                  header_style="bold", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
                  padding=(0, 1), collapse_padding=narrow, pad_edge=not narrow)
@@ -107,10 +109,13 @@ def aggregate(agg: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
              f"(B={agg.attrs.get('boot', '?')}); bold = best; lower is better except "
              f"{', '.join(METRIC[m].label for m in METRIC if METRIC[m].higher_is_better)}")
 
+    honest = "\n".join(x for x in (*claim_notes(agg), few_note(agg)) if x)
+
     def build(layout: str) -> Table:
         narrow = layout != "beside"
         shown = _shown(metrics, layout)
-        table = _table(title, _caption(layout, not_safe, note, "CIs", not ci, agg), narrow)
+        caption = "\n".join(x for x in (_caption(layout, not_safe, note, "CIs", not ci, agg), honest) if x)
+        table = styled_table(title, caption, narrow)
         table.add_column("Algorithm", no_wrap=True)
         table.add_column("Setting", no_wrap=True)
         for m in shown:  # values only: the bare labels (the title says IQM), so six metrics fit 80 columns
@@ -134,9 +139,10 @@ def aggregate(agg: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
                         text.append(f"\n[{lo}, {hi}]", style="dim")
                     cells.append(text)
                 t = int(agg["tier"].sel(algo=a, setting=s))
-                tier = na_text if na(a, s, None) else ("–" if t < 0 else
-                                                      (str(t) if narrow else f"{t} {TIER_LABELS[t]}"))
-                setting = label(SETTING[s].short if s in SETTING else s)
+                tier = na_text if na(a, s, None) else ("–" if t < 0 else tier_cell(
+                    agg, str(t) if narrow else f"{t} {TIER_LABELS[t]}", "→" if narrow else " → ", algo=a, setting=s))
+                mark = FEW_MARK if few_seeds(agg, algo=a, setting=s) else ""
+                setting = label((SETTING[s].short if s in SETTING else s) + mark)
                 table.add_row(marked_name(a, not_safe) if si == 0 else "", setting,
                               *cells, tier, style="grey50" if a in not_safe else None,
                               end_section=si == len(settings) - 1 and ai < len(algos) - 1)
@@ -160,12 +166,15 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
     seeds = sorted({int(v) for v in ct["n_seeds"].values.ravel()})
     seeds_note = f"seeds per condition: {seeds[0]}" + (f"-{seeds[-1]}" if len(seeds) > 1 else "") if seeds else ""
 
+    honest = "\n".join(x for x in (conditions_claim_note(ct), few_note(ct)) if x)
+
     def build(layout: str) -> Table:
         narrow = layout != "beside"
         with_seeds = layout not in VALUES_ONLY
         shown = _shown(metrics, layout)
         extra = "; ".join(x for x in (note, "" if with_seeds else seeds_note) if x)
-        table = _table(title, _caption(layout, not_safe, extra, "± std", not ci, ct), narrow)
+        caption = "\n".join(x for x in (_caption(layout, not_safe, extra, "± std", not ci, ct), honest) if x)
+        table = styled_table(title, caption, narrow)
         for head in ("Algorithm", "Task", "d", "Setting"):
             table.add_column(head, no_wrap=True, justify="right" if head == "d" else "left")
         for m in shown:
@@ -191,10 +200,11 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
             tier = int(ct["tier"].sel(at))
             first = (a, t, b) != previous
             previous = (a, t, b)
-            n_seeds = [str(int(ct["n_seeds"].sel(at)))] if with_seeds else []
+            mark = FEW_MARK if few_seeds(ct, **at) else ""
+            n_seeds = [str(int(ct["n_seeds"].sel(at))) + mark] if with_seeds else []
             table.add_row(marked_name(a, not_safe) if first else "", label(t) if first else "",
                           f"{b:g}" if first else "", label(SETTING[s].short if s in SETTING else s), *cells, *n_seeds,
-                          na_text if na(a, t, b, s, None) else ("–" if tier < 0 else str(tier)),
+                          na_text if na(a, t, b, s, None) else ("–" if tier < 0 else tier_cell(ct, str(tier), **at)),
                           style="grey50" if a in not_safe else None)
         return table
 

@@ -27,12 +27,13 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.render import data, latex, terminal
+from cube.render import beyond, data, latex, terminal
+from cube.render.claims import FEW_MARK, claim_notes, conditions_claim_note, few_note, few_seeds, tier_cell
 from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, METRICS, SETTING, best_label, directions
 from cube.stats.reasons import reason_codes
 
-KINDS = ("aggregate", "conditions", "cdf", "poi", "gap")
+KINDS = ("aggregate", "conditions", "cdf", "poi", "gap", "profile", "front")
 FORMATS = ("table", "csv", "json", "markdown", "latex")
 CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
 SYNTHETIC_MARK = {"markdown": "> SYNTHETIC DEMO DATA, not training results\n\n",
@@ -113,8 +114,15 @@ def _na_note(ds: xr.Dataset, kind: str = "aggregate") -> str:
 
 
 def _notes(ds: xr.Dataset, kind: str) -> str:
-    """The notes under a table: why numbers are missing (`_na_note`), and what its CVaR column is."""
-    return "; ".join(p for p in (_na_note(ds, kind), table_cvar_note(ds)) if p)
+    """The notes under a table: why numbers are missing (`_na_note`), what its CVaR column is, and the tiers
+    that rest on V = 0 observed and the few-seeds mark (`cube.render.claims`)."""
+    honest: list[str] = []
+    if kind == "aggregate":
+        honest = [*claim_notes(ds), few_note(ds)]
+    elif kind == "conditions":
+        honest = [conditions_claim_note(ds), few_note(ds)]
+    first = "; ".join(p for p in (_na_note(ds, kind), table_cvar_note(ds)) if p)
+    return "\n\n".join(p for p in (first, *honest) if p)
 
 
 def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
@@ -134,7 +142,8 @@ def _tier_md(ds: xr.Dataset, a: str, s: str) -> str:
     if _unavailable(ds, algo=a, setting=s):
         return NOT_AVAILABLE
     t, p = int(ds["tier"].sel(algo=a, setting=s).item()), _stability(ds, a, s)
-    return _tier_text(t) if t < 0 or math.isnan(p) else f"{t} ({100 * p:.0f}%)"
+    text = _tier_text(t) if t < 0 or math.isnan(p) else f"{t} ({100 * p:.0f}%)"
+    return tier_cell(ds, text, " →", algo=a, setting=s) + (FEW_MARK if few_seeds(ds, algo=a, setting=s) else "")
 
 
 def _aggregate(ds: xr.Dataset, fmt: str, opt: Options) -> str:
@@ -199,8 +208,11 @@ def _conditions(ds: xr.Dataset, fmt: str, opt: Options) -> str:
         vals = [NOT_AVAILABLE if na(k, m) else
                 f"{_fmt(cell(k, m + '_mean'), digits)} ± {_fmt(cell(k, m + '_std'), digits)}" for m in METRICS]
         name = f"*{k[0]} {terminal.NOT_SAFE_MARK}*" if k[0] in marked else k[0]
+        at = {"algo": k[0], "task": k[1], "bound": k[2], "setting": k[3]}
+        tier = _tier_text(int(cell(k, "tier")))
         rows.append([name, k[1], f"{k[2]:g}", _slabel(k[3]), *vals,
-                     str(int(cell(k, "n_seeds"))), NOT_AVAILABLE if na(k) else _tier_text(int(cell(k, "tier")))])
+                     str(int(cell(k, "n_seeds"))) + (FEW_MARK if few_seeds(ds, **at) else ""),
+                     NOT_AVAILABLE if na(k) else tier_cell(ds, tier, **at) if tier != "–" else tier])
     note = f"\n{terminal.NOT_SAFE_NOTE}\n" if marked else ""
     return _markdown(["Algorithm", "Task", "d", "Setting", *METRICS, "Seeds", "Tier"], rows) + note
 
@@ -318,6 +330,10 @@ def _options(obj: xr.Dataset, kind: str, fmt: str, baseline: str | None, digits:
 
 
 def _dispatch(obj: xr.Dataset, kind: str, fmt: str, opt: Options):
+    if kind == "profile":
+        return beyond.profile(obj, fmt, opt.marked, opt.digits, opt.width, opt.ci)
+    if kind == "front":
+        return beyond.front(obj, fmt, opt.marked, opt.digits, opt.width)
     if fmt in data.FORMATS:
         return data.RENDER[kind](obj, fmt, opt.marked)
     render_kind = {"aggregate": _aggregate, "conditions": _conditions, "poi": _poi, "gap": _gap, "cdf": _cdf}
@@ -348,7 +364,7 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
     if fmt == "latex":
         text = latex.preamble(style) + text
     # CSV and JSON say it in their cells (and `cvar_alpha`); LaTeX says what CVaR is in its captions
-    note = {"markdown": _notes(obj, kind), "latex": _na_note(obj, kind)}.get(fmt, "")
+    note = _notes(obj, kind) if fmt == "markdown" else _na_note(obj, kind) if fmt == "latex" else ""
     if note:
         text += {"markdown": "\n", "latex": "% "}[fmt] + note + "\n"
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:

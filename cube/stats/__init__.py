@@ -12,14 +12,17 @@ Everything exported here is defined in one of these modules and re-exported unch
 * `cube.stats.compare`   probability of improvement, greedy-expl gap;
 * `cube.stats.bootstrap` the one interval-estimate engine (stratified bootstrap over seeds, percentile CIs);
 * `cube.stats.learning_curves` aggregate learning curves (IQM over conditions per iterate, bootstrap band);
+* `cube.stats.honest`    intervals of V honest at 0 and the tier claims at their bound (`honest_tables`, `with_honest`);
+* `cube.stats.profiles`  run-level performance profiles (`performance_profiles`);
+* `cube.stats.front`     the reward-cost front across bounds (`reward_cost_front`);
+* `cube.stats.planning`  how many seeds (`plan_seeds`, `plan_poi`, `plan_footer`);
+* `cube.stats.reasons`   why a number is missing (`REASONS`) and what a mark says (`MARKS`);
 * `cube.stats.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
 
 Below the facade: `suffvars` (the names of the sufficient statistics), `kernel` and `fused` (the numpy and
 compiled kernels), `cache`, `curves` (per-condition curves and histograms), `reasons` (why a number is
-missing), `reference` (a cube's tables beside published numbers), and the statistics beyond the paper's
-point estimates, imported from their modules: `honest` (intervals of V honest at 0, tier claims), `profiles`
-(run-level performance profiles), `front` (the reward-cost front), `planning` (how many seeds), `coverage`
-(their simulation) and `packing` (per-run values by condition, which they share).
+missing), `reference` (a cube's tables beside published numbers), `coverage` (the simulation of the honest
+intervals) and `packing` (per-run values by condition, which the statistics beyond the paper share).
 
 Definitions and the choices the paper leaves open: docs/statistics.md.
 """
@@ -35,6 +38,8 @@ from cube.stats.bootstrap import (
     stratified_bootstrap_weights,
 )
 from cube.stats.compare import greedy_expl_gap, probability_of_improvement
+from cube.stats.front import front_counts_frame, front_frame, reward_cost_front
+from cube.stats.honest import FEW_SEEDS, ICC_FLOOR, HonestTables, honest_frame, honest_tables, with_honest
 from cube.stats.learning_curves import aggregate_learning_curve
 from cube.stats.metrics import (
     HIGHER_IS_BETTER,
@@ -47,6 +52,9 @@ from cube.stats.metrics import (
     not_safe,
     tier,
 )
+from cube.stats.planning import plan_footer, plan_frame, plan_poi, plan_seeds
+from cube.stats.profiles import performance_profiles, profile_frame, profile_metrics
+from cube.stats.reasons import MARKS, REASONS
 from cube.stats.runs import (
     available_settings,
     cvar_alpha,
@@ -72,4 +80,8 @@ __all__ = [
     "HIGHER_IS_BETTER", "SaferlAccessor", "bootstrap_rng", "some_labels", "Selection", "Progress",
     "means_only_runs", "aggregate_learning_curve", "not_safe", "PAPER_METRICS", "with_cvar_alpha", "cvar_alpha",
     "CVAR_ALPHAS", "DEFAULT_CVAR_ALPHA", "check_alpha",
+    "honest_tables", "HonestTables", "honest_frame", "with_honest", "FEW_SEEDS", "ICC_FLOOR",
+    "performance_profiles", "profile_frame", "profile_metrics",
+    "reward_cost_front", "front_frame", "front_counts_frame",
+    "plan_seeds", "plan_poi", "plan_frame", "plan_footer", "REASONS", "MARKS",
 ]

@@ -9,7 +9,11 @@ import xarray as xr
 
 from cube.selection import Selection
 from cube.stats.compare import greedy_expl_gap, probability_of_improvement
+from cube.stats.front import reward_cost_front
+from cube.stats.honest import HonestTables, honest_tables
 from cube.stats.learning_curves import aggregate_learning_curve
+from cube.stats.planning import plan_poi, plan_seeds
+from cube.stats.profiles import performance_profiles
 from cube.stats.runs import iterate_metrics, run_metrics
 from cube.stats.subset import select
 from cube.stats.suffstats import load_suffstats
@@ -27,7 +31,8 @@ class SaferlAccessor:
     state (`cube.store.read.load_consistent`), the way to read episodes while writers write.
     ds.saferl.suffstats, .select(Selection), .run_metrics(setting), .iterate_metrics(mode),
     .conditions(settings), .aggregate(settings, boot=..), .cdf(settings, boot=..), .poi(x, y, setting),
-    .gap(boot=..): each returns the xarray object of the `cube.stats` function of the same meaning.
+    .gap(boot=..), .honest(settings), .profiles(settings), .front(settings), .plan(settings),
+    .plan_poi(x, y): each returns the xarray object of the `cube.stats` function of the same meaning.
     """
 
     def __init__(self, ds: xr.Dataset) -> None:
@@ -76,3 +81,23 @@ class SaferlAccessor:
     def learning_curve(self, **kwargs) -> xr.Dataset:
         """`cube.stats.learning_curves.aggregate_learning_curve` of this cube (kwargs: metrics, boot, by, ...)."""
         return aggregate_learning_curve(self.suffstats, **kwargs)
+
+    def honest(self, settings=None, **kwargs) -> HonestTables:
+        """`cube.stats.honest.honest_tables`: honest intervals of V, the tier at their bound and its claim."""
+        return honest_tables(self.suffstats, settings, **kwargs)
+
+    def profiles(self, settings=None, **kwargs) -> xr.Dataset:
+        """`cube.stats.profiles.performance_profiles`: run-level profiles with bootstrap bands."""
+        return performance_profiles(self.suffstats, settings, **kwargs)
+
+    def front(self, settings=None, **kwargs) -> xr.Dataset:
+        """`cube.stats.front.reward_cost_front`: the reward-cost front across bounds per task, P(front)."""
+        return reward_cost_front(self.suffstats, settings, **kwargs)
+
+    def plan(self, settings=None, **kwargs) -> xr.Dataset:
+        """`cube.stats.planning.plan_seeds`: seeds per condition for a CI half-width of each IQM."""
+        return plan_seeds(self.suffstats, settings, **kwargs)
+
+    def plan_poi(self, x: str, y: str, settings=None, **kwargs) -> xr.Dataset:
+        """`cube.stats.planning.plan_poi`: seeds for P(X improves on Y) to exclude 0.5 with a power."""
+        return plan_poi(self.suffstats, x, y, settings, **kwargs)

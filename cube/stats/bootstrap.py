@@ -5,7 +5,7 @@ first k[p] rows of stratum p are its runs (`strata`). A replicate draws, within 
 independently, k[p] seeds with replacement (seed floor(u * k[p]) for u ~ U[0, 1)); it is represented by
 the draw counts w (P, Kmax), so a statistic linear in the runs is one matmul per batch of replicates.
 `interval` runs that skeleton for any statistic of one or more independent samples (the aggregate IQM,
-the CDF band, the probability of improvement, the greedy-expl gap): the few-seeds check, batches of
+the CDF band, the probability of improvement, the greedy-expl gap): the one-seed check, batches of
 replicates, the percentile interval. Point estimates and the table layouts live in `cube.stats.tables` and
 `cube.stats.compare`.
 
@@ -27,7 +27,7 @@ from cube.stats.metrics import iqm
 
 __all__ = [
     "BATCH", "StatsWarning", "bootstrap_rng", "check_boot", "strata", "stratified_bootstrap_weights",
-    "stratified_bootstrap_means", "weighted_means", "replicates", "percentile_ci", "few_seeds", "interval",
+    "stratified_bootstrap_means", "weighted_means", "replicates", "percentile_ci", "one_seed", "interval",
     "iqm_interval",
 ]
 
@@ -118,7 +118,7 @@ def percentile_ci(reps: np.ndarray, ci: float, skip_nan: bool = False) -> tuple[
     return lo, hi
 
 
-def few_seeds(k: np.ndarray, what: str) -> bool:
+def one_seed(k: np.ndarray, what: str) -> bool:
     """True (and a one-line StatsWarning) when some condition has fewer than 2 seeds: CI is NaN then."""
     if np.all(k >= 2):
         return False
@@ -133,7 +133,7 @@ def interval(samples: Sequence[Sample], boot: int, rng: np.random.Generator, ci:
     """The stratified-bootstrap percentile interval of `statistic` (see `replicates`): (ci_low, ci_high,
     replicates), or None (with a StatsWarning naming `what`) when a stratum has fewer than 2 seeds in
     any sample: a CI from one seed would pretend certainty."""
-    if few_seeds(np.minimum.reduce([np.asarray(k) for k, _ in samples]), what):
+    if one_seed(np.minimum.reduce([np.asarray(k) for k, _ in samples]), what):
         return None
     reps = replicates(samples, boot, rng, statistic)
     lo, hi = percentile_ci(reps, ci)

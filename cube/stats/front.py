@@ -22,7 +22,7 @@ import xarray as xr
 
 from cube.compute import Progress
 from cube.errors import CubeError
-from cube.stats.bootstrap import bootstrap_rng, check_boot, few_seeds, replicates, strata, weighted_means
+from cube.stats.bootstrap import bootstrap_rng, check_boot, one_seed, replicates, strata, weighted_means
 from cube.stats.metrics import METRIC, not_safe
 from cube.stats.packing import condition_values
 from cube.stats.runs import run_metrics, settings_arg
@@ -53,7 +53,7 @@ def _task_front(values: np.ndarray, valid: np.ndarray, boot: int, rng: np.random
         return on, prob, None
     means = packed.sum(1) / k[:, None]
     on[keep] = non_dominated(means[:, 0], means[:, 1])
-    if few_seeds(k, what):
+    if one_seed(k, what):
         return on, prob, None
     reps = replicates([(k, packed.shape[1])], boot, rng, lambda w: weighted_means(w / k[None, :, None], packed))
     member = np.zeros((boot, q), dtype=bool)
@@ -142,12 +142,12 @@ def _frame(ds: xr.Dataset, columns: Sequence[str]) -> pd.DataFrame:
 def front_frame(front: xr.Dataset) -> pd.DataFrame:
     """A long, CSV-ready table of the points (FRONT_COLUMNS, with the reward and cost metrics in columns
     `reward_metric`, `cost_metric`) and a last `reason` (`cube.stats.reasons.REASONS` code): no-episodes
-    where the (algorithm, bound) has no run, few-seeds where P(front) is missing; points without runs are
+    where the (algorithm, bound) has no run, one-seed where P(front) is missing; points without runs are
     kept so every (algorithm, bound) of the selection has a row."""
     df = _frame(front, FRONT_COLUMNS)
     df.insert(4, "reward_metric", front.attrs.get("reward", "R"))
     df.insert(5, "cost_metric", front.attrs.get("cost", "Dnorm"))
-    df["reason"] = np.where(df["n_seeds"] == 0, "no-episodes", np.where(df["p_front"].isna(), "few-seeds", ""))
+    df["reason"] = np.where(df["n_seeds"] == 0, "no-episodes", np.where(df["p_front"].isna(), "one-seed", ""))
     return df
 
 

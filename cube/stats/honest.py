@@ -41,12 +41,13 @@ from cube.errors import CubeError
 from cube.stats.bootstrap import bootstrap_rng, check_boot, percentile_ci, replicates, strata, weighted_means
 from cube.stats.metrics import METRICS, TIER_TOL, iqm, tier
 from cube.stats.packing import condition_values, run_episodes, unpack
+from cube.stats.reasons import FEW_SEEDS
 from cube.stats.runs import run_metrics, settings_arg
 
 __all__ = [
     "ICC_FLOOR", "FEW_SEEDS", "cluster_interval", "clopper_pearson", "honest_bounds", "iqm_level",
     "honest_iqm_bounds", "tier_at_bound", "tier_claims", "round_up", "HonestTables", "honest_tables",
-    "honest_frame",
+    "honest_frame", "with_honest", "HONEST_VARS",
 ]
 
 ICC_FLOOR = 0.05
@@ -54,8 +55,6 @@ ICC_FLOOR = 0.05
 episodes. The paper's own runs show a median of 0.04 at the final greedy policy (from its per-condition
 seed std, 30 seeds x 100 episodes); Beta(p, concentration 10) seeds, the coverage bench's heterogeneous
 case, have 1/11."""
-FEW_SEEDS = 5
-"""Conditions with fewer seeds are marked few-seeds: the honest interval's coverage was shown from 5 up."""
 
 
 # ------------------------------------------------------------------------------------------ kernels
@@ -313,12 +312,30 @@ def honest_frame(table: xr.Dataset) -> pd.DataFrame:
     """A long, CSV-ready table of `honest_tables` output (either part): one row per algo x setting (or
     algo x task x bound x setting), the columns AGGREGATE_COLUMNS / CONDITION_COLUMNS and a last `reason`:
     the code (`cube.stats.reasons.REASONS`) of the row's first missing number: no-episodes (no V: no run
-    holds episodes here, or they hold only means), few-seeds (V stands, a condition has fewer than 2
-    seeds: no interval); `few_seeds` marks rows whose intervals stand on fewer than FEW_SEEDS seeds."""
+    holds episodes here, or they hold only means), one-seed (V stands, a condition has 1 seed: no
+    interval); `few_seeds` marks rows whose intervals stand on fewer than FEW_SEEDS seeds (the
+    `few-seeds` mark of `cube.stats.reasons.MARKS`)."""
     columns = CONDITION_COLUMNS if "task" in table.dims else AGGREGATE_COLUMNS
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         df = table[[c for c in columns if c in table.data_vars]].to_dataframe().reset_index()
     df = df[list(columns)]
-    df["reason"] = np.where(df["V"].isna(), "no-episodes", np.where(df["honest_high"].isna(), "few-seeds", ""))
+    df["reason"] = np.where(df["V"].isna(), "no-episodes", np.where(df["honest_high"].isna(), "one-seed", ""))
     return df
+
+
+HONEST_VARS = ("honest_low", "honest_high", "tier_at_bound", "rests_on_zero", "claim", "few_seeds")
+"""What `with_honest` adds to a table (aggregate: also `min_seeds`; conditions: also `n_eff`)."""
+
+
+def with_honest(table: xr.Dataset, honest: xr.Dataset) -> xr.Dataset:
+    """`table` (`stats.aggregate_table`, dims (algo, setting, metric), or `stats.condition_table`, dims (algo,
+    task, bound, setting)) with the matching part of `honest_tables` beside it: HONEST_VARS (the honest
+    interval of V, the tier at its upper bound, whether the tier rests on V = 0 observed, the claim, the
+    few-seeds mark) over the table's dims without `metric`. The paper's CI and tier stay as they are."""
+    extra = [*HONEST_VARS, "min_seeds" if "min_seeds" in honest else "n_eff"]
+    part = honest[[v for v in extra if v in honest]]
+    at = {d: table[d].values for d in part.dims}
+    part = part.sel(at)
+    return table.assign({v: part[v].drop_vars([c for c in part[v].coords if c not in part[v].dims])
+                         .assign_coords({d: table[d] for d in part[v].dims}) for v in part.data_vars})

@@ -258,7 +258,7 @@ def plan_frame(seeds: xr.Dataset, poi: xr.Dataset | None = None) -> pd.DataFrame
     "poi", algo "X>Y": value = PoI now, current = power now, target = the power asked, projected = the power
     at seeds_needed; seeds_now empty). seeds_needed is empty where the target is not met within
     max_seeds; more_than then holds max_seeds. A last `reason` (`cube.stats.reasons.REASONS` code):
-    no-episodes where there is no value, few-seeds where a condition has fewer than 2 seeds (no projection)."""
+    no-episodes where there is no value, one-seed where a condition has 1 seed (no projection)."""
     rows = []
     for (a, s, m), one in _cells(seeds, ("algo", "setting", "metric")):
         rows.append(("halfwidth", a, s, m, one["value"], one["seeds_now"], one["halfwidth_now"],
@@ -273,7 +273,7 @@ def plan_frame(seeds: xr.Dataset, poi: xr.Dataset | None = None) -> pd.DataFrame
     met = df["seeds_needed"] >= 0
     df["more_than"] = np.where(met | df["current"].isna(), np.nan, df["more_than"])
     df["seeds_needed"] = df["seeds_needed"].where(met)
-    df["reason"] = np.where(df["value"].isna(), "no-episodes", np.where(df["current"].isna(), "few-seeds", ""))
+    df["reason"] = np.where(df["value"].isna(), "no-episodes", np.where(df["current"].isna(), "one-seed", ""))
     return df
 
 

@@ -29,13 +29,21 @@ from cube.stats.metrics import METRIC, METRICS, check_metrics
 from cube.stats.packing import condition_values
 from cube.stats.runs import run_metrics, settings_arg
 
-__all__ = ["NOT_COMPARABLE", "profile_metrics", "default_tau", "profile_fraction", "performance_profiles",
-           "profile_frame"]
+__all__ = ["NOT_COMPARABLE", "PROFILE_POINTS", "profile_metrics", "profile_points", "default_tau",
+           "profile_fraction", "performance_profiles", "profile_frame"]
 
 NOT_COMPARABLE = frozenset({"C"})
 """Cost-like metrics in task units (C̄: episodic cost), not comparable across tasks and bounds: no
 profile by default."""
 N_TAU = 101
+PROFILE_POINTS: dict[str, tuple[float, ...]] = {"V": (0.0, 0.1, 0.5), "Dnorm": (0.0,), "Dplus": (0.1,), "CVaR": (0.0,)}
+"""Thresholds each default grid holds exactly, so tables can read the profile there: the tier criteria
+(V = 0, V <= 0.1, V <= 0.5, D_norm <= 0, D_norm+ <= 0.1; Table 1) and a worst tail within the bound."""
+
+
+def profile_points(metric: str) -> tuple[float, ...]:
+    """The thresholds a table shows of `metric`'s profile (PROFILE_POINTS; 0 for a metric not listed)."""
+    return PROFILE_POINTS.get(metric, (0.0,))
 
 
 def profile_metrics() -> tuple[str, ...]:
@@ -50,7 +58,8 @@ def default_tau(values: np.ndarray, metric: str, n_points: int = N_TAU) -> np.nd
     V: n_points evenly on [0, 1]. Others (deviations in units of the bound, like the CDF's kappa):
     n_points evenly from min(values, 0) to min(max(values, 0), 3), then 25 geometric steps on to the
     largest value when it is beyond 3, so the resolution stays where safe runs are and the unconstrained
-    baseline's far tail still ends at 1."""
+    baseline's far tail still ends at 1. The grid point nearest each of `profile_points(metric)` inside the
+    even part is that threshold exactly (it moves less than half a step: the grid stays increasing)."""
     if metric == "V":
         return np.linspace(0.0, 1.0, n_points)
     v = np.asarray(values, dtype=np.float64)
@@ -59,6 +68,9 @@ def default_tau(values: np.ndarray, metric: str, n_points: int = N_TAU) -> np.nd
     if hi - lo <= 0:
         hi = lo + 1.0
     grid = np.linspace(lo, min(hi, max(3.0, lo + 1.0)), n_points)
+    for t in profile_points(metric):
+        if grid[0] <= t <= grid[-1]:
+            grid[int(np.argmin(np.abs(grid - t)))] = t
     if hi > grid[-1]:
         grid = np.concatenate([grid, np.geomspace(grid[-1], hi, 26)[1:]])
     return grid
@@ -157,10 +169,10 @@ PROFILE_COLUMNS = ("algo", "setting", "metric", "tau", "fraction", "ci_low", "ci
 def profile_frame(profiles: xr.Dataset) -> pd.DataFrame:
     """A long, CSV-ready table of `performance_profiles`: PROFILE_COLUMNS and a last `reason` (the code of
     `cube.stats.reasons.REASONS` of the row's first missing number: no-episodes where the algorithm has no
-    run with the metric, few-seeds where the fraction stands without a band). Grid padding is dropped."""
+    run with the metric, one-seed where the fraction stands without a band). Grid padding is dropped."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         df = profiles[["fraction", "ci_low", "ci_high", "tau", "n_runs"]].to_dataframe().reset_index()
     df = df[df["tau"].notna()][list(PROFILE_COLUMNS)].reset_index(drop=True)
-    df["reason"] = np.where(df["fraction"].isna(), "no-episodes", np.where(df["ci_low"].isna(), "few-seeds", ""))
+    df["reason"] = np.where(df["fraction"].isna(), "no-episodes", np.where(df["ci_low"].isna(), "one-seed", ""))
     return df

@@ -9,7 +9,11 @@ import xarray as xr
 from cube.errors import CubeError
 from cube.stats.metrics import METRIC, METRICS
 
-__all__ = ["REASONS", "reason_codes"]
+__all__ = ["REASONS", "MARKS", "FEW_SEEDS", "reason_codes"]
+
+FEW_SEEDS = 5
+"""Conditions with fewer seeds are marked `few-seeds` (MARKS): the honest interval of V was shown to cover
+from 5 seeds up (`bench/coverage.py`); with 3 seeds it is very wide."""
 
 
 REASONS: dict[str, str] = {
@@ -17,10 +21,18 @@ REASONS: dict[str, str] = {
                   "every episode's cost)",
     "no-reward": "the source kept no rewards of these episodes",
     "no-episodes": "no selected run has episodes here",
-    "few-seeds": "a condition has fewer than 2 seeds: the value stands, its interval (or std) does not",
+    "one-seed": "a condition has only 1 seed: the value stands, its interval (or std) does not",
 }
 """Why a number of a table is missing: the codes every format writes beside an empty cell (CSV column
 `reason`, JSON key `reason`, a note under human tables); see docs/statistics.md, "Numbers not available"."""
+
+MARKS: dict[str, str] = {
+    "few-seeds": f"fewer than {FEW_SEEDS} seeds in a condition: its numbers stand, but its interval rests on "
+                 f"few seeds (the honest interval of V is wide and its coverage was checked from {FEW_SEEDS} "
+                 "seeds up)",
+}
+"""What a mark on a number that is there says (CSV/JSON column `few_seeds`, a mark and a note under human
+tables); one meaning per code, none shared with REASONS."""
 
 
 def reason_codes(table: xr.Dataset, kind: str) -> xr.Dataset:
@@ -57,7 +69,7 @@ def reason_codes(table: xr.Dataset, kind: str) -> xr.Dataset:
                     xr.where(missing & is_reward & cost_there, "no-reward",
                              xr.where(missing, "no-episodes", "")))
     out = xr.Dataset({"value": code.astype(object),
-                      "interval": xr.where(~missing & spread.isnull(), "few-seeds", code).astype(object)})
+                      "interval": xr.where(~missing & spread.isnull(), "one-seed", code).astype(object)})
     if "tier" in table:
         no_tier = table["tier"] < 0
         tier_flag = flag if "means_only" in table else False

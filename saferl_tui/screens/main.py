@@ -27,6 +27,7 @@ from saferl_tui.messages import (
     ConditionChosen,
     CubeLoaded,
     Exported,
+    FooterReady,
     LoadFailed,
     LoadProgress,
     SelectionChanged,
@@ -119,6 +120,7 @@ class MainScreen(FollowMode, Screen):
         self.selection: UISelection | None = None
         self._shown: dict[str, tuple] = {}
         self._pending: dict[str, tuple] = {}
+        self._pending_footer: dict[str, tuple] = {}
         self._requested_at: dict[str, float] = {}
         self.render_times: dict[str, float] = {}
         """Seconds from request to rendered data, per view (last request; read by the benchmark)."""
@@ -185,7 +187,7 @@ class MainScreen(FollowMode, Screen):
                      if isinstance(b, Binding) and b.show]
             if view.FILTERABLE:
                 local.insert(0, ("/", "Filter"))
-            local.append((f"1-{len(VIEW_CLASSES)}", "Views"))
+            local.append(("0-9" if len(VIEW_CLASSES) == 10 else f"1-{len(VIEW_CLASSES)}", "Views"))
         self.query_one(KeyBar).show(FIRST_KEYS, local, REST_KEYS)
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
@@ -277,7 +279,7 @@ class MainScreen(FollowMode, Screen):
         """Whether the screen still waits for something: the cube (until it loaded or failed) or the data
         of a view it asked for. Tests and scripts wait for this to turn False."""
         loading = self.model.info is None and not self.load_failed
-        return loading or bool(self._pending)
+        return loading or bool(self._pending) or bool(self._pending_footer)
 
     def compute(self, view_id: str, fetch: Any, sel: UISelection, params: tuple, token: tuple) -> None:
         """Run a view's blocking ``fetch`` (store reads, reductions, bootstrap) in a worker thread."""
@@ -311,7 +313,36 @@ class MainScreen(FollowMode, Screen):
         self._shown[msg.view_id] = msg.token
         self._pending.pop(msg.view_id, None)
         self.render_times[msg.view_id] = time.perf_counter() - self._requested_at.get(msg.view_id, 0.0)
+        if view.FOOTER:
+            self.request_footer(view, msg.token)
         self.post_message(ViewShown(msg.view_id))
+
+    def request_footer(self, view: ResultView, token: tuple) -> None:
+        """Compute the view's footer line for the data it shows, in a worker of its own (one per view)."""
+        self._pending_footer[view.VIEW_ID] = token
+        view.show_footer("")
+        self.run_worker(partial(self.compute_footer, view.VIEW_ID, type(view).fetch_footer, token),
+                        name=f"footer:{view.VIEW_ID}", group=f"footer:{view.VIEW_ID}", exclusive=True, thread=True)
+
+    def compute_footer(self, view_id: str, fetch: Any, token: tuple) -> None:
+        """Run a view's blocking ``fetch_footer`` in a worker thread; errors become the footer's text."""
+        worker = get_current_worker()
+        try:
+            text, error = fetch(self.model, token[1], token[2]), False
+        except CubeError as exc:
+            text, error = str(exc), True
+        except Exception as exc:  # show, never crash
+            text, error = f"{type(exc).__name__}: {exc}", True
+        if not worker.is_cancelled:
+            self.post_message(FooterReady(view_id, token, text, error))
+
+    def on_footer_ready(self, msg: FooterReady) -> None:
+        if self._pending_footer.get(msg.view_id) != msg.token:
+            return
+        self._pending_footer.pop(msg.view_id, None)
+        view = self.view(msg.view_id)
+        if view.data_token == msg.token:
+            view.show_footer(msg.text, msg.error)
 
     def on_view_failed(self, msg: ViewFailed) -> None:
         if self._pending.get(msg.view_id) != msg.token:

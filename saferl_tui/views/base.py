@@ -38,6 +38,9 @@ class ResultView(Vertical):
     """Below this width (columns) the view draws its narrow layout (0: the view has one layout)."""
     FILTERABLE: ClassVar[bool] = False
     """Whether ``/`` filters the view's table."""
+    FOOTER: ClassVar[bool] = False
+    """Whether the view has a footer line that the screen computes after its data, in a worker of its own
+    (`fetch_footer`; slow work that must not hold the view back)."""
     data: reactive[Any] = reactive(None, always_update=True, init=False)
 
     can_focus = True
@@ -147,6 +150,14 @@ class ResultView(Vertical):
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> Any:  # pragma: no cover
         """Blocking computation of the view's data (runs in a thread worker)."""
         raise NotImplementedError
+
+    @staticmethod
+    def fetch_footer(model: CubeModel, sel: UISelection, params: tuple) -> str:  # pragma: no cover
+        """Blocking computation of the footer line (runs in a thread worker after the data are shown)."""
+        raise NotImplementedError
+
+    def show_footer(self, text: str, error: bool = False) -> None:  # pragma: no cover - views with FOOTER
+        """Show the footer line ("" while it is computed)."""
 
     def watch_data(self, data: Any) -> None:
         if data is not None and self.selection is not None:

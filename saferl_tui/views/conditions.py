@@ -1,5 +1,6 @@
 """The Conditions view (key 2): seed mean ± std per (algorithm, task, bound) with per-condition tiers
-(paper tables 4-7), sortable by any column, filterable (/), Enter opens a condition's curves.
+(paper tables 4-7; 4→b where the tier rests on V = 0 observed: b the tier at V's honest upper bound),
+seeds marked ‡ below 5, sortable by any column, filterable (/), Enter opens a condition's curves.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from cube.errors import CubeError
+from cube.render.claims import ARROW, FEW_MARK
 from cube.render.compare import Z_HIGHLIGHT
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS
+from cube.stats.reasons import FEW_SEEDS
 from saferl_tui.exports import Files, rendered_files
 from saferl_tui.messages import ConditionChosen
 from saferl_tui.model import CubeModel
@@ -55,7 +58,7 @@ class ConditionsView(SortableTable, ResultView):
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
-        ct = model.conditions(sel, (sel.setting,))
+        ct = model.conditions_honest(sel, sel.setting)
         if not sel.reference:
             return ct
         try:  # the reference's mean, std and z beside ours, as variables of the table
@@ -85,7 +88,10 @@ class ConditionsView(SortableTable, ResultView):
                     row = {"algo": str(a), "task": str(t), "bound": float(b),
                            "n_seeds": int(p["n_seeds"]), "tier": float(p["tier"]),
                            "incomplete": self.incomplete.get((str(a), str(t), float(b)), 0),
-                           "means_only": bool(p["means_only"]) if "means_only" in p else False}
+                           "means_only": bool(p["means_only"]) if "means_only" in p else False,
+                           "rests": bool(p["rests_on_zero"]) if "rests_on_zero" in p else False,
+                           "at_bound": float(p["tier_at_bound"]) if "tier_at_bound" in p else -1.0,
+                           "few": bool(p["few_seeds"]) if "few_seeds" in p else False}
                     for m in METRICS:
                         row[m] = float(p[f"{m}_mean"])
                         row[f"{m}_std"] = float(p[f"{m}_std"])
@@ -130,8 +136,9 @@ class ConditionsView(SortableTable, ResultView):
                      Text(f"{r['bound']:g}")]
             cells += [self._cell(r, m, sep, with_ref) for m in METRICS]
             if not narrow:
-                cells.append(Text(str(r["n_seeds"]), justify="right"))
-            cells.append(Text(NOT_AVAILABLE if r["means_only"] else fmt_tier(r["tier"]), justify="right"))
+                cells.append(Text(str(r["n_seeds"]) + (FEW_MARK if r["few"] else ""), justify="right"))
+            cells.append(Text(NOT_AVAILABLE if r["means_only"] else fmt_tier(r["tier"]) + self._at_bound(r),
+                              justify="right"))
             if any_incomplete:
                 k = r["incomplete"]
                 cells.append(Text(f"◐{k}" if k else "", style="bold dark_orange"))
@@ -159,9 +166,20 @@ class ConditionsView(SortableTable, ResultView):
                          f"(|z| > {Z_HIGHLIGHT:g} red; R hides)", style="dim")
         if "not_available" in ct.attrs and any(r["means_only"] for r in all_rows):
             title.append(f" · {NOT_AVAILABLE} = {ct.attrs['not_available']}", style="italic")
+        if any(self._at_bound(r) for r in all_rows):
+            title.append(f" · 4{ARROW}b: tier 4 rests on V = 0 observed, b at V's honest 95% bound (e: claims in "
+                         "the CSV)", style="italic")
+        if any(r["few"] for r in all_rows):
+            title.append(f" · {FEW_MARK if not narrow else ''}fewer than {FEW_SEEDS} seeds: wide intervals",
+                         style="italic")
         if "reference_error" in ct.attrs:
             title.append(f" · beside the paper: not available ({ct.attrs['reference_error']})", style="italic")
         self.query_one("#conditions-title", Static).update(title)
+
+    @staticmethod
+    def _at_bound(r: dict) -> str:
+        """'→3' where the row's tier rests on V = 0 observed (the tier at V's honest upper bound), else ''."""
+        return f"{ARROW}{int(r['at_bound'])}" if r["rests"] and r["tier"] >= 0 and r["at_bound"] >= 0 else ""
 
     @staticmethod
     def _cell(r: dict, m: str, sep: str, with_ref: bool) -> Text:

@@ -1,6 +1,7 @@
 """The Summary view (key 1): paper Table 2 for all three settings (train, final expl, final greedy) side by
-side with the tier per setting, the greedy-minus-expl gap with its CI, the differences to the baseline,
-and the CIs of the current setting (t).
+side with the tier per setting (4→3 where a tier rests on V = 0 observed: the tier at V's honest upper bound,
+its claim under the table), the greedy-minus-expl gap with its CI, the differences to the baseline, the CIs
+of the current setting (t), and a footer line: the seeds per condition a CI half-width of 0.05 needs.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from cube.errors import CubeError
+from cube.render.claims import ARROW, claim_notes
 from cube.render.text import NOT_AVAILABLE
 from cube.stats.metrics import METRIC, METRICS, SETTING, SETTINGS, best_label, directions
+from cube.stats.reasons import FEW_SEEDS
 from saferl_tui.exports import Files, rendered_files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
@@ -43,6 +46,7 @@ class SummaryView(ResultView):
     VIEW_ID = "summary"
     TITLE = "Summary"
     KEY = "1"
+    FOOTER = True
     NARROW = 110
     """Below this width: the gap and CIs on several lines."""
     WIDE_DELTA = 150
@@ -54,6 +58,7 @@ class SummaryView(ResultView):
         with VerticalScroll(classes="view-body"):
             yield Static("", id="summary-title", classes="table-title")
             yield NavTable(id="summary-table", zebra_stripes=True, cursor_type="row")
+            yield Static("", id="summary-claims", classes="table-title")
             yield Static("", id="summary-gap-title", classes="table-title section-title")
             yield NavTable(id="summary-gap", zebra_stripes=True, cursor_type="row")
             yield Static("", id="summary-delta-title", classes="table-title section-title")
@@ -62,10 +67,11 @@ class SummaryView(ResultView):
             yield NavTable(id="summary-ref", zebra_stripes=True, cursor_type="row")
             yield Static("", id="summary-ci-title", classes="table-title section-title")
             yield NavTable(id="summary-ci", zebra_stripes=True, cursor_type="row")
+        yield Static("", id="summary-plan", classes="view-footer")
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any, Any]:
-        agg = model.aggregate(sel, SETTINGS)
+        agg = model.aggregate_honest(sel, SETTINGS)
         try:
             gap: Any = model.gap(sel)
         except CubeError as exc:  # e.g. no final evaluations: the rest of the Summary still shows
@@ -77,6 +83,19 @@ class SummaryView(ResultView):
             except CubeError as exc:  # the reference has none of these labels: say so in its section
                 ref = str(exc)
         return agg, gap, ref
+
+    @staticmethod
+    def fetch_footer(model: CubeModel, sel: UISelection, params: tuple) -> str:
+        return model.plan_line(sel, sel.setting)
+
+    def show_footer(self, text: str, error: bool = False) -> None:
+        footer = self.query_one("#summary-plan", Static)
+        if not text:
+            footer.update(Text("seeds per condition for a CI half-width of 0.05: computing …", style="italic"))
+        elif error:
+            footer.update(Text(f"seeds per condition: not available ({text})", style="italic"))
+        else:
+            footer.update(Text(text))
 
     def algo_cell(self, a: str, sel: UISelection, first: bool = True) -> Text:
         """The algorithm's name in its colour, † when it is not safe RL ('' on follow-up rows)."""
@@ -117,8 +136,9 @@ class SummaryView(ResultView):
                 cells += [Text(NOT_AVAILABLE if cube.na(a, s, m) else fmt(cube.get("value", a, s, m)),
                                style=BEST if best[(m, s)] == a else "", justify="right") for m in METRICS]
                 t = cube.tier(a, s)
-                cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else
-                                  fmt_tier(t) if narrow else f"{fmt_tier(t)} {tier_name(t)}".strip()))
+                at_bound = f"{ARROW}{int(cube.at_bound(a, s))}" if cube.rests_on_zero(a, s) else ""
+                cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else fmt_tier(t) + at_bound if narrow else
+                                  f"{fmt_tier(t)}{at_bound} {tier_name(t)}".strip()))
                 if inline_delta:
                     cells += [self._delta(cube, a, base, s, m) for m in METRICS]
                 rows.append((f"{a}:{s}", cells))
@@ -135,7 +155,14 @@ class SummaryView(ResultView):
         title.append_text(incomplete_note(self.incomplete))
         if cube.not_available:
             title.append(f" · {NOT_AVAILABLE} = {cube.not_available}", style="italic")
+        if cube.least_seeds is not None:
+            title.append(f" · few seeds: {cube.least_seeds} in a condition (< {FEW_SEEDS}: wide intervals)",
+                         style="italic")
         self.query_one("#summary-title", Static).update(title)
+        claims = self.query_one("#summary-claims", Static)
+        notes = claim_notes(agg)
+        claims.update(Text("\n".join(notes)))
+        claims.display = bool(notes)
         self._render_gap(gap, cube.algos, narrow or self.size.width < self.WIDE_GAP)
         self._render_delta(cube, base, not inline_delta and base is not None)
         self._render_reference(ref, cube.algos, narrow)
@@ -261,7 +288,8 @@ class SummaryView(ResultView):
                 text = f"{v}\n{lo}\n{hi}" if narrow else f"{v}\n[{lo}, {hi}]"
                 cells.append(Text(NOT_AVAILABLE if cube.na(a, s, m) else text, justify="right"))
             t = cube.tier(a, s)
-            cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else f"{fmt_tier(t)}\n{tier_name(t)}"))
+            at_bound = f"{ARROW}{int(cube.at_bound(a, s))}" if cube.rests_on_zero(a, s) else ""
+            cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else f"{fmt_tier(t)}{at_bound}\n{tier_name(t)}"))
             rows.append((a, cells))
         columns = [("Algorithm", "algo"), *[(f"IQM {METRIC[m].label}", m) for m in METRICS], ("Tier", "tier")]
         add_columns(table, columns, [c for _, c in rows])
@@ -295,6 +323,14 @@ class _AggArrays:
         self._means_only = (np.asarray(agg["means_only"].transpose("algo", "setting").values, dtype=bool)
                             if "means_only" in agg else None)
         self.not_available = str(agg.attrs.get("not_available", ""))
+        honest = "rests_on_zero" in agg
+        self._rests = (np.asarray(agg["rests_on_zero"].transpose("algo", "setting").values, dtype=bool)
+                       if honest else np.zeros(self._t.shape, dtype=bool))
+        self._at_bound = (np.asarray(agg["tier_at_bound"].transpose("algo", "setting").values, dtype=np.float64)
+                          if honest else np.full(self._t.shape, -1.0))
+        few = honest and bool(agg["few_seeds"].any())
+        self.least_seeds = int(agg["min_seeds"].where(agg["few_seeds"]).min()) if few else None
+        """The fewest seeds of a condition where some (algo, setting) has fewer than FEW_SEEDS; else None."""
 
     def na(self, algo: str, setting: str, metric: str | None = None) -> bool:
         """Whether the metric (None: the tier) needs every episode but the runs hold only window means."""
@@ -307,3 +343,12 @@ class _AggArrays:
 
     def tier(self, algo: str, setting: str) -> float:
         return float(self._t[self._a[algo], self._s[setting]])
+
+    def rests_on_zero(self, algo: str, setting: str) -> bool:
+        """Whether the tier rests on V = 0 observed (and V has an honest bound to give the tier there)."""
+        i = (self._a[algo], self._s[setting])
+        return bool(self._rests[i]) and self._t[i] >= 0 and self._at_bound[i] >= 0
+
+    def at_bound(self, algo: str, setting: str) -> float:
+        """The tier at V's honest upper bound (-1: none)."""
+        return float(self._at_bound[self._a[algo], self._s[setting]])
