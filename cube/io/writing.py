@@ -3,9 +3,11 @@
 Everything is checked before anything is written: the grid fits a store's limits (`check_size`:
 iterates, episode slots, the bytes of one run's episode block in memory and in its chunk), and with
 `--into` no run that already holds data (`CubeWriter.recorded_iterates`, the writers' existing-run rule)
-is overwritten unless `replace` is given. A new store is written beside its path and swapped in when
-complete; each run added to an existing store is written in one writer bracket (`CubeWriter.replace_run`),
-so readers and an interrupted import never see half a run.
+is overwritten unless `replace` is given, and every run is claimed for the whole import (`cube.store.claims`:
+a run another writer records is refused in one line naming it). A new store is written beside its path and
+swapped in when complete; each run added to an existing store is written in one writer bracket
+(`CubeWriter.replace_run`), so readers and an interrupted import never see half a run, and a run marked
+complete is first marked partial in a bracket of its own (a kill never leaves it complete and empty).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from cube.compute import Progress
 from cube.errors import CubeError
 from cube.io.sourcefiles import ImportedRun
 from cube.schema import LEGACY_MEANS_ONLY, MEANS_ONLY, MODES, RunKey
+from cube.store.claims import take_claims
 from cube.store.fs import staged_store
 from cube.store.grid import update_root_attrs
 from cube.store.layout import (
@@ -110,18 +113,17 @@ def _write_one(writer: CubeWriter, run: ImportedRun, fmt: str, *, fresh: bool) -
             values[name][list(per_iterate)] = list(per_iterate.values())
     manifest = _manifest(run, fmt)
     flags = any(n in writer.group for n in (MEANS_ONLY, LEGACY_MEANS_ONLY))
+    if not fresh:
+        writer.replace_run(run.key, reward, cost, values, status="complete", manifest=manifest,
+                           means_only={m: m in run.means_only for m in modes} if flags else None)
+        return
     with writer.bracket(run.key):
-        if fresh:
-            writer.write_run(run.key, reward, cost)
-            if values:
-                writer.write_iterate_vars(run.key, 0, values)
-            writer.set_run_manifest(run.key, status="complete", manifest=manifest)
-        else:
-            writer.replace_run(run.key, reward, cost, values, status="complete", manifest=manifest)
-        for mode in modes if flags else ():
-            if fresh and mode not in run.means_only:
-                continue
-            writer.set_means_only(run.key, mode, mode in run.means_only)
+        writer.write_run(run.key, reward, cost)
+        if values:
+            writer.write_iterate_vars(run.key, 0, values)
+        writer.set_run_manifest(run.key, status="complete", manifest=manifest)
+        for mode in run.means_only if flags else ():
+            writer.set_means_only(run.key, mode, True)
 
 
 def write_runs(runs: Sequence[ImportedRun], out: str | Path, *, fmt: str, force: bool = False,
@@ -160,6 +162,30 @@ def add_runs(runs: Sequence[ImportedRun], into: str | Path, *, fmt: str, replace
     if not path.exists():
         raise CubeError(f"{path} does not exist: --into adds runs to an existing cube; create one with --out")
     writer = CubeWriter(path)
+    with take_claims(path, [r.key for r in runs], f"saferl import {fmt}", "import into"):
+        writer.repair_runs([r.key for r in runs])  # what a killed writer left half-written: blank, for good
+        _check_into(writer, runs, replace)
+        # every check passed: grow the grid, then write
+        keys = [r.key for r in runs]
+        extend_store(path, algos=_ordered(k.algo for k in keys), tasks=_ordered(k.task for k in keys),
+                     bounds=_ordered(k.bound for k in keys), seeds=_ordered(k.seed for k in keys))
+        grow_store(path, n_iterates=max(r.n_iterates() for r in runs), n_episodes=max(r.n_episodes() for r in runs),
+                   iterate_vars=sorted({n for r in runs for n, v in r.iterate_vars.items() if v}),
+                   means_only_flags=any(r.means_only for r in runs))
+        with grid_lock(path):
+            update_root_attrs(path, lambda old: _store_attrs(runs, fmt, old))
+        writer.refresh()
+        for i, run in enumerate(runs):
+            _write_one(writer, run, fmt, fresh=False)
+            if progress:
+                progress(i + 1, len(runs))
+    return path
+
+
+def _check_into(writer: CubeWriter, runs: Sequence[ImportedRun], replace: bool) -> None:
+    """CubeError (one line) when `runs` cannot go into the writer's store: a run holding data without
+    `replace`, a mode the store lacks, a grid beyond the store's limits."""
+    path = writer.path
     busy = [(r.key, n) for r in runs for n in [_recorded(writer, r.key)] if n]
     if busy and not replace:
         key, n = busy[0]
@@ -171,18 +197,3 @@ def add_runs(runs: Sequence[ImportedRun], into: str | Path, *, fmt: str, replace
     if lacking:
         raise CubeError(f"{path} has no mode {lacking[0]!r} (it has {', '.join(modes)}); import into another cube")
     check_size(runs, len(writer.coords["iterate"]), len(writer.coords["episode"]))
-    # every check passed: grow the grid, then write
-    keys = [r.key for r in runs]
-    extend_store(path, algos=_ordered(k.algo for k in keys), tasks=_ordered(k.task for k in keys),
-                 bounds=_ordered(k.bound for k in keys), seeds=_ordered(k.seed for k in keys))
-    grow_store(path, n_iterates=max(r.n_iterates() for r in runs), n_episodes=max(r.n_episodes() for r in runs),
-               iterate_vars=sorted({n for r in runs for n, v in r.iterate_vars.items() if v}),
-               means_only_flags=any(r.means_only for r in runs))
-    with grid_lock(path):
-        update_root_attrs(path, lambda old: _store_attrs(runs, fmt, old))
-    writer.refresh()
-    for i, run in enumerate(runs):
-        _write_one(writer, run, fmt, fresh=False)
-        if progress:
-            progress(i + 1, len(runs))
-    return path

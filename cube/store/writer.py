@@ -26,7 +26,7 @@ from cube.schema import (
 )
 from cube.store.fs import PathLike, refuse_links, side_folder, store_write_error
 from cube.store.layout import mode_index, open_group, read_coords, run_index
-from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing
+from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing, read_seq, read_write_seqs
 from cube.store.mounts import check_store_locks
 
 EXISTING = ("refuse", "resume", "replace")
@@ -184,17 +184,49 @@ class CubeWriter:
                         f"{self.run_status(key)}); to {what} it, choose existing='resume' (go on after iterate "
                         f"{done - 1}) or existing='replace' (replace the whole run)")
 
+    def repair_run(self, key: RunKey) -> bool:
+        """Blank, for good, what a writer that died inside a bracket of run `key` left half-written (the slots
+        its intent names; see `cube.store.locks`); True if there was such a bracket. Call it holding the
+        run's claim, before counting what the run holds."""
+        index = run_index(self.coords, key)
+        seq = self._seq()
+        if seq is None or read_seq(seq, index) % 2 == 0:
+            return False
+        with self._bracket(index, Intent((), (0, 0), ()), key):  # publishing repairs the dead bracket first
+            pass
+        return True
+
+    def repair_runs(self, keys: Sequence[RunKey]) -> None:
+        """`repair_run` of each run of `keys` in the grid whose write sequence is odd (read once for all)."""
+        seqs = read_write_seqs(self.path) if self._seq() is not None else None
+        if seqs is None:
+            return
+        for key in keys:
+            if key_in_grid(self.coords, key) and seqs[run_index(self.coords, key)] % 2:
+                self.repair_run(key)
+
+    def mark_replacing(self, key: RunKey, manifest: dict[str, Any] | None = None) -> None:
+        """Before a replacement empties run `key`: a run marked complete is marked partial with no iterate
+        done, in a bracket of its own, so a kill inside the replacement never leaves a run marked complete
+        without its episodes (and a resume after it starts again from iterate 0)."""
+        if self.run_status(key) == "complete":
+            self.set_run_manifest(key, status="partial", manifest={**(manifest or {}), "iterates_done": 0})
+
     def replace_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray,
                     iterate_vars: dict[str, np.ndarray] | None = None, *, status: str = "complete",
-                    manifest: dict[str, Any] | None = None) -> None:
-        """Replace run `key` as a whole in one bracket: readers see the old run or the new one, never a mix.
+                    manifest: dict[str, Any] | None = None, means_only: dict[str, bool] | None = None) -> None:
+        """Replace run `key` as a whole: readers see the old run or the new one, never a mix, and a kill at
+        any point leaves the old run or an empty partial one (`mark_replacing`, then one bracket).
         reward, cost: (J, E, M) as in `write_run`; iterate_vars: {name: (J,) values}; every other
-        per-iterate variable of the run becomes NaN."""
+        per-iterate variable of the run becomes NaN; means_only: {mode: flag} set in the same bracket."""
+        self.mark_replacing(key, manifest)
         with self.bracket(key, EVERYTHING):
             self.clear_run(key)
             self.write_run(key, reward, cost)
             if iterate_vars:
                 self.write_iterate_vars(key, 0, iterate_vars)
+            for mode, flag in (means_only or {}).items():
+                self.set_means_only(key, mode, flag)
             self.set_run_manifest(key, status=status, manifest=manifest)
 
     def write_episodes(
