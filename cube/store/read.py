@@ -71,6 +71,19 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+def verify_run_arrays(path: PathLike, names: tuple[str, ...]) -> None:
+    """Read every chunk of the arrays `names` of the Zarr store `path` (those it has; one concurrent read
+    each): `DamagedStoreError` naming the first chunk that does not decode. For commands that stand on
+    per-run arrays without computing from them (a report beside its runs' env steps)."""
+    if not Path(path).is_dir() or not (Path(path) / "zarr.json").exists():
+        return
+    group = open_group(path, mode="r")
+    with reading_store(path, f"read {', '.join(names)} of {path}"):
+        for name in names:
+            if name in group:
+                group[name][...]
+
+
 # --------------------------------------------------------------------------------------------------
 # reading
 
