@@ -216,9 +216,12 @@ class CubeWriter:
                     iterate_vars: dict[str, np.ndarray] | None = None, *, status: str = "complete",
                     manifest: dict[str, Any] | None = None, means_only: dict[str, bool] | None = None) -> None:
         """Replace run `key` as a whole: readers see the old run or the new one, never a mix, and a kill at
-        any point leaves the old run or an empty partial one (`mark_replacing`, then one bracket).
+        any point leaves the old run, an empty partial one or the new one marked partial: a run marked
+        complete is first marked partial in a bracket of its own (`mark_replacing`); one bracket then
+        empties it and writes the new data; the status and manifest come last, in a bracket of their own
+        (a status written inside the data's bracket would stay behind when a kill blanks that bracket).
         reward, cost: (J, E, M) as in `write_run`; iterate_vars: {name: (J,) values}; every other
-        per-iterate variable of the run becomes NaN; means_only: {mode: flag} set in the same bracket."""
+        per-iterate variable of the run becomes NaN; means_only: {mode: flag} set with the data."""
         self.mark_replacing(key, manifest)
         with self.bracket(key, EVERYTHING):
             self.clear_run(key)
@@ -227,7 +230,7 @@ class CubeWriter:
                 self.write_iterate_vars(key, 0, iterate_vars)
             for mode, flag in (means_only or {}).items():
                 self.set_means_only(key, mode, flag)
-            self.set_run_manifest(key, status=status, manifest=manifest)
+        self.set_run_manifest(key, status=status, manifest=manifest)
 
     def write_episodes(
         self,
