@@ -58,6 +58,23 @@ def _check_episode_values(reward: np.ndarray, cost: np.ndarray, where: str) -> N
                             f"{limit:.4g}); it would be stored as infinite: {EPISODE_RULE_HINT}")
 
 
+def check_episode_block(reward: np.ndarray, cost: np.ndarray, where: str) -> None:
+    """Refuse a run's (iterate, episode, mode) block that breaks the cube's rules before it is written: a
+    reward without its cost, and every written episode's values (`cube.schema.EPISODE_RULES`)."""
+    present = ~np.isnan(cost)  # an episode exists where its cost does; its reward may be unknown (NaN)
+    if (~np.isnan(reward) & ~present).any():
+        raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
+    _check_episode_values(reward[present], cost[present], where)
+
+
+def manifest_text(key: RunKey, status: str, manifest: dict[str, Any] | None) -> str:
+    """The stored JSON of a run's manifest: its fields, the status and the run's labels."""
+    body = dict(manifest or {})
+    body["status"] = status
+    body.setdefault("run", key.as_dict())
+    return manifest_json(body)
+
+
 class CubeWriter:
     """Writes runs into an existing store; holds the open group and its labels across writes.
 
@@ -286,10 +303,7 @@ class CubeWriter:
         where = f"run {key}"
         if reward.shape != shape or cost.shape != shape:
             raise CubeError(f"{where}: arrays must have shape {shape} (iterate, episode, mode), got {reward.shape}")
-        present = ~np.isnan(cost)  # an episode exists where its cost does; its reward may be unknown (NaN)
-        if (~np.isnan(reward) & ~present).any():
-            raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
-        _check_episode_values(reward[present], cost[present], where)
+        check_episode_block(reward, cost, where)
         with self._bracket(index, Intent(("reward", "cost")), key):
             self._array("reward")[index] = reward
             self._array("cost")[index] = cost
@@ -328,11 +342,8 @@ class CubeWriter:
         if status not in RUN_STATUS:
             raise CubeError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUS)}")
         index = run_index(self.coords, key)
-        body = dict(manifest or {})
-        body["status"] = status
-        body.setdefault("run", key.as_dict())
         with self._bracket(index, Intent(("run_manifest", "run_status")), key):
-            self._array("run_manifest")[index] = manifest_json(body)
+            self._array("run_manifest")[index] = manifest_text(key, status, manifest)
             self._array("run_status")[index] = RUN_STATUS[status]
 
     def set_means_only(self, key: RunKey, mode: str, means_only: bool = True) -> None:
