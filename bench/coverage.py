@@ -15,6 +15,9 @@ below 0.94 in such a cell. `--out` writes the same as a Markdown table.
 
 from __future__ import annotations
 
+if __name__ == "coverage":  # imported as the `coverage` package (numba looks for it) from a script run in bench/
+    raise ImportError("bench/coverage.py is saferl's interval-coverage script, not the coverage package")
+
 import argparse
 import sys
 import time

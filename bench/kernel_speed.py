@@ -12,7 +12,6 @@ as bench/scale.py writes them). Timings are process CPU time, fastest of --round
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# bench/ itself off the path: its coverage.py would shadow the `coverage` package numba imports
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 
 from cube.stats import fused, kernel  # noqa: E402
@@ -48,9 +49,8 @@ def stored_block(store: Path, seeds: int) -> tuple[np.ndarray, np.ndarray, float
 
 
 def time_kernel(choice: str, reward: np.ndarray, cost: np.ndarray, bound: float, kappa: np.ndarray):
-    os.environ["SAFERL_KERNEL"] = choice
     start = time.process_time()
-    out = kernel.cell_stats(reward, cost, np.array(bound), kappa, None)
+    out = kernel.cell_stats(reward, cost, np.array(bound), kappa, None, kernel=choice)
     return time.process_time() - start, out
 
 

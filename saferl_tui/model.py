@@ -25,6 +25,7 @@ from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, same_bound
 from cube.stats import curves
 from cube.stats.metrics import SETTINGS
+from cube.stats.subset import select_runs
 from cube.stats.suffstats import load_suffstats_at
 from cube.store import summary
 from saferl_tui.derived import DerivedCache
@@ -219,7 +220,7 @@ class CubeModel:
                 return xr.DataArray(np.full(shape, RUN_STATUS["complete"]), dims=RUN_DIMS,
                                     coords={"algo": list(sel.algos), "task": list(sel.tasks),
                                             "bound": list(sel.bounds), "seed": list(sel.seeds)})
-            return curves.select_cube(rv, sel.cube_selection())["run_status"].transpose(*RUN_DIMS).load()
+            return select_runs(rv, sel.cube_selection())["run_status"].transpose(*RUN_DIMS).load()
 
         return self.derived.get(key, compute)
 
@@ -313,7 +314,7 @@ class CubeModel:
                 keep = np.flatnonzero(np.isfinite(im["R"].values).reshape(-1, im.sizes["iterate"]).any(0)
                                       | np.isfinite(im["C"].values).reshape(-1, im.sizes["iterate"]).any(0))
                 im = im.isel(iterate=keep)
-            run = curves.select_cube(self._run_vars((var, "env_steps")), sel.cube_selection())
+            run = select_runs(self._run_vars((var, "env_steps")), sel.cube_selection())
             mult = curves.multiplier_curves(run, window, var)
             steps = None
             if "env_steps" in run:
@@ -329,7 +330,7 @@ class CubeModel:
         names = curves.iterate_var_names(self.ds)
         key = ("iterate_vars", _sel_key(replace(sel, iterates=None, setting="train")))
         return self.derived.get(key, lambda: curves.iterate_var_names(
-            curves.select_cube(self._run_vars(names), sel.cube_selection()), with_values=True))
+            select_runs(self._run_vars(names), sel.cube_selection()), with_values=True))
 
     def _raw(self) -> xr.Dataset:
         """The cube opened without dask (``open_cube(lazy=False)``, the one read path, on the grid of the
@@ -395,7 +396,7 @@ class CubeModel:
         self._check(sel)
         key = ("runs", sel.algos, sel.tasks, sel.bounds, sel.seeds)
         run_vars = ("run_status", "run_manifest", "env_steps")
-        return self.derived.get(key, lambda: summary.run_rows(curves.select_cube(self._run_vars(run_vars),
+        return self.derived.get(key, lambda: summary.run_rows(select_runs(self._run_vars(run_vars),
                                                                           sel.cube_selection())))
 
 

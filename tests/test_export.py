@@ -29,7 +29,7 @@ def agg_fixture() -> xr.Dataset:
          "tier": (("algo", "setting"), np.array([[0, 0], [2, 4], [-1, 1]])),
          "tier_stability": (("algo", "setting"), np.array([[1.0, 1.0], [0.834, 0.5], [np.nan, 0.25]])),
          "n_conditions": (("algo", "setting"), np.full((3, 2), 12))},
-        coords={"algo": algos, "setting": settings, "metric": list(stats.METRICS)},
+        coords={"algo": algos, "setting": settings, "metric": list(stats.PAPER_METRICS)},
     )
     ds.attrs.update({"boot": 2000, "ci": 0.95, "rng_seed": 0, "selection": '{"algos":null}'})
     return ds
@@ -107,6 +107,38 @@ def test_latex_paper_style_is_table_2_and_its_ci_table():
     assert "bm" in tex.splitlines()[0] and "rotating" in tex.splitlines()[0]
 
 
+def cvar_fixture(alpha: float = 0.05) -> xr.Dataset:
+    """`agg_fixture` with a CVaR column (its values 7.x) at `alpha`."""
+    ds = agg_fixture()
+    cvar = ds.isel(metric=[0]).assign_coords(metric=["CVaR"])
+    cvar["value"][:] = np.array([[7.1, 7.2], [7.3, 7.4], [7.5, 7.6]])[..., None]
+    cvar["ci_low"][:], cvar["ci_high"][:] = cvar["value"] - 0.5, cvar["value"] + 0.5
+    out = xr.concat([ds[["value", "ci_low", "ci_high"]], cvar[["value", "ci_low", "ci_high"]]], dim="metric")
+    for v in ("tier", "tier_stability", "n_conditions"):
+        out[v] = ds[v]
+    return out.assign_attrs(ds.attrs, cvar_alpha=alpha)
+
+
+def test_cvar_is_a_column_after_dplus_everywhere_but_the_papers_table_2():
+    ds = cvar_fixture()
+    md = export.render(ds, "aggregate", "markdown", baseline="ppo")
+    header = md.splitlines()[0]
+    assert header.index("IQM(Dplus) final_greedy") < header.index("IQM(CVaR) train") < header.index("Tier train")
+    assert "CVaR at alpha = 0.05 of (c - d)/d, the mean over the worst 5% of a run's episodes" in md
+    assert "**7.30 [6.80, 7.80]**" in md  # lower is better: lag is best (ppo is the baseline)
+    doc = json.loads(export.render(ds, "aggregate", "json", baseline="ppo"))
+    assert doc["cvar_alpha"] == 0.05 and doc["rows"][2]["metrics"]["CVaR"]["value"] == 7.3
+    assert "cvar_alpha" not in json.loads(export.render(agg_fixture(), "aggregate", "json"))
+    rows = list(csv.DictReader(io.StringIO(export.render(ds, "aggregate", "csv"))))
+    assert [r["metric"] for r in rows[:7]] == [*stats.METRICS, "tier"]
+    default = export.render(ds, "aggregate", "latex", baseline="ppo")
+    assert r"$\text{IQM}(\text{CVaR}_{\alpha})$" in default and "worst 5\\% of" in default
+    paper = export.render(ds, "aggregate", "latex", baseline="ppo", style="paper")
+    assert "CVaR" not in paper and r"\begin{tabular}{l" + "c" * 12 + "}" in paper
+    text = export.render(ds, "aggregate", "table", baseline="ppo")
+    assert "IQM(CVaR) [CI]" in text and "the worst 5% of a" in text
+
+
 def test_table_format_is_the_paper_table_2_layout():
     text = export.render(agg_fixture(), "aggregate", "table", baseline="ppo")
     assert "IQM(R̄) [CI]" in text and "IQM(D_norm+) [CI]" in text and "Tier" in text
@@ -133,8 +165,10 @@ def test_terminal_table_fits_the_width_and_cuts_no_number(small_demo_cube, width
         text = console.export_text(styles=False)
         assert max(len(line.rstrip()) for line in text.splitlines()) <= width, kind
         cells = [t for line in text.splitlines() for t in line.split()]
-        values = (table["value"].values if kind == "aggregate" else
-                  np.stack([table[f"{m}_mean"].values for m in stats.METRICS]))
+        shown = stats.PAPER_METRICS if "CVaR left out to fit the terminal" in text else stats.METRICS
+        assert width < 100 or shown == stats.METRICS  # CVaR goes only where the paper's columns barely fit
+        values = (table["value"].sel(metric=list(shown)).values if kind == "aggregate" else
+                  np.stack([table[f"{m}_mean"].values for m in shown]))
         for v in values.ravel()[np.isfinite(values.ravel())]:
             assert f"{v:.2f}" in cells, (kind, v)
         assert "…" not in text
@@ -146,7 +180,7 @@ def test_conditions_and_cdf_render_from_real_tables(small_demo_cube):
     text = export.render(ct, "conditions", "csv")
     assert text.splitlines()[0] == "algo,task,bound,setting,metric,mean,std,n_seeds,not_safe,reason"
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert len(rows) == 4 * 2 * 2 * 6
+    assert len(rows) == 4 * 2 * 2 * (len(stats.METRICS) + 1)
     key = ("p3o", "circle", 25.0)
     mine = {r["metric"]: r for r in rows if (r["algo"], r["task"], float(r["bound"])) == key}
     want = ct.sel(algo="p3o", task="circle", bound=25.0, setting="train")
@@ -187,9 +221,9 @@ def test_poi_and_gap_render_in_every_format(small_demo_cube):
     assert float(r["value"]) == float(poi["value"].sel(setting="final_greedy", metric="V"))
     rows = list(csv.DictReader(io.StringIO(export.render(gap, "gap", "csv"))))
     assert list(rows[0]) == ["algo", "metric", "value", "ci_low", "ci_high", "not_safe", "reason"]
-    assert len(rows) == 4 * 5
+    assert len(rows) == 4 * len(stats.METRICS)
     assert json.loads(export.render(poi, "poi", "json"))["x"] == "p3o"
-    assert len(json.loads(export.render(gap, "gap", "json"))["rows"]) == 20
+    assert len(json.loads(export.render(gap, "gap", "json"))["rows"]) == 4 * len(stats.METRICS)
     for obj, kind in ((poi, "poi"), (gap, "gap")):
         assert r"\toprule" in export.render(obj, kind, "latex", baseline="ppo" if kind == "gap" else None)
         assert "|" in export.render(obj, kind, "markdown") and "┃" in export.render(obj, kind, "table")

@@ -15,9 +15,8 @@ from cube.stats import fused, kernel
 pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not installed")
 
 
-def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None):
-    monkeypatch.setenv("SAFERL_KERNEL", choice)
-    return kernel.cell_stats(r, c, d, kappa, where)
+def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None, alphas=(0.1, 0.05)):
+    return kernel.cell_stats(r, c, d, kappa, where, kernel=choice, alphas=alphas)
 
 
 def _assert_same(a, b) -> None:
@@ -51,11 +50,14 @@ def _block(seed: int, shape: tuple[int, ...], dtype: type, empty: float, missing
 @given(seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from([np.float32, np.float64]),
        shape=st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 70), st.integers(1, 3)),
        empty=st.sampled_from([0.0, 0.5, 1.0]), missing_reward=st.sampled_from([0.0, 0.3]),
-       bounds=st.sampled_from([np.array([25.0]), np.array([0.1, 25.0, 50.0]), np.array([1 / 3, 7e5])]))
-def test_fused_equals_numpy_bit_for_bit(monkeypatch, seed, dtype, shape, empty, missing_reward, bounds):
+       bounds=st.sampled_from([np.array([25.0]), np.array([0.1, 25.0, 50.0]), np.array([1 / 3, 7e5])]),
+       alphas=st.sampled_from([(0.1, 0.05), (0.3, 1.0, 0.01)]))
+def test_fused_equals_numpy_bit_for_bit(monkeypatch, seed, dtype, shape, empty, missing_reward, bounds, alphas):
+    """Every statistic, the CVaRs (`CellStats.cvar`) included."""
     r, c, d = _block(seed, shape, dtype, empty, missing_reward, bounds)
     kappa = kernel.default_kappa()
-    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
+    _assert_same(_stats("fused", monkeypatch, r, c, d, kappa, alphas=alphas),
+                 _stats("numpy", monkeypatch, r, c, d, kappa, alphas=alphas))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -77,7 +79,7 @@ def test_both_kernels_add_episodes_in_order(monkeypatch, dtype):
     if dtype is np.float64:
         scale = 10.0 ** np.random.default_rng(8).integers(-8, 9, r.shape)
         r, c = r * scale, c * scale
-    cells, rows, _, _ = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)
+    cells, rows = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)[:2]
     r3, c3 = r.reshape(-1, 300, 3), c.reshape(-1, 300, 3)
     want, backwards = np.zeros((rows.size, 3)), np.zeros((rows.size, 3))
     for k, cell in enumerate(rows):
@@ -90,7 +92,7 @@ def test_both_kernels_add_episodes_in_order(monkeypatch, dtype):
                 out[k, 2] += 0.0 if np.isnan(x) else max(x - 25.0, 0.0)
     assert np.array_equal(want, backwards) == (dtype is np.float32)  # the order shows in float64 only
     for choice in ("numpy", "fused"):
-        _, _, sums, _ = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa())
+        sums = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa()).sums
         np.testing.assert_array_equal(sums[:, [1, 3, 5]], want)
 
 
@@ -132,5 +134,26 @@ def test_auto_uses_the_compiled_loop_for_large_blocks_only(monkeypatch):
 
 def test_an_unknown_kernel_is_one_line(monkeypatch):
     r, c, d = _block(1, (1, 1, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
-    with pytest.raises(CubeError, match=r"^SAFERL_KERNEL='numbra' is not a kernel: use numpy, fused or auto$"):
+    with pytest.raises(CubeError, match=r"^'numbra' is not a statistics kernel: use auto, numpy, fused$"):
         _stats("numbra", monkeypatch, r, c, d, kernel.default_kappa())
+    monkeypatch.setenv("SAFERL_KERNEL", "numbra")
+    with pytest.raises(CubeError, match=r"^SAFERL_KERNEL='numbra' is not a kernel: use numpy, fused or auto$"):
+        kernel.cell_stats(r, c, d, kernel.default_kappa(), None)
+
+
+def test_the_environment_replaces_the_default_kernel_only(monkeypatch):
+    """SAFERL_KERNEL (a benchmark's override) replaces the default "auto"; an explicit kernel wins."""
+    calls = []
+    real = fused.fill_cells
+    monkeypatch.setattr(fused, "fill_cells", lambda *a: calls.append(a[1].size) or real(*a))
+    r, c, d = _block(1, (1, 2, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
+    kappa = kernel.default_kappa()
+    monkeypatch.delenv("SAFERL_KERNEL", raising=False)
+    assert kernel.default_kernel() == kernel.DEFAULT_KERNEL == "auto"
+    kernel.cell_stats(r, c, d, kappa, None)  # auto, a small block: numpy
+    assert calls == []
+    monkeypatch.setenv("SAFERL_KERNEL", "fused")
+    kernel.cell_stats(r, c, d, kappa, None)
+    assert calls == [60]
+    kernel.cell_stats(r, c, d, kappa, None, kernel="numpy")
+    assert calls == [60]

@@ -13,7 +13,7 @@ import pytest
 
 from cube import open_cube, read_manifests, stats, validate
 from cube.cli import main
-from cube.stats.tables import not_available_text
+from cube.stats.runs import not_available_text
 from tests.tuiwait import until_quiet
 
 
@@ -134,7 +134,8 @@ def test_saferl_eval_final_episodes_are_episodes_training_is_means(tmp_path: Pat
     np.testing.assert_allclose(ds.multiplier.sel(seed=0, algo="ppo_lag", task="circle", bound=25.0).values[:3],
                                [0.5, 1.0, 1.5])
     report = _report_json(out, tmp_path)
-    notes = [ln for ln in capsys.readouterr().err.splitlines() if "V, D_norm+, tiers and CDFs are not available" in ln]
+    notes = [ln for ln in capsys.readouterr().err.splitlines()
+             if "V, D_norm+, CVaR, tiers and CDFs are not available" in ln]
     assert len(notes) == 1
     assert report
 

@@ -15,7 +15,7 @@ from cube import Recorder, open_cube, read_manifests, stats, validate
 from cube.cli import main
 from cube.schema import MAX_SEED, run_facts
 from cube.stats.reasons import reason_codes
-from cube.stats.tables import not_available_text
+from cube.stats.runs import not_available_text
 from cube.store.layout import MAX_ITERATES
 from tests.import_fixtures import omnisafe_config, omnisafe_run, safepo_run, saferl_eval_run
 
@@ -218,7 +218,7 @@ def test_reason_codes_say_why_a_number_is_missing(tmp_path: Path) -> None:
     ss = stats.load_suffstats(_two_omnisafe_algos(tmp_path), cache=False)
     agg = reason_codes(stats.aggregate_table(ss, settings=["train"], boot=50), "aggregate")
     codes = agg["value"].sel(algo="PPOLag", setting="train")
-    assert list(codes.values) == ["", "", "", "means-only", "means-only"]  # R, C, Dnorm, V, Dplus
+    assert list(codes.values) == ["", "", "", "means-only", "means-only", "means-only"]  # R, C, Dnorm, V, Dplus, CVaR
     assert agg["tier"].sel(algo="PPOLag", setting="train").item() == "means-only"
     cdf = reason_codes(stats.cdf_curves(ss, settings=["train"], boot=50), "cdf")
     assert cdf["value"].sel(algo="CPO", setting="train").item() == "means-only"
@@ -237,7 +237,7 @@ def test_reason_codes_say_why_a_number_is_missing(tmp_path: Path) -> None:
         agg = stats.aggregate_table(stats.load_suffstats(out, cache=False), settings=["train", "final_greedy"],
                                     boot=50)
     codes = reason_codes(agg, "aggregate")
-    assert codes["value"].sel(algo="a", setting="train").values.tolist() == ["no-reward", "", "", "", ""]
+    assert codes["value"].sel(algo="a", setting="train").values.tolist() == ["no-reward", "", "", "", "", ""]
     assert codes["interval"].sel(algo="a", setting="train", metric="C").item() == "few-seeds"
     assert set(codes["value"].sel(algo="a", setting="final_greedy").values.tolist()) == {"no-episodes"}
 

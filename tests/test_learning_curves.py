@@ -27,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover
     from tests.statsdata import random_cube, ref_fixed_policy
 
-METRICS = ("R", "C", "Dnorm", "V", "Dplus")
+METRICS = ("R", "C", "Dnorm", "V", "Dplus", "CVaR")  # CVaR_0.1 of (c - d)/d: `statsdata.ref_cvar`
 BOOT = 200
 
 

@@ -25,6 +25,7 @@ from cube.stats.planning import (
     projected_halfwidth,
     resample_counts,
 )
+from cube.stats.profiles import profile_metrics
 
 P = 12
 A, B = np.linspace(0.5, 3.0, P), np.linspace(6.0, 2.0, P)  # V-like: Beta(a, b) per condition
@@ -121,7 +122,8 @@ def test_plan_cli_on_the_demo_cube(small_demo_cube: Path, capsys):
     assert out.startswith("SYNTHETIC DEMO DATA") and "seeds needed" in out and "power now" in out
     assert "SYNTHETIC" in err and "Traceback" not in err
     rows = [line for line in out.splitlines() if line.startswith("│ ")]
-    assert len(rows) == 4 * 3 + 3  # algo x metric, then the PoI per metric
+    n_metrics = len(profile_metrics())  # V, D_norm, D_norm+ and CVaR: any cost-like record joins
+    assert n_metrics == 4 and len(rows) == 4 * n_metrics + n_metrics  # algo x metric, then the PoI per metric
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "markdown"])
@@ -134,13 +136,14 @@ def test_plan_cli_formats_on_a_toy_cube(tmp_path: Path, capsys, fmt):
     text = out_file.read_text()
     if fmt == "csv":
         rows = list(csv.DictReader(io.StringIO(text)))
-        assert len(rows) == 2 * 3 and {r["setting"] for r in rows} == {"final_expl"}
+        assert len(rows) == 2 * len(profile_metrics()) and {r["setting"] for r in rows} == {"final_expl"}
         v = [r for r in rows if r["metric"] == "V"]
         assert all(r["target"] == "0.1" for r in v) and all((r["seeds_needed"] == "") != (r["more_than"] == "")
                                                              for r in rows)
     elif fmt == "json":
         doc = json.loads(text)
-        assert doc["synthetic"] is False and len(doc["halfwidth"]) == 6 and doc["meta"]["boot"] == 100
+        assert doc["synthetic"] is False and len(doc["halfwidth"]) == 2 * len(profile_metrics())
+        assert doc["meta"]["boot"] == 100
     else:
         assert text.startswith("**Seeds per condition") and "| algo | setting | metric |" in text
     assert capsys.readouterr().out.strip() == f"wrote {out_file}"
@@ -149,7 +152,7 @@ def test_plan_cli_formats_on_a_toy_cube(tmp_path: Path, capsys, fmt):
 @pytest.mark.parametrize("args, message", [
     (["--halfwidth", "V=x"], "cannot read --halfwidth"),
     (["--halfwidth", "-1"], "positive"),
-    (["--metrics", "CVaR"], "unknown metric CVaR"),
+    (["--metrics", "VaR"], "unknown metric VaR"),
     (["--power", "1.5"], "--power"),
     (["--poi", "ppo"], "--poi"),
     (["--poi", "ppo,nobody"], "unknown algo nobody"),

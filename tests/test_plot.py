@@ -19,6 +19,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from cube import stats  # noqa: E402
 from cube.cli import main  # noqa: E402
 from cube.errors import CubeError  # noqa: E402
+from cube.render import aggregate_figures as A  # noqa: E402
 from cube.render import figures as F  # noqa: E402
 from cube.render import style  # noqa: E402
 from cube.render.maker import FigureMaker, PlotOptions  # noqa: E402
@@ -153,16 +154,17 @@ def test_intervals_figure(maker: FigureMaker):
             one = agg.sel(algo="focops", setting=s, metric=m)
             assert bar.get_x() == pytest.approx(float(one["ci_low"]))
             assert bar.get_width() == pytest.approx(float(one["ci_high"] - one["ci_low"]))
-    titles = [ax.get_title() for ax in fig.axes[:5]]
-    assert all(METRIC[m].tex in t for m, t in zip(agg["metric"].values, titles, strict=True))
+    titles = [ax.get_title() for ax in fig.axes[: agg.sizes["metric"]]]
+    texs = [METRIC[m].tex.replace(r"\alpha", "0.1") for m in agg["metric"].values]  # CVaR says its alpha
+    assert all(tex in t for tex, t in zip(texs, titles, strict=True)) and "CVaR}_{0.1}" in titles[-1]
 
 
 def test_poi_figure(maker: FigureMaker):
     fig = maker.figure("poi")
-    pairs = F.poi_pairs(maker.ss["algo"].values, "ppo")
+    pairs = A.poi_pairs(maker.ss["algo"].values, "ppo")
     assert len(pairs) == 6 and all(y != "ppo" or x != "ppo" for x, y in pairs)
     assert all(y == "ppo" for x, y in pairs if "ppo" in (x, y))
-    assert len(fig.axes) == 15
+    assert len(fig.axes) == 3 * len(stats.METRICS)
     for ax in fig.axes:
         assert [ln.get_xdata()[0] for ln in ax.lines if ln.get_gid() == "half"] == [0.5]
     x, y = pairs[0]
@@ -174,14 +176,18 @@ def test_poi_figure(maker: FigureMaker):
 def test_aggregate_curve_figure(maker: FigureMaker):
     fig = maker.figure("aggregate-curve")
     visible = [ax for ax in fig.axes if ax.axison]
-    assert len(visible) == 5
+    assert len(visible) == len(stats.METRICS) == len(fig.axes)  # 2 x 3 panels, the legend above them
     curve = aggregate_learning_curve(maker.ss, boot=BOOT, rng_seed=0)
     (band,) = _by_gid(fig, "band:ppo_lag:V", PolyCollection)
     x, lo, hi = _band(band, curve.sizes["iterate"])
     np.testing.assert_allclose(lo, curve["ci_low"].sel(algo="ppo_lag", metric="V").values)
     np.testing.assert_allclose(hi, curve["ci_high"].sel(algo="ppo_lag", metric="V").values)
-    assert len(_by_gid(fig, "line:")) == 4 * 5
+    assert len(_by_gid(fig, "line:")) == 4 * len(stats.METRICS)
     assert any(METRIC["Dplus"].tex in ax.get_ylabel() for ax in visible)
+    assert r"IQM $\text{CVaR}_{0.1}$" in visible[-1].get_ylabel()
+    (cvar,) = _by_gid(fig, "band:ppo_lag:CVaR", PolyCollection)
+    np.testing.assert_allclose(_band(cvar, curve.sizes["iterate"])[1],
+                               curve["ci_low"].sel(algo="ppo_lag", metric="CVaR").values)
 
 
 def test_colours_fixed_across_figures_and_selections(maker: FigureMaker, small_demo_cube: Path):

@@ -23,12 +23,12 @@ from cube.stats.profiles import default_tau, performance_profiles, profile_fract
 
 # ------------------------------------------------------------------------------------------- profiles
 def test_profile_metrics_follow_the_registry(monkeypatch):
-    assert profile_metrics() == ("Dnorm", "V", "Dplus")  # cost-like and comparable across tasks: not C̄
-    cvar = registry.Metric("CVaR", "CVaR", "CVaR", "upper-tail CVaR of (c - d)/d", False, True,
+    assert profile_metrics() == ("Dnorm", "V", "Dplus", "CVaR")  # cost-like and comparable across tasks: not C̄
+    tail = registry.Metric("ES", "ES", "ES", "another tail metric of (c - d)/d", False, True,
                            lambda s, d: s["n"] * 0.0)
-    monkeypatch.setattr(profiles_module, "METRICS", (*registry.METRICS, "CVaR"))
-    monkeypatch.setitem(registry.METRIC, "CVaR", cvar)
-    assert profile_metrics() == ("Dnorm", "V", "Dplus", "CVaR")  # a new record needs no change
+    monkeypatch.setattr(profiles_module, "METRICS", (*registry.METRICS, "ES"))
+    monkeypatch.setitem(registry.METRIC, "ES", tail)
+    assert profile_metrics() == ("Dnorm", "V", "Dplus", "CVaR", "ES")  # a new record needs no change
 
 
 def test_profile_fraction_by_hand():
@@ -82,7 +82,9 @@ def test_given_thresholds_and_bad_ones():
     with pytest.raises(CubeError, match="increasing"):
         performance_profiles(ss, "final_greedy", metrics="V", tau={"V": [0.5, 0.1]}, boot=20)
     with pytest.raises(CubeError, match="unknown metric"):
-        performance_profiles(ss, "final_greedy", metrics="CVaR", boot=20)
+        performance_profiles(ss, "final_greedy", metrics="VaR", boot=20)
+    cvar = performance_profiles(ss, "final_greedy", metrics="CVaR", boot=20)  # the tail is profiled like the rest
+    assert list(cvar["metric"].values) == ["CVaR"] and np.isfinite(cvar["fraction"].values).any()
 
 
 # ---------------------------------------------------------------------------------------------- front

@@ -51,7 +51,7 @@ def test_csv_report_matches_the_api(cube, capsys):
     ss = stats.select(stats.load_suffstats(cube), stats.Selection(algos=("p3o", "focops"), seeds=(0, 1)))
     agg = stats.aggregate_table(ss, ["final_greedy"], boot=40, rng_seed=3)
     assert len(rows) == 2 * (len(stats.METRICS) + 1)
-    assert [r["metric"] for r in rows[:6]] == [*stats.METRICS, "tier"]
+    assert [r["metric"] for r in rows[: len(stats.METRICS) + 1]] == [*stats.METRICS, "tier"]
     for r in rows:
         if r["metric"] == "tier":
             assert r["value"] == str(int(agg["tier"].sel(algo=r["algo"], setting="final_greedy")))
@@ -114,7 +114,7 @@ def test_poi_and_gap_from_the_cli_match_the_api(cube, capsys):
         assert float(r["value"]) == float(want["value"]) and float(r["ci_high"]) == float(want["ci_high"])
     assert main(["report", str(cube), "--gap", "--format", "json", "--boot", "30"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kind"] == "gap" and len(doc["rows"]) == 4 * 5
+    assert doc["kind"] == "gap" and len(doc["rows"]) == 4 * len(stats.METRICS)
     assert main(["report", str(cube), "--gap", "--boot", "30"]) == 0
     assert "ΔC̄" in capsys.readouterr().out
 
@@ -178,6 +178,7 @@ def test_kind_all_markdown_goes_to_stdout_with_sections(cube, capsys):
         (["--poi", "ppo"], "cannot read --poi 'ppo'"),
         (["--poi", "ppo,trpo"], "unknown algo trpo"),
         (["--kind", "poi"], "--kind poi needs --poi X,Y"),
+        (["--cvar-alpha", "1.5"], "CVaR alpha 1.5 is not in (0, 1]"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(cube, capsys, extra, message):
@@ -185,6 +186,26 @@ def test_user_errors_are_one_line_exit_2(cube, capsys, extra, message):
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and message in err and "Traceback" not in err
     assert len(err.splitlines()) == 1
+
+
+def test_cvar_alpha_is_chosen_on_the_command_line(cube, capsys):
+    """`--cvar-alpha`: 0.05 comes from the cache the default report wrote; 0.2 is computed (and cached)."""
+    assert main(["report", str(cube), "--format", "json", "--boot", "30", "--settings", "train"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["cvar_alpha"] == 0.1
+    for alpha in (0.05, 0.2):
+        assert main(["report", str(cube), "--format", "json", "--boot", "30", "--settings", "train",
+                     "--cvar-alpha", str(alpha)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        ss = stats.with_cvar_alpha(stats.load_suffstats(cube, cvar_alphas=(alpha,)), alpha)
+        want = stats.aggregate_table(ss, ["train"], boot=30)
+        for row in doc["rows"]:
+            got = row["metrics"]["CVaR"]["value"]
+            assert got == pytest.approx(want["value"].sel(algo=row["algo"], setting="train", metric="CVaR").item())
+            assert row["metrics"]["V"] == next(r for r in default["rows"] if r["algo"] == row["algo"])["metrics"]["V"]
+        assert doc["cvar_alpha"] == alpha
+    assert main(["report", str(cube), "--per-condition", "--format", "markdown", "--cvar-alpha", "0.05"]) == 0
+    assert "worst 5% of a run's episodes" in capsys.readouterr().out
 
 
 def test_missing_cube_is_an_error(tmp_path, capsys):

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 try:  # tests/ on sys.path (rootdir conftest) or the repo root (tests as a package)
-    from statsdata import cube_ds, random_cube, ref_run
+    from statsdata import cube_ds, random_cube, ref_cvar, ref_run
 except ImportError:
-    from tests.statsdata import cube_ds, random_cube, ref_run
+    from tests.statsdata import cube_ds, random_cube, ref_cvar, ref_run
 
 from cube import CubeError, stats
 from cube.selection import Selection
@@ -43,10 +43,11 @@ def rm_values(ds, setting):
 
 
 def test_fixed_policy_metrics_by_hand():
-    # d = 15; costs 10, 20, 30 (+ a padded slot): C = 20, V = 2/3, Dnorm = 1/3, Dplus = (5 + 15) / (2 * 15)
+    # d = 15; costs 10, 20, 30 (+ a padded slot): C = 20, V = 2/3, Dnorm = 1/3, Dplus = (5 + 15) / (2 * 15);
+    # CVaR_0.1: alpha N = 0.3 < 1, so the worst episode alone: (30 - 15) / 15 = 1
     ds = one_run_ds([[10.0, 20.0, 30.0]], train_rewards=[[1.0, 2.0, 6.0]])
     got = rm_values(ds, "train")
-    assert got == pytest.approx({"R": 3.0, "C": 20.0, "Dnorm": 1 / 3, "V": 2 / 3, "Dplus": 2 / 3})
+    assert got == pytest.approx({"R": 3.0, "C": 20.0, "Dnorm": 1 / 3, "V": 2 / 3, "Dplus": 2 / 3, "CVaR": 1.0})
 
 
 def test_cost_equal_to_bound_is_not_a_violation_and_dplus_is_zero_without_violations():
@@ -295,13 +296,16 @@ def test_block_stats_match_direct_counts():
     d = np.array([15.0, 25.0]).reshape(2, 1, 1)
     kappa = default_kappa()
     out = block_stats(r, c, d, kappa)
-    assert out.shape == (2, 3, 6 + kappa.size)
+    g = kappa.size
+    assert out.shape == (2, 3, 6 + g + len(stats.CVAR_ALPHAS))
     for i, m in np.ndindex(2, 3):
         cc = c[i, :, m][~np.isnan(c[i, :, m])]
         dd = d[i, 0, 0]
         want = [cc.size, np.nansum(r[i, :, m]), cc.size, cc.sum(), (cc > dd).sum(), np.clip(cc - dd, 0, None).sum()]
         np.testing.assert_allclose(out[i, m, :6], want, rtol=1e-12)
-        np.testing.assert_array_equal(out[i, m, 6:], [((cc - dd) / dd <= k).sum() for k in kappa])
+        np.testing.assert_array_equal(out[i, m, 6:6 + g], [((cc - dd) / dd <= k).sum() for k in kappa])
+        cvar = [ref_cvar(c[i, :, m], a) if cc.size else 0.0 for a in stats.CVAR_ALPHAS]
+        np.testing.assert_allclose(out[i, m, 6 + g:], cvar, rtol=1e-12)
 
 
 def test_bad_settings_and_bootstrap_arguments_are_cube_errors():
@@ -541,7 +545,7 @@ def test_property_dask_pass_equals_plain_numpy(seed, chunk_seed, chunk_it):
 def test_facade_reexports_the_one_definition_of_each_name():
     """`cube.stats` is a facade: every public name is the object of the module that defines it."""
     from cube import schema
-    from cube.stats import accessor, bootstrap, curves, metrics, tables
+    from cube.stats import accessor, bootstrap, compare, curves, metrics, runs, subset, tables
 
     for name in stats.__all__:
         assert hasattr(stats, name), name
@@ -549,16 +553,36 @@ def test_facade_reexports_the_one_definition_of_each_name():
                          ("SETTINGS", metrics), ("TIER_LABELS", metrics), ("HIGHER_IS_BETTER", metrics),
                          ("bootstrap_rng", bootstrap), ("StatsWarning", bootstrap),
                          ("stratified_bootstrap_weights", bootstrap), ("aggregate_table", tables),
-                         ("some_labels", tables), ("SaferlAccessor", accessor)):
+                         ("some_labels", runs), ("run_metrics", runs), ("select", subset),
+                         ("greedy_expl_gap", compare), ("SaferlAccessor", accessor)):
         assert getattr(stats, name) is getattr(module, name), name
     assert curves.final_iterate is schema.final_iterate  # one definition, in the core
+
+
+def test_one_selection_engine_for_cubes_and_statistics():
+    """`select_runs` picks runs of a cube and of its suffstats alike (bounds within tolerance, a label twice
+    counted once, unknown labels one line); `select` is it plus the iterate window."""
+    from cube.stats import subset
+
+    ds = random_cube(np.random.default_rng(4))
+    ss = stats.load_suffstats(ds)
+    sel = Selection(algos=("alg1", "alg1"), bounds=(25.0 + 1e-12,), seeds=(0, 2))
+    cube = subset.select_runs(ds, sel)
+    picked = stats.select(ss, sel)
+    for d, want in (("algo", ["alg1"]), ("bound", [25.0]), ("seed", [0, 2])):
+        assert list(cube[d].values) == list(picked[d].values) == want
+    assert subset.select_runs(ds.copy(), sel).identical(cube)
+    with pytest.raises(CubeError, match="unknown task nope: the cube has task0, task1"):
+        subset.select_runs(ds, Selection(tasks=("nope",)))
 
 
 def test_directions_come_from_the_registry():
     from cube.stats import metrics
 
     assert stats.HIGHER_IS_BETTER == {m.name for m in metrics.METRIC_LIST if m.higher_is_better} == {"R"}
-    assert metrics.directions() == "higher R̄, lower C̄/D_norm/V/D_norm+"
+    assert metrics.directions() == "higher R̄, lower C̄/D_norm/V/D_norm+/CVaR"
+    assert metrics.directions(names=stats.PAPER_METRICS) == "higher R̄, lower C̄/D_norm/V/D_norm+"
+    assert stats.PAPER_METRICS == ("R", "C", "Dnorm", "V", "Dplus") and stats.METRICS == (*stats.PAPER_METRICS, "CVaR")
     assert metrics.best_label({"a": 1.0, "b": 3.0, "c": np.nan}, "R") == "b"
     assert metrics.best_label({"a": 1.0, "b": 3.0, "c": np.nan}, "C") == "a"
     assert metrics.best_label({"a": 1.0, "b": 3.0}, "C", exclude=("a",)) == "b"

@@ -14,7 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from cube import CubeError, RunKey, export_netcdf, extend_store, open_cube, stats, write_episodes
 from cube.selection import Selection, parse_selection
-from cube.stats import cache, kernel
+from cube.stats import cache, kernel, suffvars
 from cube.stats import suffstats as sfs
 
 
@@ -34,8 +34,9 @@ def _small_copy(tmp_path: Path) -> Path:
 
 
 def _same(a, b) -> None:
-    for v in (*kernel.SUM_VARS, "le"):
+    for v in suffvars.STATS_VARS:
         np.testing.assert_array_equal(a[v].values, b[v].values, err_msg=v)
+    assert a[suffvars.ALPHA_DIM].values.tolist() == b[suffvars.ALPHA_DIM].values.tolist()
     for d in ("algo", "task", "bound", "seed", "iterate", "mode"):
         assert a[d].values.tolist() == b[d].values.tolist()
 
@@ -61,6 +62,46 @@ def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatc
     # the changed run was patched into the cache on disk: the next load is a plain hit
     _same(third, sfs.load_suffstats(demo_copy))
     assert len(patched) == 1 and len(full) == 2
+
+
+def test_cache_holds_the_default_cvar_alphas_and_another_when_asked(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    """The cache holds CVaR at 0.1 and 0.05; another alpha recomputes once and the cache then holds it too
+    (a default read still hits); a patched run gets every alpha the cache holds."""
+    from cube.stats.suffvars import ALPHA_DIM, CVAR_VAR
+
+    full = []
+    real_full = sfs.compute_suffstats
+    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    first = sfs.load_suffstats(demo_copy)
+    assert first[ALPHA_DIM].values.tolist() == [0.1, 0.05] and len(full) == 1
+    assert sfs.load_suffstats(demo_copy, cvar_alphas=(0.05,))[ALPHA_DIM].values.tolist() == [0.1, 0.05]
+    more = sfs.load_suffstats(demo_copy, cvar_alphas=(0.2,))
+    assert more[ALPHA_DIM].values.tolist() == [0.1, 0.05, 0.2] and len(full) == 2
+    np.testing.assert_array_equal(more[CVAR_VAR].sel({ALPHA_DIM: [0.1, 0.05]}).values, first[CVAR_VAR].values)
+    again = sfs.load_suffstats(demo_copy)
+    assert again[ALPHA_DIM].values.tolist() == [0.1, 0.05, 0.2] and len(full) == 2
+    write_episodes(demo_copy, RunKey("ppo_lag", "goal", 15.0, 0), "greedy", 4, [1.0, 2.0], [0.0, 100.0])
+    patched = sfs.load_suffstats(demo_copy)
+    assert len(full) == 2
+    _same(patched, sfs.load_suffstats(demo_copy, cache=False, cvar_alphas=(0.2,)))
+
+
+def test_a_cache_of_the_previous_version_is_recomputed_not_misread(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    """Statistics cached before CVaR (version 2, no `cvar_c`) are another grid: computed again, with CVaR."""
+    from cube.stats.suffvars import CVAR_VAR
+
+    monkeypatch.setattr(cache, "SUFFSTATS_VERSION", 2)
+    old = sfs.load_suffstats(demo_copy).drop_vars(CVAR_VAR)
+    cube = open_cube(demo_copy)
+    cache.write_cache(demo_copy, old, {"grid": cache.grid_fingerprint(cube, old["kappa"].values), "store": ""},
+                      cache.run_fingerprints(demo_copy, cube))
+    assert CVAR_VAR not in cache.read_cache(demo_copy)
+    monkeypatch.undo()
+    full = []
+    real_full = sfs.compute_suffstats
+    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    got = sfs.load_suffstats(demo_copy)
+    assert len(full) == 1 and CVAR_VAR in got
 
 
 def test_writing_the_cache_leaves_readers_listing_the_cube_silent(demo_copy: Path):
@@ -128,6 +169,26 @@ def test_a_bound_that_is_not_positive_is_a_one_line_error(bad: float):
     assert "\n" not in str(err.value)
 
 
+def test_run_chunk_files_come_from_zarrs_metadata(tmp_path: Path):
+    """`cache.run_chunks` locates each run's chunk files through zarr's chunk-key encoding: the files zarr
+    wrote for that run, and a rewrite of one run's chunk changes that run's fingerprint only."""
+    import zarr
+
+    path = _small_copy(tmp_path)
+    ds = open_cube(path)
+    chunks = cache.run_chunks(path, dict(ds.sizes))
+    assert chunks is not None
+    arr = zarr.open_group(str(path), mode="r")["cost"]
+    assert chunks.files((1, 0, 0, 1))[1] == path / "cost" / arr.metadata.encode_chunk_key((1, 0, 0, 1, 0, 0, 0))
+    assert all(f.is_file() for f in chunks.files((1, 0, 0, 1)))
+    before = cache.run_fingerprints(path, ds)
+    group = zarr.open_group(str(path), mode="r+")
+    group["cost"][1, 0, 0, 1] = group["cost"][1, 0, 0, 1] + 1
+    after = cache.run_fingerprints(path, ds)
+    assert np.argwhere(before != after).tolist() == [[1, 0, 0, 1]]
+    assert cache.run_chunks(path, {**ds.sizes, "episode": ds.sizes["episode"] + 1}) is None  # not the whole grid
+
+
 def test_store_not_chunked_per_run_uses_a_whole_store_fingerprint(tmp_path: Path):
     import xarray as xr
 
@@ -167,7 +228,7 @@ def test_progress_is_reported_and_no_cache_leaves_store_untouched(demo_copy: Pat
 def test_netcdf_source_gives_the_same_statistics(demo_copy: Path, tmp_path: Path):
     nc = export_netcdf(demo_copy, tmp_path / "demo.nc")
     a, b = sfs.load_suffstats(demo_copy, cache=False), sfs.load_suffstats(nc)
-    for v in (*kernel.SUM_VARS, "le"):
+    for v in suffvars.STATS_VARS:
         np.testing.assert_array_equal(a[v].values, b[v].values)
     assert a.attrs["synthetic"] and b.attrs["synthetic"]
     assert a["run_status"].dims == b["run_status"].dims == ("algo", "task", "bound", "seed")

@@ -86,6 +86,9 @@ def f2(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{x:.2f}"
 
 
+N_METRICS = len(stats.METRICS)  # the Summary's and Conditions' metric columns: the paper's five and CVaR
+
+
 def name(cell: str) -> str:
     """An algorithm cell without the not-safe mark."""
     return cell.rstrip("†")
@@ -93,15 +96,15 @@ def name(cell: str) -> str:
 
 def check_summary(table: DataTable, agg: Any) -> None:
     """The IQM table shows ``agg``: one row per algorithm and setting (train, expl, greedy), the algorithm
-    named on its first row, then the five metrics and the tier."""
+    named on its first row, then the metrics (the paper's five and CVaR) and the tier."""
     rows = cells(table)
     assert [name(r[0]) for r in rows[::3]] == [str(a) for a in agg["algo"].values]
     for i, r in enumerate(rows):
         a, s = str(agg["algo"].values[i // 3]), stats.SETTINGS[i % 3]
         assert r[1] == SETTING[s].short  # train / expl / greedy
         expect = [f2(float(agg["value"].sel(algo=a, setting=s, metric=m))) for m in stats.METRICS]
-        assert r[2:7] == expect
-        assert r[7].split()[0] == str(int(agg["tier"].sel(algo=a, setting=s)))
+        assert r[2:2 + N_METRICS] == expect
+        assert r[2 + N_METRICS].split()[0] == str(int(agg["tier"].sel(algo=a, setting=s)))
 
 
 def algo_rows(table: DataTable) -> list[str]:
@@ -115,7 +118,7 @@ def test_summary_equals_aggregate_table(cube_path: Path) -> None:
         check_summary(screen.query_one("#summary-table", DataTable), agg)
         ci = cells(screen.query_one("#summary-ci", DataTable))
         for r in ci:
-            for m, cell in zip(stats.METRICS, r[1:6], strict=True):
+            for m, cell in zip(stats.METRICS, r[1:1 + N_METRICS], strict=True):
                 p = agg.sel(algo=name(r[0]), setting="train", metric=m)
                 assert cell == f"{f2(p['value'])}\n[{f2(p['ci_low'])}, {f2(p['ci_high'])}]"
         assert "Train" in static_text(screen, "#summary-ci-title")
@@ -148,7 +151,7 @@ def test_summary_equals_saferl_report_json(cube_path: Path, tmp_path: Path) -> N
             seen.add(row["setting"])
             for i, m in enumerate(stats.METRICS):
                 assert r[2 + i] == f2(row["metrics"][m]["value"])
-            assert r[7].split()[0] == str(row["tier"])
+            assert r[2 + N_METRICS].split()[0] == str(row["tier"])
         assert seen == set(stats.SETTINGS)
         gap_rows = {name(r[0]): r for r in cells(screen.query_one("#summary-gap", DataTable))}
         for row in gap["rows"]:
@@ -233,7 +236,7 @@ def test_conditions_view_values_and_sorting(cube_path: Path) -> None:
             p = ct.sel(algo=r[0], task=r[1], bound=float(r[2]))
             for i, m in enumerate(stats.METRICS):
                 assert r[3 + i] == f"{f2(p[f'{m}_mean'])} ± {f2(p[f'{m}_std'])}"
-            assert r[8] == str(int(p["n_seeds"]))
+            assert r[3 + N_METRICS] == str(int(p["n_seeds"]))
         assert [r[0] for r in rows] == sorted(r[0] for r in rows)
         view = screen.query_one(ConditionsView)
         await press(pilot, *["greater_than_sign"] * 4)  # algo -> task -> bound -> R -> C
@@ -368,7 +371,7 @@ def test_export_summary_matches_screen(cube_path: Path, tmp_path: Path) -> None:
         a, s = algos[i // 3], stats.SETTINGS[i % 3]
         for j, m in enumerate(stats.METRICS):
             assert row[2 + j] == f2(float(by[(a, s, m)]["value"]))
-        assert row[7].split()[0] == tier(a, s)
+        assert row[2 + N_METRICS].split()[0] == tier(a, s)
     tex = (tmp_path / "saferl_summary_train_4a2t2b3s.tex").read_text()
     assert tex.startswith("% saferl-tui selection: {") and "\\begin{tabular}" in tex and shown[1][2] in tex
 
@@ -498,7 +501,7 @@ def test_baseline_gives_deltas_and_best_skips_not_safe(cube_path: Path) -> None:
         out = {}
         algos = algo_rows(table)
         for i in range(table.row_count):
-            for j, c in enumerate(table.get_row_at(i)[2:7]):
+            for j, c in enumerate(table.get_row_at(i)[2:2 + N_METRICS]):
                 if "bold" in str(c.style):
                     out[(stats.SETTINGS[i % 3], j)] = algos[i // 3]
         return out
@@ -509,7 +512,7 @@ def test_baseline_gives_deltas_and_best_skips_not_safe(cube_path: Path) -> None:
         table = screen.query_one("#summary-table", DataTable)
         agg = agg_for(cube_path, Selection())
         best = bold(table)
-        assert "ppo" not in best.values() and len(best) == 15
+        assert "ppo" not in best.values() and len(best) == 3 * N_METRICS
         for (s, j), a in best.items():
             m = stats.METRICS[j]
             vals = {x: float(agg["value"].sel(algo=x, setting=s, metric=m)) for x in ("ppo_lag", "p3o", "focops")}

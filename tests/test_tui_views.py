@@ -19,6 +19,7 @@ from cube import open_cube, stats
 from cube.render import text as export
 from cube.selection import Selection
 from cube.stats import curves
+from cube.stats.subset import select_runs
 from cube.store import summary
 
 
@@ -146,9 +147,9 @@ def test_training_curves_from_stats(small_demo_cube: Path) -> None:
     np.testing.assert_allclose(cur["R_mean"].values, per_run.mean(axis=3), rtol=1e-5)
 
 
-def test_select_cube_and_run_rows(small_demo_cube: Path) -> None:
+def test_select_runs_and_run_rows(small_demo_cube: Path) -> None:
     ds = open_cube(small_demo_cube)
-    sub = curves.select_cube(ds, Selection(algos=("focops",), seeds=(0, 2)))
+    sub = select_runs(ds, Selection(algos=("focops",), seeds=(0, 2)))
     rows = summary.run_rows(sub)
     assert len(rows) == 1 * ds.sizes["task"] * ds.sizes["bound"] * 2
     assert {r["algo"] for r in rows} == {"focops"} and {r["seed"] for r in rows} == {0, 2}

@@ -3,6 +3,7 @@
     saferl plot CUBE KIND [--out FILE|DIR] [--format pdf|png|svg] [--style paper|screen]
                 [--algo ..] [--task ..] [--bound ..] [--seed 0-9] [--iterates J|LO:HI]
                 [--settings train,final_greedy] [--baseline auto|none|ALGO] [--boot 2000] [--rng-seed 0] [--ci 0.95]
+                [--cvar-alpha 0.1]
                 [--xmax 2|none] [--window 5] [--var multiplier] [--bins 20] [--by auto|iterate|env_steps]
                 [--pair X,Y ...]
                 [--no-cache]
@@ -24,6 +25,7 @@ import argparse
 import warnings
 from pathlib import Path
 
+from cube.cli.report import add_cvar_argument
 from cube.errors import CubeError, CubeWarning
 from cube.outputs import figures_folder, write_text
 from cube.selection import (
@@ -35,6 +37,7 @@ from cube.selection import (
     parse_settings,
     selection_from_args,
 )
+from cube.stats.tail import check_alpha
 
 KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "all")
 FORMATS = ("pdf", "png", "svg")
@@ -57,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--style", choices=("paper", "screen"), default="paper",
                    help="paper: serif, 8 pt, 3.25/6.75 in wide, fonts embedded (default); screen: larger")
     add_selection_arguments(p)
+    add_cvar_argument(p)
     add_statistics_arguments(p, "the not-safe baseline, drawn grey and never setting an axis: auto (default: the "
                                 "unconstrained algorithms, e.g. ppo), none, or an algorithm")
     p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
@@ -93,6 +97,7 @@ def _pairs(items: list[str] | None) -> tuple[tuple[str, str], ...] | None:
 
 def _check(args: argparse.Namespace) -> None:
     check_statistics_arguments(args.boot, args.ci, args.rng_seed)
+    check_alpha(args.cvar_alpha)
     if args.window < 1 or args.bins < 1:
         raise CubeError("--window and --bins must be >= 1")
     _check_window(args.path, args.window)
@@ -149,10 +154,11 @@ def _list_vars(args: argparse.Namespace) -> int:
     import numpy as np
 
     from cube.render.style import iterate_var_label
-    from cube.stats.curves import iterate_var_names, select_cube
+    from cube.stats.curves import iterate_var_names
+    from cube.stats.subset import select_runs
     from cube.store.read import open_cube
 
-    ds = select_cube(open_cube(args.path), selection_from_args(args))
+    ds = select_runs(open_cube(args.path), selection_from_args(args))
     having: dict[str, list[str]] = {}  # each variable read once: the algorithms with a value of it
     for name in iterate_var_names(ds):
         values = np.asarray(ds[name].transpose("algo", ...).values, dtype=np.float64)
@@ -199,7 +205,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = stats.settings_arg(settings) if settings is not None else None
     options = PlotOptions(settings=settings, baseline=args.baseline or "auto", boot=args.boot, rng_seed=args.rng_seed,
                                   ci=args.ci, xmax=_xmax(args.xmax), style=args.style, window=args.window,
-                                  bins=args.bins, by=args.by, pairs=_pairs(args.pairs), var=args.var)
+                                  bins=args.bins, by=args.by, pairs=_pairs(args.pairs), var=args.var,
+                                  cvar_alpha=args.cvar_alpha)
     written: list[Path] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
@@ -214,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
 
             ss = None
             if args.no_cache:
-                ss = stats.load_suffstats(args.path, cache=False,
+                ss = stats.load_suffstats(args.path, cache=False, cvar_alphas=(args.cvar_alpha,),
                                           progress=lambda d, t: progress("sufficient statistics", d, t))
             maker = FigureMaker(args.path, selection, options, ss=ss, progress=progress)
             if args.kind == "all":
@@ -233,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 written.append(figures.save_figure(maker.figure(args.kind), out, fmt))
     if maker.means_only:
-        err_console.print(f"note: V, D_norm+, tiers and CDFs are not available for the {maker.means_only} "
+        err_console.print(f"note: V, D_norm+, CVaR, tiers and CDFs are not available for the {maker.means_only} "
                           "selected (run, mode) pair(s) that hold means of several episodes, not episodes; the "
                           "figures say so",
                           highlight=False, markup=False)

@@ -4,9 +4,11 @@
                        [--per-condition] [--cdf] [--poi X,Y] [--gap] [--kind aggregate|conditions|cdf|poi|gap|all]
                        [--reference paper] [--settings train,final_greedy] [--algo ..] [--task ..] [--bound ..]
                        [--seed 0-9] [--iterates J|LO:HI] [--boot 2000] [--ci 0.95] [--rng-seed 0]
-                       [--baseline auto|none|ALGO] [--no-ci] [--digits 2] [--no-cache] [--scheduler ADDRESS]
+                       [--baseline auto|none|ALGO] [--cvar-alpha 0.1] [--no-ci] [--digits 2] [--no-cache]
+                       [--scheduler ADDRESS]
 
-Without options it prints the aggregate table (rich, like the paper's Table 2). --per-condition (= --kind
+Without options it prints the aggregate table (rich, like the paper's Table 2, with CVaR after D_norm+:
+the mean (c - d)/d of a run's worst --cvar-alpha share of episodes). --per-condition (= --kind
 conditions) and --cdf (= --kind cdf) pick other tables, --poi X,Y adds the probability that X improves on
 Y, --gap the greedy-minus-exploration gap; several of them print one after another. --algo/--task/--bound/
 --seed are the same as --algos/--tasks/--bounds/--seeds, --out the same as -o/--output.
@@ -59,6 +61,14 @@ TITLES = {"aggregate": "Aggregate metrics (IQM over task-bound pairs, stratified
 ALL = ("aggregate", "conditions", "cdf")
 
 
+def add_cvar_argument(parser: argparse.ArgumentParser) -> None:
+    """`--cvar-alpha`, shared by `saferl report` and `saferl plot`."""
+    parser.add_argument("--cvar-alpha", type=float, default=stats.DEFAULT_CVAR_ALPHA, metavar="ALPHA",
+                        help="the CVaR column: the mean (c - d)/d of a run's worst ALPHA share of episodes (default "
+                             f"{stats.DEFAULT_CVAR_ALPHA:g}; {' and '.join(f'{a:g}' for a in stats.CVAR_ALPHAS)} "
+                             "are computed in the one pass and cached, another alpha computes the pass once more)")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `report` subcommand."""
     p = subparsers.add_parser("report", help="the paper's metrics, CIs, safety tiers and CDFs of a cube",
@@ -77,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_selection_arguments(p)
     add_statistics_arguments(p, "the not-safe baseline, greyed and never 'best': auto (default: the unconstrained "
                                 "algorithms, e.g. ppo), none, or an algorithm")
+    add_cvar_argument(p)
     p.add_argument("--no-ci", action="store_true", help="values without CIs (or stds) in the terminal table")
     p.add_argument("--width", type=count_at_most(10_000), default=None, metavar="COLUMNS",
                    help="lay the terminal table out for this many columns (default: the terminal's; piped: as "
@@ -142,7 +153,7 @@ def _notes(ss: xr.Dataset) -> list[str]:
     means_only = stats.means_only_runs(ss)
     if means_only:
         notes.append(f"{means_only} selected (run, mode) pair(s) hold means of several episodes, not episodes: "
-                     "R̄, C̄ and D_norm come from the means; V, D_norm+, tiers and CDFs are not available "
+                     "R̄, C̄ and D_norm come from the means; V, D_norm+, CVaR, tiers and CDFs are not available "
                      "for them (left blank)")
         described = ss.attrs.get("means_notes")
         if isinstance(described, dict):  # what each source's means are (a sliding window, ...)
@@ -206,6 +217,7 @@ def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, se
 
 def _check_args(args: argparse.Namespace, kinds: tuple[str, ...], fmt: str) -> None:
     check_statistics_arguments(args.boot, args.ci, args.rng_seed)
+    stats.check_alpha(args.cvar_alpha)
     if args.output is not None and not str(args.output).strip():
         raise CubeError("--out needs a file name (it was empty); leave it out to print the table here")
     if not 0 <= args.digits <= 12:
@@ -251,9 +263,10 @@ def _run(args: argparse.Namespace) -> int:
             task = bar.add_task("sufficient statistics", total=None)
             with scheduler_context(args.scheduler):
                 ss = stats.load_suffstats(args.path, cache=not args.no_cache, background_write=True,
-                                          progress=lambda d, t: bar.update(task, completed=d, total=t))
+                                          progress=lambda d, t: bar.update(task, completed=d, total=t),
+                                          cvar_alphas=(args.cvar_alpha,))
             bar.update(task, visible=False)
-            ss = stats.select(ss, selection.check_iterates(ss.sizes["iterate"]))
+            ss = stats.with_cvar_alpha(stats.select(ss, selection.check_iterates(ss.sizes["iterate"])), args.cvar_alpha)
             marked = stats.not_safe(ss["algo"].values, args.baseline or "auto")
             if settings is not None:
                 stats.require_data(ss, settings)

@@ -36,7 +36,7 @@ REFERENCES: tuple[str, ...] = ("paper",)
 """The names `load_reference` knows; each is ``cube/io/reference_data/<name>.json``."""
 
 METRICS: tuple[str, ...] = ("R", "C", "Dnorm", "V", "Dplus")
-"""= cube.stats.METRICS (the io wing may not import stats; a test checks the two agree)."""
+"""= cube.stats.PAPER_METRICS, the paper's five (the io wing may not import stats; a test checks the two agree)."""
 SETTINGS: tuple[str, ...] = ("train", "final_expl", "final_greedy")
 """= cube.stats.SETTINGS."""
 CONDITION_VARS: tuple[str, ...] = (*(f"{m}_{s}" for m in METRICS for s in ("mean", "std")), "n_seeds", "tier")

@@ -18,8 +18,10 @@ from typing import Any
 
 import xarray as xr
 
+from cube.render.style import shows_cvar
 from cube.stats.metrics import METRICS, TIER_LABELS
 from cube.stats.reasons import REASONS, reason_codes
+from cube.stats.runs import cvar_alpha
 
 FORMATS = ("csv", "json")
 
@@ -48,13 +50,16 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def meta(ds: xr.Dataset, kind: str) -> dict:
-    """What a JSON document says about its table: kind, synthetic, bootstrap settings, selection."""
+    """What a JSON document says about its table: kind, synthetic, bootstrap settings, selection, and the
+    alpha of its CVaR (`cvar_alpha`) when it has a CVaR column."""
     out = {"kind": kind, "synthetic": bool(ds.attrs.get("synthetic", False))}
     for k in ("boot", "ci", "rng_seed"):
         if k in ds.attrs:
             out[k] = ds.attrs[k].item() if hasattr(ds.attrs[k], "item") else ds.attrs[k]
     if "selection" in ds.attrs:
         out["selection"] = json.loads(ds.attrs["selection"])
+    if shows_cvar(ds):
+        out["cvar_alpha"] = cvar_alpha(ds)
     return out
 
 
@@ -259,6 +264,8 @@ def learning_curve_json(curve: xr.Dataset) -> str:
     per (algo, metric) with value, ci_low, ci_high (null for NaN) and n_conditions per algo."""
     col, xcols = _curve_columns(curve)
     meta = {"kind": "aggregate_curve", "synthetic": bool(curve.attrs.get("synthetic", False))}
+    if shows_cvar(curve):
+        meta["cvar_alpha"] = cvar_alpha(curve)
     for k in ("boot", "ci", "rng_seed", "by", "setting", "statistic"):
         if k in curve.attrs:
             v = curve.attrs[k]

@@ -8,7 +8,9 @@ Two layouts of the aggregate table (`cube.stats.aggregate_table`):
 * ``style="paper"``: the paper's Table 2 exactly (13 columns: each metric Train | Final, tier Train |
   Final, ``\\cmidrule`` under each metric, display names, the not-safe baseline grey, bold = best
   excluding it, ``\\resizebox{\\textwidth}``), followed by the appendix table with the CIs as subscripts
-  (a ``sidewaystable``).
+  (a ``sidewaystable``). Only the paper's metrics (`cube.stats.metrics.PAPER_METRICS`): no CVaR.
+
+A table with a CVaR column says in its caption which alpha it is (`cube.render.style.table_cvar_note`).
 
 The not-safe rule is the one of every output (`cube.stats.metrics.not_safe`): such algorithms are grey and
 never bold. The preamble comment lists the packages each needs.
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 import xarray as xr
 
 from cube.errors import CubeError
-from cube.render.style import algo_label
+from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, SETTING, best_label
 
 STYLES = ("default", "paper")
@@ -69,6 +71,12 @@ def _caption_words(agg: xr.Dataset, not_safe: Sequence[str]) -> str:
             r"for every metric except $\text{IQM}(\bar{R})$.")
 
 
+def cvar_sentence(table: xr.Dataset) -> str:
+    """' CVaR: ...' for the caption of a table with a CVaR column (which alpha, what it is), else ''."""
+    note = table_cvar_note(table)
+    return f" {escape(note)}." if note else ""
+
+
 def stacked(value: float, lo: float, hi: float, digits: int, bold: bool = False) -> str:
     """A value with its CI under it in script size (one cell of a default-style table)."""
     num = _num(value, digits)
@@ -111,7 +119,8 @@ def _default(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     metrics = [str(m) for m in agg["metric"].values]
     best = _best(agg, settings, not_safe)
     lines = [r"\begin{table*}[t]", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
-             rf"\caption{{Safety and performance per algorithm and setting. {_caption_words(agg, not_safe)}}}",
+             rf"\caption{{Safety and performance per algorithm and setting. {_caption_words(agg, not_safe)}"
+             rf"{cvar_sentence(agg)}}}",
              r"\label{tab:saferl_aggregate}",
              rf"\begin{{tabular}}{{ll{'c' * (len(metrics) + 1)}}}", r"\toprule",
              " & ".join([r"\textbf{Algorithm}", "Setting", *[_metric_head(m) for m in metrics], "Tier"]) + r" \\",
@@ -157,9 +166,14 @@ def _paper_head(metrics: Sequence[str], settings: Sequence[str]) -> list[str]:
     return [first, rules, second]
 
 
+def _paper_metrics(agg: xr.Dataset) -> list[str]:
+    """The paper's metrics among the table's (Table 2 has no CVaR)."""
+    return [str(m) for m in agg["metric"].values if str(m) in METRIC and METRIC[str(m)].paper]
+
+
 def _paper_rows(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na, settings: Sequence[str],
                 with_ci: bool) -> list[str]:
-    metrics = [str(m) for m in agg["metric"].values]
+    metrics = _paper_metrics(agg)
     best = _best(agg, settings, not_safe)
     rows = []
     for a in (str(a) for a in agg["algo"].values):
@@ -186,7 +200,7 @@ def _paper_rows(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na, setti
 
 def _paper(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     settings = _paper_settings(agg)
-    metrics = [str(m) for m in agg["metric"].values]
+    metrics = _paper_metrics(agg)
     ncols = 1 + len(settings) * (len(metrics) + 1)
     head = _paper_head(metrics, settings)
     words = _caption_words(agg, not_safe)
@@ -213,7 +227,8 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, un
     na = unavailable or (lambda a, t, b, s, m: False)
     metrics = [m for m in METRIC if f"{m}_mean" in ct]
     lines = [r"\begin{table*}[t]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
-             r"\caption{Per condition: seed mean $\pm$ sample std over seeds; tier from the seed means.}",
+             rf"\caption{{Per condition: seed mean $\pm$ sample std over seeds; tier from the seed means."
+             rf"{cvar_sentence(ct)}}}",
              r"\label{tab:saferl_conditions}",
              rf"\begin{{tabular}}{{llr{'c' * (len(metrics) + 1)}}}", r"\toprule",
              " & ".join([r"\textbf{Task}", r"\textbf{Algorithm}", "$d$", *[f"${METRIC[m].tex}$" for m in metrics],

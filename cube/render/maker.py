@@ -1,5 +1,6 @@
 """From a cube and a selection to the paper's figures: `FigureMaker` computes what each figure needs
-(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures`.
+(once each, through `cube.stats`) and hands it to the drawing functions of `cube.render.figures` and
+`cube.render.aggregate_figures`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,8 @@ import xarray as xr
 
 from cube.compute import Progress, StepProgress, step_progress
 from cube.errors import CubeError
-from cube.render.figures import (
-    aggregate_curve_figure,
-    cdf_figure,
-    curves_figure,
-    hist_figure,
-    intervals_figure,
-    poi_figure,
-    poi_pairs,
-)
+from cube.render.aggregate_figures import aggregate_curve_figure, intervals_figure, poi_figure, poi_pairs
+from cube.render.figures import cdf_figure, curves_figure, hist_figure
 from cube.render.style import KINDS, STYLES, algo_colors
 from cube.schema import same_bound
 from cube.stats.curves import hist_panels
@@ -57,6 +51,8 @@ class PlotOptions:
     bins: int = 20
     by: str = "auto"
     pairs: tuple[tuple[str, str], ...] | None = None
+    cvar_alpha: float = 0.1
+    """The alpha of the CVaR panels (`cube.stats.tail`; 0.1 and 0.05 are cached, another one is computed)."""
 
 
 class FigureMaker:
@@ -78,8 +74,10 @@ class FigureMaker:
             raise CubeError(f"unknown style {self.options.style!r}: use {' or '.join(STYLES)}")
         self._progress = progress
         if ss is None:
-            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"))
+            ss = stats.load_suffstats(source, background_write=True, progress=self._tick("sufficient statistics"),
+                                      cvar_alphas=(self.options.cvar_alpha,))
         self.all_algos = [str(a) for a in ss["algo"].values]
+        ss = stats.with_cvar_alpha(ss, self.options.cvar_alpha)
         self.ss = stats.select(ss, selection.check_iterates(ss.sizes["iterate"])) if selection is not None else ss
         marked = stats.not_safe(self.ss["algo"].values, self.options.baseline)
         base = marked[0] if marked else None

@@ -9,9 +9,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import xarray as xr
 
 from cube.errors import CubeError
 from cube.stats.metrics import METRIC, SETTING
+from cube.stats.runs import cvar_alpha
 
 if TYPE_CHECKING:  # pragma: no cover
 
@@ -52,7 +54,7 @@ def iterate_var_label(name: str) -> str:
 
 # Short units for axis labels (used when the metric registry has no `unit` field).
 UNITS = {"R": "episodic return", "C": "episodic cost", "Dnorm": "(C̄ − d)/d", "V": "share of episodes",
-         "Dplus": "(c − d)/d"}
+         "Dplus": "(c − d)/d", "CVaR": "(c − d)/d, worst episodes"}
 TASK_LABELS = {"goal": "Safe Goal Point", "circle": "Safe Circle Point", "push": "Safe Push Point",
                "button": "Safe Button Point"}
 TIER_GUIDE_LABELS = {("Dnorm", 0.0): "tier ≥1", ("V", 0.1): "tier 3", ("V", 0.5): "tier ≥2",
@@ -128,15 +130,33 @@ def algo_label(algo: str) -> str:
     return ALGO_LABELS.get(str(algo), str(algo))
 
 
-def tex_symbol(metric: str) -> str:
-    return f"${METRIC[metric].tex}$"
+def tex_symbol(metric: str, alpha: float | None = None) -> str:
+    """The registry's LaTeX symbol in $...$; `alpha`: the CVaR alpha written in place of its \\alpha."""
+    tex = METRIC[metric].tex
+    return f"${tex if alpha is None else tex.replace(chr(92) + 'alpha', f'{alpha:g}')}$"
 
 
-def metric_axis_label(metric: str, with_unit: bool = True) -> str:
-    """'$\\bar{C}$ (episodic cost)': the registry's LaTeX symbol and a short unit."""
+def metric_axis_label(metric: str, with_unit: bool = True, alpha: float | None = None) -> str:
+    """'$\\bar{C}$ (episodic cost)': the registry's LaTeX symbol and a short unit (`alpha`: see `tex_symbol`)."""
     m = METRIC[metric]
     unit = getattr(m, "unit", None) or UNITS.get(metric)
-    return f"{tex_symbol(metric)} ({unit})" if with_unit and unit else tex_symbol(metric)
+    return f"{tex_symbol(metric, alpha)} ({unit})" if with_unit and unit else tex_symbol(metric, alpha)
+
+
+def cvar_note(alpha: float) -> str:
+    """What the CVaR column of a table is, at `alpha` (one sentence for notes and captions)."""
+    return (f"CVaR: CVaR at alpha = {alpha:g} of (c - d)/d, the mean over the worst {100 * alpha:g}% of a run's "
+            "episodes (Rockafellar-Uryasev), aggregated like the other metrics")
+
+
+def shows_cvar(table: xr.Dataset) -> bool:
+    """Whether a statistics table has a CVaR column (a `metric` label, or `CVaR_mean`)."""
+    return ("metric" in table.coords and "CVaR" in table["metric"].values) or "CVaR_mean" in table
+
+
+def table_cvar_note(table: xr.Dataset) -> str:
+    """`cvar_note` of a statistics table that has a CVaR column, else ""."""
+    return cvar_note(cvar_alpha(table)) if shows_cvar(table) else ""
 
 
 def direction_text(metric: str) -> str:

@@ -1,9 +1,9 @@
 """The statistics tables as rich tables for a terminal, laid out to fit its width without cutting a number.
 
 Each table has layouts from the widest to the narrowest: CIs (or ± std) beside the value, then under it
-(two-line cells), then values only (the table says the CIs were left out and how to see them); the first
-layout that fits `width` is drawn. The not-safe baseline (`cube.stats.metrics.not_safe`) is grey and
-marked with a dagger, never bold.
+(two-line cells), then values only (the table says the CIs were left out and how to see them), then values
+of the paper's metrics only (CVaR left out, saying so); the first layout that fits `width` is drawn. The
+not-safe baseline (`cube.stats.metrics.not_safe`) is grey and marked with a dagger, never bold.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from cube.render.style import table_cvar_note
 from cube.stats.metrics import METRIC, SETTING, TIER_LABELS, best_label
 
-LAYOUTS = ("beside", "under", "values")
+LAYOUTS = ("beside", "under", "values", "paper")
+VALUES_ONLY = ("values", "paper")
 NOT_SAFE_MARK = "†"
 NOT_SAFE_NOTE = f"{NOT_SAFE_MARK} not safe RL (no cost constraint): grey, never best"
 
@@ -62,16 +64,31 @@ def label(text: object) -> Text:
     return Text(str(text))
 
 
-def _caption(layout: str, not_safe: Sequence[str], extra: str, what: str, asked: bool = False) -> str:
+def _caption(layout: str, not_safe: Sequence[str], extra: str, what: str, asked: bool = False,
+             table: xr.Dataset | None = None) -> str:
     notes = []
-    if layout == "values":
+    if layout in VALUES_ONLY:
         notes.append(f"{what} left out (--no-ci)" if asked else
                      f"{what} left out to fit the terminal: widen it, or use --format markdown / --out FILE")
     if not_safe:
         notes.append(NOT_SAFE_NOTE)
     if extra:
         notes.append(extra)
+    cvar = table_cvar_note(table) if table is not None else ""
+    if cvar and layout == "paper":
+        notes.append("CVaR left out to fit the terminal: widen it, or use --format markdown / --out FILE")
+    elif cvar:
+        notes.append(cvar)
     return "; ".join(notes)
+
+
+def _shown(metrics: Sequence[str], layout: str) -> list[str]:
+    """The metrics a layout shows: all, or the paper's only in the narrowest."""
+    return [m for m in metrics if layout != "paper" or METRIC[m].paper]
+
+
+def _layouts(ci: bool) -> tuple[str, ...]:
+    return LAYOUTS if ci else VALUES_ONLY
 
 
 # ------------------------------------------------------------------------------------ aggregate
@@ -92,17 +109,18 @@ def aggregate(agg: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
 
     def build(layout: str) -> Table:
         narrow = layout != "beside"
-        table = _table(title, _caption(layout, not_safe, note, "CIs", not ci), narrow)
+        shown = _shown(metrics, layout)
+        table = _table(title, _caption(layout, not_safe, note, "CIs", not ci, agg), narrow)
         table.add_column("Algorithm", no_wrap=True)
         table.add_column("Setting", no_wrap=True)
-        for m in metrics:
-            head = f"IQM({METRIC[m].label})" + (" [CI]" if layout == "beside" else "")
-            table.add_column(head, justify="right", no_wrap=True)
+        for m in shown:  # values only: the bare labels (the title says IQM), so six metrics fit 80 columns
+            head = METRIC[m].label if layout in VALUES_ONLY else f"IQM({METRIC[m].label})"
+            table.add_column(head + (" [CI]" if layout == "beside" else ""), justify="right", no_wrap=True)
         table.add_column("Tier", justify="right" if narrow else "left", no_wrap=True)
         for ai, a in enumerate(algos):
             for si, s in enumerate(settings):
                 cells = []
-                for m in metrics:
+                for m in shown:
                     if na(a, s, m):
                         cells.append(Text(na_text))
                         continue
@@ -124,7 +142,7 @@ def aggregate(agg: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
                               end_section=si == len(settings) - 1 and ai < len(algos) - 1)
         return table
 
-    return fit(build, width, LAYOUTS if ci else ("values",))
+    return fit(build, width, _layouts(ci))
 
 
 # ----------------------------------------------------------------------------------- conditions
@@ -144,12 +162,13 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
 
     def build(layout: str) -> Table:
         narrow = layout != "beside"
-        with_seeds = layout != "values"
+        with_seeds = layout not in VALUES_ONLY
+        shown = _shown(metrics, layout)
         extra = "; ".join(x for x in (note, "" if with_seeds else seeds_note) if x)
-        table = _table(title, _caption(layout, not_safe, extra, "± std", not ci), narrow)
+        table = _table(title, _caption(layout, not_safe, extra, "± std", not ci, ct), narrow)
         for head in ("Algorithm", "Task", "d", "Setting"):
             table.add_column(head, no_wrap=True, justify="right" if head == "d" else "left")
-        for m in metrics:
+        for m in shown:
             table.add_column(METRIC[m].label, justify="right", no_wrap=True)
         if with_seeds:
             table.add_column("Seeds", justify="right", no_wrap=True)
@@ -158,7 +177,7 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
         for a, t, b, s in keys:
             at = {"algo": a, "task": t, "bound": b, "setting": s}
             cells = []
-            for m in metrics:
+            for m in shown:
                 if na(a, t, b, s, m):
                     cells.append(Text(na_text))
                     continue
@@ -179,4 +198,4 @@ def conditions(ct: xr.Dataset, not_safe: Sequence[str] = (), digits: int = 2, wi
                           style="grey50" if a in not_safe else None)
         return table
 
-    return fit(build, width, LAYOUTS if ci else ("values",))
+    return fit(build, width, _layouts(ci))

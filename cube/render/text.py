@@ -28,7 +28,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.render import data, latex, terminal
-from cube.render.style import algo_label
+from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, METRICS, SETTING, best_label, directions
 from cube.stats.reasons import reason_codes
 
@@ -87,7 +87,7 @@ NOT_AVAILABLE = "n/a"
 
 def _unavailable(ds: xr.Dataset, metric: str | None = None, **at: Any) -> bool:
     """Whether a cell is "not available" because its runs hold only per-epoch means (`means_only`, see
-    `cube.stats.tables`): the metrics that need every episode (metric None = the tier)."""
+    `cube.stats.runs`): the metrics that need every episode (metric None = the tier)."""
     if "means_only" not in ds or (metric is not None and not METRIC[metric].needs_episodes):
         return False
     return bool(ds["means_only"].sel(at).item())
@@ -110,6 +110,11 @@ def _na_note(ds: xr.Dataset, kind: str = "aggregate") -> str:
     notes = [f"{NOT_AVAILABLE}: {text}" for text in data.reason_sentences(ds, values).values()]
     notes += [f"–: {text}" for text in data.reason_sentences(ds, intervals).values()]
     return "; ".join(notes)
+
+
+def _notes(ds: xr.Dataset, kind: str) -> str:
+    """The notes under a table: why numbers are missing (`_na_note`), and what its CVaR column is."""
+    return "; ".join(p for p in (_na_note(ds, kind), table_cvar_note(ds)) if p)
 
 
 def _agg_cell(ds: xr.Dataset, a: str, s: str, m: str, digits: int) -> str:
@@ -155,12 +160,14 @@ def _aggregate(ds: xr.Dataset, fmt: str, opt: Options) -> str:
     return _markdown(header, rows) + note
 
 
-def _rich(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequence[str] | None = None):
+def _rich(title: str, header: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequence[str] | None = None,
+          caption: str = ""):
     """A rich Table (imported lazily: only the `table` format needs rich)."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=title, header_style="bold", title_justify="left")
+    table = Table(title=title, header_style="bold", title_justify="left", caption=caption or None,
+                  caption_justify="left")
     for h in header:
         table.add_column(h, justify="left" if h in ("Algorithm", "Setting", "Task") else "right", no_wrap=True)
     for i, r in enumerate(rows):  # cells are data: a label like `[/x]` is text, never rich markup
@@ -241,14 +248,14 @@ def _poi(ds: xr.Dataset, fmt: str, opt: Options) -> str:
                                for m in metrics]] for s in settings]
         caption = (f"Probability that {latex.escape(algo_label(x))} improves on {latex.escape(algo_label(y))} "
                    r"(Mann--Whitney over seeds, higher $\bar{R}$ or lower cost metrics; ties count 1/2; 0.5 = no "
-                   "difference), with its stratified-bootstrap CI.")
+                   f"difference), with its stratified-bootstrap CI.{latex.cvar_sentence(ds)}")
         return latex.float_table("l" + "c" * len(metrics), ["Setting", *[f"${_mtex(m)}$" for m in metrics]], rows,
                                  caption, "tab:saferl_poi")
     rows = [[_slabel(s), *[f"{_fmt(get(s, m, 'value'), digits)} [{_fmt(get(s, m, 'ci_low'), digits)}, "
                                          f"{_fmt(get(s, m, 'ci_high'), digits)}]" for m in metrics]] for s in settings]
     header = ["Setting", *[_mlabel(m) for m in metrics]]
     if fmt == "table":
-        return _rich(title, header, rows)
+        return _rich(title, header, rows, caption=table_cvar_note(ds))
     return f"{title}\n\n" + _markdown(header, rows)
 
 
@@ -265,13 +272,14 @@ def _gap(ds: xr.Dataset, fmt: str, opt: Options) -> str:
                  *[latex.stacked(get(a, m, "value"), get(a, m, "ci_low"), get(a, m, "ci_high"), digits)
                    for m in metrics]] for a in algos]
         return latex.float_table("l" + "c" * len(metrics), ["Algorithm", *[rf"$\Delta {_mtex(m)}$" for m in metrics]],
-                                 rows, latex.escape(title), "tab:saferl_gap", [a in marked for a in algos])
+                                 rows, latex.escape(title) + latex.cvar_sentence(ds), "tab:saferl_gap",
+                                 [a in marked for a in algos])
     rows = [[f"{a} {terminal.NOT_SAFE_MARK}" if a in marked else a,
              *[f"{_fmt(get(a, m, 'value'), digits)} [{_fmt(get(a, m, 'ci_low'), digits)}, "
                f"{_fmt(get(a, m, 'ci_high'), digits)}]" for m in metrics]] for a in algos]
     header = ["Algorithm", *[f"Δ{_mlabel(m)}" for m in metrics]]
     if fmt == "table":
-        return _rich(title, header, rows, ["grey50" if a in marked else "" for a in algos])
+        return _rich(title, header, rows, ["grey50" if a in marked else "" for a in algos], table_cvar_note(ds))
     return f"{title}\n\n" + _markdown(header, rows)
 
 
@@ -339,7 +347,8 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
         text = _table_text(text)
     if fmt == "latex":
         text = latex.preamble(style) + text
-    note = _na_note(obj, kind) if fmt in ("markdown", "latex") else ""  # CSV and JSON say it in their cells
+    # CSV and JSON say it in their cells (and `cvar_alpha`); LaTeX says what CVaR is in its captions
+    note = {"markdown": _notes(obj, kind), "latex": _na_note(obj, kind)}.get(fmt, "")
     if note:
         text += {"markdown": "\n", "latex": "% "}[fmt] + note + "\n"
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:

@@ -1,4 +1,4 @@
-"""The `ds.saferl` Dataset accessor: the tables of `cube.stats.tables` on a cube Dataset or on its suffstats.
+"""The `ds.saferl` Dataset accessor: the tables of `cube.stats` on a cube Dataset or on its suffstats.
 
 Registered when this module is imported (`import cube` does it, through `cube.stats`).
 """
@@ -8,18 +8,12 @@ from __future__ import annotations
 import xarray as xr
 
 from cube.selection import Selection
+from cube.stats.compare import greedy_expl_gap, probability_of_improvement
 from cube.stats.learning_curves import aggregate_learning_curve
+from cube.stats.runs import iterate_metrics, run_metrics
+from cube.stats.subset import select
 from cube.stats.suffstats import load_suffstats
-from cube.stats.tables import (
-    aggregate_table,
-    cdf_curves,
-    condition_table,
-    greedy_expl_gap,
-    iterate_metrics,
-    probability_of_improvement,
-    run_metrics,
-    select,
-)
+from cube.stats.tables import aggregate_table, cdf_curves, condition_table
 from cube.store.read import load_consistent
 
 __all__ = ["SaferlAccessor"]
@@ -33,7 +27,7 @@ class SaferlAccessor:
     state (`cube.store.read.load_consistent`), the way to read episodes while writers write.
     ds.saferl.suffstats, .select(Selection), .run_metrics(setting), .iterate_metrics(mode),
     .conditions(settings), .aggregate(settings, boot=..), .cdf(settings, boot=..), .poi(x, y, setting),
-    .gap(boot=..): each returns the xarray object of the `cube.stats.tables` function of the same meaning.
+    .gap(boot=..): each returns the xarray object of the `cube.stats` function of the same meaning.
     """
 
     def __init__(self, ds: xr.Dataset) -> None:

@@ -6,7 +6,8 @@ independently, k[p] seeds with replacement (seed floor(u * k[p]) for u ~ U[0, 1)
 the draw counts w (P, Kmax), so a statistic linear in the runs is one matmul per batch of replicates.
 `interval` runs that skeleton for any statistic of one or more independent samples (the aggregate IQM,
 the CDF band, the probability of improvement, the greedy-expl gap): the few-seeds check, batches of
-replicates, the percentile interval. Point estimates and the table layouts live in `cube.stats.tables`.
+replicates, the percentile interval. Point estimates and the table layouts live in `cube.stats.tables` and
+`cube.stats.compare`.
 
 Random streams: one generator per (rng_seed, label, setting) (`bootstrap_rng`), drawn in batches of
 BATCH replicates; per batch, the uniforms of each sample in turn (`rng.random((b, P, Kmax))`). The

@@ -3,7 +3,9 @@ one per run: size, mtime and tail of its reward and cost chunk files; stores not
 are keyed by all their episode files) and `_derived/run_status.npz`. Written whole as a store of its own and
 moved in, so readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
 conditions whose runs changed, one (algo, task, bound) per chunk), statistics first and fingerprints last,
-while readers read the fingerprints first. Best effort (a read-only store is simply not cached).
+while readers read the fingerprints first. Best effort (a read-only store is simply not cached). The CVaRs
+are kept for the alphas they were computed with (`cvar_alpha`: 0.1 and 0.05, and another one last asked for);
+asking for an alpha the cache lacks recomputes the statistics once (`cube.stats.suffstats`).
 
 Writers of the cache (whole or patched) hold `_derived/.suffstats.lock` and, under it, take the fingerprint
 of every run they write again: a run written since its statistics were read keeps what the cache holds
@@ -21,7 +23,6 @@ is a link (it would make the cache write, and delete, outside the store).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading
@@ -38,15 +39,16 @@ import zarr
 from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
-from cube.stats.kernel import CELL_DIMS, SUM_VARS
+from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
 
 CACHE_GROUP = "_derived/suffstats"
 CACHE_LOCK = "_derived/.suffstats.lock"
-SUFFSTATS_VERSION = 2
-"""1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`)."""
+SUFFSTATS_VERSION = 3
+"""1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`); 3: with the CVaRs
+(`cvar_c`, dim `cvar_alpha`). A cache of another version is of another grid: recomputed, never misread."""
 UNKNOWN_FP = np.uint64(0)
 """The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
 with odds of 2^-64): written for a run that changed while its statistics were computed."""
@@ -103,49 +105,58 @@ def _stat_key(path: Path) -> bytes:
     return f"{st.st_size}:{st.st_mtime_ns}:".encode() + tail
 
 
-def _one_run_chunks(path: Path, ds: xr.Dataset) -> bool:
-    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys."""
-    return one_run_chunks(path, dict(ds.sizes))
+class RunChunks:
+    """Where a store keeps each run's reward and cost: one chunk file per run and array, located through zarr's
+    own metadata of the two arrays (their chunk grid and chunk-key encoding). The one place the cache looks at
+    a store's chunk files (to fingerprint them); `run_chunks` makes one where a store keeps one run per chunk."""
+
+    def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]]) -> None:
+        self.path, self.keys = Path(path), dict(keys)
+
+    def files(self, index: tuple[int, ...]) -> tuple[Path, Path]:
+        """The reward and cost chunk files of the run at `index` (positions along the run dims)."""
+        chunk = (*(int(i) for i in index), 0, 0, 0)
+        return self.path / "reward" / self.keys["reward"](chunk), self.path / "cost" / self.keys["cost"](chunk)
+
+    def fingerprint(self, index: tuple[int, ...]) -> np.uint64:
+        """The run's fingerprint: a hash of the size, mtime and tail of its two chunk files (`_stat_key`)."""
+        reward, cost = self.files(index)
+        h = hashlib.blake2b(_stat_key(reward) + b"|" + _stat_key(cost), digest_size=8)
+        return np.uint64(int.from_bytes(h.digest(), "little"))
+
+    def fingerprints(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Every run's fingerprint, (algo, task, bound, seed) uint64."""
+        out = np.empty(shape, dtype=np.uint64)
+        for idx in np.ndindex(*shape):
+            out[idx] = self.fingerprint(idx)
+        return out
 
 
-def one_run_chunks(path: Path, sizes: Mapping[str, int]) -> bool:
-    """Whether reward and cost are stored one run per chunk with '/'-separated default chunk keys, for the
-    grid `sizes` (dim -> length; iterate, episode and mode are read)."""
-    for name in ("reward", "cost"):
-        try:
-            meta = json.loads((path / name / "zarr.json").read_text())
-            shape = meta["chunk_grid"]["configuration"]["chunk_shape"]
-            enc = meta["chunk_key_encoding"]
-        except (OSError, KeyError, ValueError):
-            return False
-        full = [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-        sharded = any(c.get("name") == "sharding_indexed" for c in meta.get("codecs", []))
-        if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or sharded or enc.get("name") != "default"
-                or enc.get("configuration", {}).get("separator", "/") != "/"
-                or meta.get("dimension_names") != [*RUN_DIMS, "iterate", "episode", "mode"]):
-            return False
-    return True
+def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks | None:
+    """The store's `RunChunks` when reward and cost are stored one run per chunk (unsharded, dims in the cube's
+    order, each chunk holding all iterates, episodes and modes of the grid `sizes` (dim -> length; None: not
+    checked)); None otherwise, or when the arrays' metadata does not read."""
+    keys = {}
+    try:
+        group = zarr.open_group(str(path), mode="r")
+        for name in ("reward", "cost"):
+            meta = group[name].metadata
+            shape = list(meta.chunk_grid.chunk_shape)
+            full = shape[4:] if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
+            if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or meta.shards is not None
+                    or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
+                return None
+            keys[name] = meta.encode_chunk_key
+    except Exception:  # noqa: BLE001 - no v3 arrays there (a netCDF file, a foreign store): not one run per chunk
+        return None
+    return RunChunks(Path(path), keys)
 
 
 def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:
-    """Per run (algo, task, bound, seed): uint64 hash of the size and mtime of its reward and cost chunk
+    """Per run (algo, task, bound, seed): uint64 hash of the size, mtime and tail of its reward and cost chunk
     files; None when the store is not chunked one run per chunk (then the whole store is hashed)."""
-    if not _one_run_chunks(path, ds):
-        return None
-    shape = tuple(ds.sizes[d] for d in RUN_DIMS)
-    out = np.empty(shape, dtype=np.uint64)
-    for idx in np.ndindex(*shape):
-        out[idx] = run_fingerprint(path, idx)
-    return out
-
-
-def run_fingerprint(path: Path, index: tuple[int, ...]) -> np.uint64:
-    """The fingerprint of the run at `index` (positions along the run dims) of a store chunked one run per
-    chunk (`run_fingerprints`)."""
-    key = "/".join(map(str, index)) + "/" + "/".join("0" * 3)
-    h = hashlib.blake2b(_stat_key(path / "reward" / "c" / key) + b"|" + _stat_key(path / "cost" / "c" / key),
-                        digest_size=8)
-    return np.uint64(int.from_bytes(h.digest(), "little"))
+    chunks = run_chunks(path, dict(ds.sizes))
+    return None if chunks is None else chunks.fingerprints(tuple(ds.sizes[d] for d in RUN_DIMS))
 
 
 def store_fingerprint(path: Path) -> str:
@@ -168,7 +179,7 @@ def read_cache(path: Path) -> xr.Dataset | None:
     """The cached statistics, verified (checksums of every chunk, the dtypes and shapes they were written
     with); None when there is none, and None with one `CacheWarning` when it does not verify."""
     wait_for_cache_writes(path)
-    if not _cache_folder_ok(path) or not (path / CACHE_GROUP / "zarr.json").exists():
+    if not _cache_folder_ok(path) or not _cache_present(path):
         return None
     try:
         cached = xr.open_zarr(path / CACHE_GROUP, consolidated=False, chunks=None)
@@ -191,11 +202,22 @@ def read_cache(path: Path) -> xr.Dataset | None:
     return cached.assign_coords({d: np.array([str(v) for v in cached[d].values]) for d in ("algo", "task", "mode")})
 
 
+def _cache_present(path: Path) -> bool:
+    """Whether the store has a cache group (readable or not: one that does not read is reported, then recomputed)."""
+    try:
+        zarr.open_group(str(path / CACHE_GROUP), mode="r")
+    except FileNotFoundError:
+        return False
+    except Exception:  # noqa: BLE001 - there, but damaged
+        return True
+    return True
+
+
 def layout_written(path: Path) -> bool:
     """Whether the cache's metadata reads and says it was written with checks (older caches were not)."""
     try:
-        return "layout" in json.loads((path / CACHE_GROUP / "zarr.json").read_text()).get("attributes", {})
-    except (OSError, ValueError, AttributeError):
+        return "layout" in zarr.open_group(str(path / CACHE_GROUP), mode="r").attrs
+    except Exception:  # noqa: BLE001 - metadata that does not read: a cache written with checks, now damaged
         return True
 
 
@@ -222,10 +244,6 @@ def cache_lock(path: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-STATS_VARS = (*SUM_VARS, "le")
-"""The cached statistics (besides the labels and the per-run fingerprints `run_fp`)."""
 
 
 def _cache_encoding(out: xr.Dataset) -> dict[str, dict]:
@@ -281,14 +299,13 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
 def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None) -> xr.Dataset:
     """`out` with its fingerprints `run_fp` (taken before the episodes were read), where runs written since
     then keep the statistics of the cache on disk when its fingerprint is theirs now, else UNKNOWN_FP."""
-    now = np.empty_like(run_fp)
-    for idx in np.ndindex(*run_fp.shape):
-        now[idx] = run_fingerprint(path, idx)
+    chunks = run_chunks(path)
+    now = chunks.fingerprints(run_fp.shape) if chunks is not None else np.full_like(run_fp, UNKNOWN_FP)
     fp = np.array(run_fp, dtype=np.uint64, copy=True)
     moved = np.argwhere(now != fp)
     if moved.shape[0]:
         fp[tuple(moved.T)] = UNKNOWN_FP
-        old = _open_cache(path, grid)
+        old = _open_cache(path, grid, out[ALPHA_DIM].values)
         if old is not None:
             keep = moved[old["run_fp"][tuple(moved.T)] == now[tuple(moved.T)]]
             if keep.shape[0]:
@@ -303,11 +320,14 @@ def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: st
     return out
 
 
-def _open_cache(path: Path, grid: str | None) -> zarr.Group | None:
-    """The cache on disk as zarr arrays when it is of grid `grid` and keeps run fingerprints, else None."""
+def _open_cache(path: Path, grid: str | None, alphas: np.ndarray) -> zarr.Group | None:
+    """The cache on disk as zarr arrays when it is of grid `grid`, holds the CVaRs of `alphas` (no more, no
+    fewer) and keeps run fingerprints, else None."""
     try:
         group = zarr.open_group(path / CACHE_GROUP, mode="r+")
         if grid is None or group.attrs.get("grid") != grid or "run_fp" not in group:
+            return None
+        if not np.array_equal(np.asarray(group[ALPHA_DIM][...]), np.asarray(alphas, dtype=np.float64)):
             return None
         return group
     except Exception:  # noqa: BLE001 - no cache, or one that does not open: nothing to keep or patch
@@ -323,10 +343,13 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
     blocks = _patch_blocks(ss, runs, run_fp)
     if not _cache_folder_ok(path):
         return True  # no cache is used here: nothing to patch, nothing to write
+    chunks = run_chunks(path)
+    if chunks is None:
+        return False
     with cache_lock(path) as locked:
         if not locked:
             return True
-        group = _open_cache(path, grid)
+        group = _open_cache(path, grid, ss[ALPHA_DIM].values)
         if group is None:
             return False
         try:
@@ -334,7 +357,7 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
             if fps.shape != ss["n"].shape[: len(RUN_DIMS)]:
                 return False
             for condition, seeds in blocks.items():
-                current = [s for s, fp in seeds.items() if run_fingerprint(path, (*condition, s)) == fp]
+                current = [s for s, fp in seeds.items() if chunks.fingerprint((*condition, s)) == fp]
                 if not current:
                     continue
                 for v in STATS_VARS:

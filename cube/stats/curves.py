@@ -5,7 +5,7 @@ presentation layers and these functions can be tested on their own:
 
 * :func:`moving_average` / :func:`training_curves`: per-iterate seed mean and sample std of the
   reward and cost after a trailing moving average (input: ``stats.iterate_metrics``; the seed
-  statistics are ``cube.stats.tables.seed_mean_std``, as in the condition table).
+  statistics are ``cube.stats.runs.seed_mean_std``, as in the condition table).
 * :func:`multiplier_curves`: seed mean/std of the per-iterate multiplier (lambda, kappa, nu) or of any
   other per-iterate variable (:func:`iterate_var_names`: a PID state, a Saute budget, CRPO's regime, SAC's
   temperature ...).
@@ -18,16 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from cube.compute import Progress
 from cube.schema import RUN_DIMS, final_iterate
-from cube.stats.tables import seed_mean_std
+from cube.stats.runs import seed_mean_std
 
-__all__ = ["moving_average", "training_curves", "multiplier_curves", "iterate_var_names", "select_cube",
+__all__ = ["moving_average", "training_curves", "multiplier_curves", "iterate_var_names",
            "final_iterate", "final_costs",
            "final_episode_costs", "hist_panels", "HistPanel"]
 
@@ -104,17 +103,6 @@ def multiplier_curves(ds: xr.Dataset, window: int = 1, var: str = "multiplier") 
     finite = values[np.isfinite(values)]
     nonnegative = int(finite.size == 0 or bool(finite.min() >= 0))
     return xr.Dataset({"mult_mean": mean, "mult_std": std}, attrs={"var": var, "nonnegative": nonnegative})
-
-
-def select_cube(ds: xr.Dataset, selection: Any) -> xr.Dataset:
-    """Label-select a cube by a ``Selection``-like object (attributes algos, tasks, bounds, seeds;
-    None means all). Iterates are not restricted here. Lazy; no data is read."""
-    idx = {}
-    for dim, attr in (("algo", "algos"), ("task", "tasks"), ("bound", "bounds"), ("seed", "seeds")):
-        labels = getattr(selection, attr, None)
-        if labels is not None:
-            idx[dim] = list(labels)
-    return ds.sel(idx) if idx else ds
 
 
 def final_episode_costs(cost: xr.DataArray, n: xr.DataArray, modes: Sequence[str] = ("expl", "greedy"),

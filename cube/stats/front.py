@@ -25,7 +25,7 @@ from cube.errors import CubeError
 from cube.stats.bootstrap import bootstrap_rng, check_boot, few_seeds, replicates, strata, weighted_means
 from cube.stats.metrics import METRIC, not_safe
 from cube.stats.packing import condition_values
-from cube.stats.tables import run_metrics, settings_arg
+from cube.stats.runs import run_metrics, settings_arg
 
 __all__ = ["non_dominated", "reward_cost_front", "front_frame", "front_counts_frame"]
 

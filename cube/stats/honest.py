@@ -41,7 +41,7 @@ from cube.errors import CubeError
 from cube.stats.bootstrap import bootstrap_rng, check_boot, percentile_ci, replicates, strata, weighted_means
 from cube.stats.metrics import METRICS, TIER_TOL, iqm, tier
 from cube.stats.packing import condition_values, run_episodes, unpack
-from cube.stats.tables import run_metrics, settings_arg
+from cube.stats.runs import run_metrics, settings_arg
 
 __all__ = [
     "ICC_FLOOR", "FEW_SEEDS", "cluster_interval", "clopper_pearson", "honest_bounds", "iqm_level",

@@ -7,25 +7,34 @@ present (NaN = no episode) and bound d:
     n        = #{i: c_i not NaN}               sum_c    = sum_i c_i
     n_viol   = #{i: c_i > d}                   sum_over = sum_i (c_i - d)^+
     le[g]    = #{i: (c_i - d) / d <= kappa[g]}   (dim `kappa`, the empirical-CDF counts)
+    cvar_c[a] = CVaR_alpha[a] of the c_i          (dim `alpha`, the upper-tail means: `cube.stats.tail`)
 
 Sums are float64 accumulations of the float32 episodes; counts are exact. Every paper metric and CDF is a
-function of these.
+function of these. Their names and order are declared once, in `cube.stats.suffvars`.
+
+Two kernels compute them, bit for bit alike: this module's numpy kernel and the compiled loop of
+`cube.stats.fused` (numba). `cell_stats(..., kernel=)` chooses: "auto" (the default) takes the compiled loop
+for blocks of at least FUSED_MIN_VALUES episode slots where numba is installed, else numpy; "numpy" and
+"fused" force one ("fused" falls back to numpy without numba). The environment variable SAFERL_KERNEL, when
+set, replaces the default (for benchmarks); an explicit `kernel` always wins.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from cube.errors import CubeError
-from cube.schema import EPISODE_RULE_HINT, RUN_DIMS, first_broken_episode
+from cube.schema import EPISODE_RULE_HINT, first_broken_episode
 from cube.stats import fused
+from cube.stats.suffvars import COLUMN, SUM_VARS
+from cube.stats.tail import CVAR_ALPHAS, tail_table
 
-CELL_DIMS = (*RUN_DIMS, "iterate", "mode")
-"""The dims of one cell of statistics (a run's iterate in one mode)."""
-SUM_VARS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
+KERNELS = ("auto", "numpy", "fused")
+DEFAULT_KERNEL = "auto"
 
 
 def default_kappa() -> np.ndarray:
@@ -35,65 +44,91 @@ def default_kappa() -> np.ndarray:
     return np.concatenate([fine, tail])
 
 
+class CellStats(NamedTuple):
+    """The statistics of the cells of a block that hold episodes: `cells` the cell shape (..., M), `rows` the
+    flat indices (k,) of the non-empty cells in it, `sums` their SUM_VARS (k, 6) float64, `le` their CDF
+    counts (k, G) int64 and `cvar` their CVaR_alpha of the costs (k, A) float64, one column per alpha."""
+
+    cells: tuple[int, ...]
+    rows: np.ndarray
+    sums: np.ndarray
+    le: np.ndarray
+    cvar: np.ndarray
+
+
 def block_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
-                 where: Callable[[tuple[int, ...]], str] | None = None) -> np.ndarray:
+                 where: Callable[[tuple[int, ...]], str] | None = None, kernel: str | None = None,
+                 alphas: Sequence[float] = CVAR_ALPHAS) -> np.ndarray:
     """Per-cell statistics of one block.
 
     reward, cost: (..., E, M) in the store's layout (episode, then mode); d: bounds broadcastable to
-    (..., 1, 1); kappa: (G,) sorted. Returns (..., M, 6 + G) float64: SUM_VARS then le[0..G-1].
+    (..., 1, 1); kappa: (G,) sorted. Returns (..., M, 6 + G + A) float64: SUM_VARS, le[0..G-1], then
+    cvar_c[0..A-1] (one per alpha of `alphas`).
     Raises CubeError for a negative or infinite cost, or a NaN cost of an episode with a reward;
-    `where(index into the (..., E, M) block)` names the cell in that message.
+    `where(index into the (..., E, M) block)` names the cell in that message. `kernel`: see `cell_stats`.
     """
-    cells, rows, sums, le = cell_stats(reward, cost, d, kappa, where)
-    out = np.zeros((int(np.prod(cells)), len(SUM_VARS) + kappa.size), dtype=np.float64)
-    out[rows, : len(SUM_VARS)] = sums
-    out[rows, len(SUM_VARS):] = le
-    return out.reshape(*cells, out.shape[-1])
+    got = cell_stats(reward, cost, d, kappa, where, kernel, alphas)
+    out = np.zeros((int(np.prod(got.cells)), len(SUM_VARS) + kappa.size + len(alphas)), dtype=np.float64)
+    out[got.rows] = np.concatenate([got.sums, got.le, got.cvar], axis=1)
+    return out.reshape(*got.cells, out.shape[-1])
 
 
 def cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
-                where: Callable[[tuple[int, ...]], str] | None
-                ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
-    """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty).
-
-    Same arguments as `block_stats`. Returns (cells, rows, sums, le): the cell shape (..., M), the flat
-    indices (k,) of the non-empty cells in it, their SUM_VARS (k, 6) float64 and CDF counts (k, G) int64.
-    Large blocks go through the compiled loop of `cube.stats.fused` where numba is installed (the same
-    numbers, bit for bit; `SAFERL_KERNEL=numpy|fused|auto` chooses); a block breaking the episode rule
-    always ends in the numpy kernel, which names its first bad episode.
+               where: Callable[[tuple[int, ...]], str] | None, kernel: str | None = None,
+               alphas: Sequence[float] = CVAR_ALPHAS) -> CellStats:
+    """The statistics of the cells of a block that hold episodes (most expl/greedy cells are empty), as
+    `CellStats`. Same arguments as `block_stats`; `alphas`: the CVaR alphas (`cube.stats.tail`).
+    `kernel`: "auto", "numpy" or "fused" (None = `default_kernel()`, see the module docstring); both give
+    the same numbers, bit for bit. A block breaking the episode rule always ends in the numpy kernel, which
+    names its first bad episode.
     """
     reward, cost = _as_float(reward), _as_float(cost)
-    if _use_fused(cost.size):
-        got = _fused_cell_stats(reward, cost, d, kappa)
+    alphas = tuple(float(a) for a in alphas)
+    if _use_fused(cost.size, check_kernel(kernel)):
+        got = _fused_cell_stats(reward, cost, d, kappa, alphas)
         if got is not None:
             return got
-    return _numpy_cell_stats(reward, cost, d, kappa, where)
+    return _numpy_cell_stats(reward, cost, d, kappa, where, alphas)
 
 
 FUSED_MIN_VALUES = 1 << 21
-"""Blocks of fewer episode slots stay in numpy under SAFERL_KERNEL=auto: numba's import and cached
-compile (0.4-0.6 s) cost more than numpy's CPU on such a block (a paper-scale run, 0.75 M slots, takes
-10 ms in numpy), so a small report, or following runs one at a time, never pays it."""
+"""Blocks of fewer episode slots stay in numpy under kernel "auto": numba's import and cached compile
+(0.4-0.6 s) cost more than numpy's CPU on such a block (a paper-scale run, 0.75 M slots, takes 10 ms in
+numpy), so a small report, or following runs one at a time, never pays it."""
 
 
-def kernel_choice() -> str:
-    """'numpy', 'fused' or 'auto' (the default), from SAFERL_KERNEL; 'fused' falls back to numpy where numba
-    is not installed."""
-    choice = os.environ.get("SAFERL_KERNEL", "auto").strip().lower() or "auto"
-    if choice not in ("numpy", "fused", "auto"):
+def default_kernel() -> str:
+    """The kernel used when none is given: DEFAULT_KERNEL ("auto"), or $SAFERL_KERNEL where it is set (a
+    benchmark's override)."""
+    choice = os.environ.get("SAFERL_KERNEL", "").strip().lower()
+    if not choice:
+        return DEFAULT_KERNEL
+    if choice not in KERNELS:
         raise CubeError(f"SAFERL_KERNEL={choice!r} is not a kernel: use numpy, fused or auto")
     return choice
 
 
-def _use_fused(n_values: int) -> bool:
-    choice = kernel_choice()
+def check_kernel(kernel: str | None) -> str:
+    """A kernel name checked ("auto", "numpy" or "fused"); None = `default_kernel()`."""
+    if kernel is None:
+        return default_kernel()
+    if kernel not in KERNELS:
+        raise CubeError(f"{kernel!r} is not a statistics kernel: use {', '.join(KERNELS)}")
+    return kernel
+
+
+def _use_fused(n_values: int, choice: str) -> bool:
     if choice == "numpy" or not fused.available():
         return False
     return choice == "fused" or n_values >= FUSED_MIN_VALUES
 
 
-def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray
-                      ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray] | None:
+FUSED_COLUMNS = np.array([COLUMN[name] for name in fused.OUTPUTS], dtype=np.int64)
+"""Where the compiled loop puts each statistic it computes (`fused.OUTPUTS`) in the output columns."""
+
+
+def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
+                      alphas: tuple[float, ...]) -> CellStats | None:
     """`cell_stats` by the compiled loop; None when the block breaks the episode rule."""
     n_eps, n_modes = cost.shape[-2:]
     cells = (*cost.shape[:-2], n_modes)
@@ -103,20 +138,22 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
     n_cells = c_3d.shape[0] * n_modes
     sums = np.empty((n_cells, len(SUM_VARS)), dtype=np.float64)
     le = np.empty((n_cells, kappa.size), dtype=np.int64)
+    cvar = np.empty((n_cells, len(alphas)), dtype=np.float64)
     has_cost = np.zeros(n_cells, dtype=bool)
+    k_tab, an_tab = tail_table(alphas, n_eps)
     for bound in np.unique(d_cells):
         at_most_d, le_kappa = cost_thresholds(float(bound), kappa, c_3d.dtype)
         selected = d_cells == bound
         if fused.fill_cells(r_3d, c_3d, selected, float(bound), at_most_d, le_kappa,
-                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost):
+                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost, FUSED_COLUMNS,
+                            k_tab, an_tab, cvar):
             return None
     rows = np.flatnonzero(has_cost)
-    return cells, rows, sums[rows], le[rows]
+    return CellStats(cells, rows, sums[rows], le[rows], cvar[rows])
 
 
 def _numpy_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
-                      where: Callable[[tuple[int, ...]], str] | None
-                      ) -> tuple[tuple[int, ...], np.ndarray, np.ndarray, np.ndarray]:
+                      where: Callable[[tuple[int, ...]], str] | None, alphas: tuple[float, ...]) -> CellStats:
     """`cell_stats` in numpy: the non-empty cells gathered episode-major, (E, k)."""
     n_eps, n_modes = cost.shape[-2:]
     cells = (*cost.shape[:-2], n_modes)
@@ -139,13 +176,16 @@ def _numpy_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
     d_rows = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)[rows]
     sums = np.empty((rows.size, len(SUM_VARS)), dtype=np.float64)
     le = np.empty((rows.size, kappa.size), dtype=np.int64)
+    cvar = np.empty((rows.size, len(alphas)), dtype=np.float64)
     for bound in np.unique(d_rows):
         sel = slice(None) if np.all(d_rows == bound) else np.flatnonzero(d_rows == bound)
         locate = _row_locator(where, rows[sel], cells)
         _check_episodes(r_rows[sel], c_rows[sel], locate)
         le[sel] = _row_cdf_counts(c_rows[sel], float(bound), kappa)
-        sums[sel] = _column_sums(*gather_by_episode(rows[sel]), float(bound), kappa)
-    return cells, rows, sums, le
+        r_cols, c_cols = gather_by_episode(rows[sel])
+        sums[sel] = _column_sums(r_cols, c_cols, float(bound), kappa)
+        cvar[sel] = _cell_cvar(c_rows[sel], c_cols, sums[sel, COLUMN["n"]].astype(np.int64), alphas)
+    return CellStats(cells, rows, sums, le, cvar)
 
 
 def _all_nan(x: np.ndarray) -> np.ndarray:
@@ -180,9 +220,34 @@ def _column_sums(r: np.ndarray, c: np.ndarray, d: float, kappa: np.ndarray) -> n
     has_r, has_c = ~np.isnan(r), ~np.isnan(c)
     over = np.subtract(c, d, dtype=np.float64)
     np.fmax(over, 0.0, out=over)  # fmax: a missing episode (NaN) adds 0
-    return np.stack([np.count_nonzero(has_r, axis=0), _in_order(np.where(has_r, r, 0)),
-                     np.count_nonzero(has_c, axis=0), _in_order(np.where(has_c, c, 0)),
-                     np.count_nonzero(c > at_most_d, axis=0), _in_order(over)], axis=-1)
+    values = {"n_r": np.count_nonzero(has_r, axis=0), "sum_r": _in_order(np.where(has_r, r, 0)),
+              "n": np.count_nonzero(has_c, axis=0), "sum_c": _in_order(np.where(has_c, c, 0)),
+              "n_viol": np.count_nonzero(c > at_most_d, axis=0), "sum_over": _in_order(over)}
+    return np.stack([values[name] for name in SUM_VARS], axis=-1)
+
+
+def _cell_cvar(c_rows: np.ndarray, c_cols: np.ndarray, n: np.ndarray, alphas: tuple[float, ...]) -> np.ndarray:
+    """CVaR_alpha of the costs (`cube.stats.tail`) of cells given as rows c_rows (k, E) and as columns c_cols
+    (E, k) (the same cells, NaN = no episode), with n (k,) episodes each: (k, A) float64, 0 for a cell without
+    episodes. v = c_(k) by a partition of each row (no episode sorts below every cost); S added in episode
+    order down the columns, the evaluation `cube.stats.fused` makes."""
+    n_cells, n_eps = c_rows.shape
+    k_tab, an_tab = tail_table(alphas, n_eps)
+    out = np.zeros((n_cells, len(alphas)), dtype=np.float64)
+    filled = np.where(np.isnan(c_rows), -np.inf, c_rows)
+    for count in np.unique(n):
+        if count == 0:
+            continue
+        sel = np.flatnonzero(n == count)
+        kth = n_eps - k_tab[:, count]  # the ascending position of c_(k), per alpha
+        v = np.partition(filled[sel], np.unique(kth), axis=-1)[:, kth]  # (s, A), in the stored dtype
+        cols = c_cols[:, sel]
+        for a in range(len(alphas)):
+            above = cols > v[:, a]  # NaN is never above
+            m = np.count_nonzero(above, axis=0)
+            an = an_tab[a, count]
+            out[sel, a] = (_in_order(np.where(above, cols, 0)) + (an - m) * v[:, a].astype(np.float64)) / an
+    return out
 
 
 def _in_order(x: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ For every algorithm and column c (an iterate j, or an env-step bin):
 
 1. per run, the metric X of the training episodes of that column, from the per-iterate sufficient
    statistics through the registry formulas (`cube.stats.metrics.metric_values`): R̄, C̄, D_norm, V, D_norm+
-   of the fixed policy pi_j (for a bin: the mean of X^j over the run's iterates in the bin, like eq. 5);
+   and CVaR of the fixed policy pi_j (for a bin: the mean of X^j over the run's iterates in the bin, like
+   eq. 5);
 2. per condition (task, bound), the mean over the seeds that have episodes in that column;
 3. the IQM over the conditions that have such seeds (`scipy.stats.trim_mean(x, 0.25)`);
 4. a stratified-bootstrap percentile CI: a replicate draws, within every condition, as many seeds as it
@@ -15,8 +16,8 @@ For every algorithm and column c (an iterate j, or an env-step bin):
    iterate j of a complete cube the band is the CI of `stats.aggregate_table(..., iterates=j)` of the
    `train` setting, and an algorithm's band does not depend on which other algorithms are selected.
 
-Each metric counts the seeds that have a value for it (V and D_norm+ need every episode's cost, so runs
-that hold only per-epoch means, flagged `means_only`, count for R̄, C̄ and D_norm only).
+Each metric counts the seeds that have a value for it (V, D_norm+ and CVaR need every episode's cost, so
+runs that hold only per-epoch means, flagged `means_only`, count for R̄, C̄ and D_norm only).
 A column where an included condition has fewer than 2 seeds gets a NaN CI (a `StatsWarning` says so), as
 everywhere in `cube.stats`. Columns without any training episode (outside a `--iterates` window) are
 dropped. `cube.render.data.learning_curve_csv` / `learning_curve_json` export the result.
@@ -34,7 +35,8 @@ from cube.compute import Progress
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS
 from cube.stats.bootstrap import StatsWarning, bootstrap_rng, check_boot, percentile_ci, replicates, strata
-from cube.stats.metrics import METRIC, SUFFSTAT_INPUTS, check_metrics, iqm, metric_values
+from cube.stats.metrics import METRIC, check_metrics, iqm, metric_values
+from cube.stats.runs import formula_inputs
 
 __all__ = ["aggregate_learning_curve", "per_run_curves", "steps_differ"]
 
@@ -50,7 +52,7 @@ def _train_cells(ss: xr.Dataset, metrics: Sequence[str]) -> tuple[np.ndarray, np
     if "train" not in ss["mode"].values:
         raise CubeError("the cube has no 'train' mode: learning curves need training episodes")
     one = ss.sel(mode="train")
-    arrays = {v: one[v].transpose(*RUN_DIMS, "iterate").values for v in SUFFSTAT_INPUTS}
+    arrays = formula_inputs(one, (*RUN_DIMS, "iterate"))
     d = ss["bound"].values.astype(np.float64).reshape(1, 1, -1, 1, 1)
     vals = metric_values(arrays, d, tuple(dict.fromkeys(("R", "C", *metrics))))
     cell = (arrays["n"] > 0) & np.isfinite(vals["C"])  # a cell counts where it has costs
@@ -196,7 +198,8 @@ def aggregate_learning_curve(ss: xr.Dataset, metrics: Sequence[str] | None = Non
     (or env-step bin), with a stratified-bootstrap percentile CI (see the module docstring).
 
     ss: sufficient statistics (`stats.load_suffstats`, optionally `stats.select`ed). metrics: None = all
-    of R, C, Dnorm, V, Dplus. by: "iterate", "env_steps" (needs `env_steps`, the cube's variable with
+    of R, C, Dnorm, V, Dplus, CVaR (at `stats.with_cvar_alpha`'s alpha, 0.1 by default). by: "iterate",
+    "env_steps" (needs `env_steps`, the cube's variable with
     dims run dims + iterate; `bins` = number of equal bins or edges) or "auto" (env steps when they are
     given and differ between runs at the same iterate, else iterates).
     Returns dims (algo, metric, iterate|step_bin): value, ci_low, ci_high; (algo, iterate|step_bin):

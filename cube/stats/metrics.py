@@ -4,10 +4,14 @@ Every consumer (the statistics in `cube.stats`, the exports, the TUI, figures) r
 directions and formulas from here; nothing else codes "R is higher-is-better" or a metric's label.
 
 Metrics (Spoor et al., sec. 3), per cell (run, iterate, mode) over the N episodes present, from the
-sufficient statistics of `cube.stats.suffstats` (n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
+sufficient statistics of a cell (`cube.stats.suffvars`: n, n_r, sum_r, sum_c, n_viol, sum_over) and the bound d:
 
     R = sum_r / n_r        C = sum_c / n        Dnorm = (C - d) / d        V = n_viol / n
     Dplus = sum_over / (n_viol d) if n_viol > 0 else 0        (NaN where the cell has no episodes)
+
+and, beyond the paper, the tail: CVaR = (cvar_c - d) / d, CVaR_alpha of the normalised cost deviation (c - d)/d
+(Rockafellar & Uryasev 2000; `cube.stats.tail`), from the cell's upper-tail mean cvar_c at the alpha chosen
+(`cube.stats.runs.with_cvar_alpha`; 0.1 by default). `PAPER_METRICS` are the paper's five (Table 2).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cube.errors import CubeError
+from cube.stats.suffvars import CVAR_VAR
 
 Arrays = Mapping[str, np.ndarray]
 
@@ -30,7 +35,9 @@ class Metric:
     name: the key used in datasets and exports ("R", "C", ...). label: plain-text label for screens and
     text tables. tex: LaTeX math (without $). description: what it measures, with units.
     higher_is_better: the direction of an improvement. needs_episodes: whether the metric needs every
-    episode's cost (V and Dplus do; a mean of means cannot give them). formula: suffstats -> value.
+    episode's cost (V, Dplus and CVaR do; a mean of means cannot give them). formula: suffstats -> value.
+    paper: whether it is one of the paper's metrics (its Table 2; `--style paper` and the reference show
+    only those).
     """
 
     name: str
@@ -40,6 +47,7 @@ class Metric:
     higher_is_better: bool
     needs_episodes: bool
     formula: Callable[[Arrays, np.ndarray], np.ndarray]
+    paper: bool = True
 
     def better(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Elementwise: whether x is strictly better than y in this metric's direction."""
@@ -71,6 +79,10 @@ def _dplus(s: Arrays, d: np.ndarray) -> np.ndarray:
     return np.where(s["n"] > 0, over, np.nan)
 
 
+def _cvar(s: Arrays, d: np.ndarray) -> np.ndarray:
+    return np.where(s["n"] > 0, (s[CVAR_VAR] - d) / d, np.nan)
+
+
 METRIC_LIST: tuple[Metric, ...] = (
     Metric("R", "R̄", r"\bar{R}", "mean episodic reward (undiscounted return)", True, False, _mean_reward),
     Metric("C", "C̄", r"\bar{C}", "mean episodic cost (undiscounted)", False, False, _mean_cost),
@@ -79,15 +91,20 @@ METRIC_LIST: tuple[Metric, ...] = (
     Metric("Dplus", "D_norm+", r"D_{\text{norm}^+}",
            "normalised violation magnitude: mean (c - d) / d over violating episodes, 0 if none",
            False, True, _dplus),
+    Metric("CVaR", "CVaR", r"\text{CVaR}_{\alpha}",
+           "tail risk: CVaR_alpha of (c - d) / d, the mean over the worst alpha share of episodes (0.1 by default)",
+           False, True, _cvar, paper=False),
 )
 METRIC: dict[str, Metric] = {m.name: m for m in METRIC_LIST}
 METRICS: tuple[str, ...] = tuple(METRIC)
+PAPER_METRICS: tuple[str, ...] = tuple(m.name for m in METRIC_LIST if m.paper)
+"""The paper's five metrics (R, C, Dnorm, V, Dplus), in registry order."""
 HIGHER_IS_BETTER: frozenset[str] = frozenset(m.name for m in METRIC_LIST if m.higher_is_better)
-SUFFSTAT_INPUTS: tuple[str, ...] = ("n", "n_r", "sum_r", "sum_c", "n_viol", "sum_over")
 
 
 def metric_values(stats: Arrays, d: np.ndarray, names: Sequence[str] = METRICS) -> dict[str, np.ndarray]:
-    """{metric: value} from sufficient statistics (arrays broadcasting with d); NaN where no episodes."""
+    """{metric: value} from sufficient statistics (`cube.stats.suffvars.SUM_VARS`: arrays broadcasting with
+    d); NaN where no episodes."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return {name: METRIC[name].formula(stats, d) for name in names}
 

@@ -18,7 +18,7 @@ import xarray as xr
 from cube.schema import RUN_DIMS, final_iterate
 from cube.selection import Selection
 from cube.stats.metrics import SETTING
-from cube.stats.tables import select
+from cube.stats.subset import select
 
 __all__ = ["run_episodes", "condition_values", "condition_labels", "unpack"]
 

@@ -28,7 +28,7 @@ from cube.stats.bootstrap import bootstrap_rng, check_boot, percentile_ci, strat
 from cube.stats.metrics import METRIC, check_metrics, iqm
 from cube.stats.packing import condition_values
 from cube.stats.profiles import profile_metrics
-from cube.stats.tables import run_metrics, settings_arg
+from cube.stats.runs import run_metrics, settings_arg
 
 __all__ = ["SEED_GRID", "DEFAULT_HALFWIDTH", "DEFAULT_POWER", "resample_counts", "projected_halfwidth",
            "poi_replicates", "poi_power", "plan_seeds", "plan_poi", "halfwidth_targets", "plan_frame", "plan_footer"]

@@ -27,7 +27,7 @@ from cube.errors import CubeError
 from cube.stats.bootstrap import bootstrap_rng, check_boot, interval, strata, weighted_means
 from cube.stats.metrics import METRIC, METRICS, check_metrics
 from cube.stats.packing import condition_values
-from cube.stats.tables import run_metrics, settings_arg
+from cube.stats.runs import run_metrics, settings_arg
 
 __all__ = ["NOT_COMPARABLE", "profile_metrics", "default_tau", "profile_fraction", "performance_profiles",
            "profile_frame"]

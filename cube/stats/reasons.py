@@ -13,8 +13,8 @@ __all__ = ["REASONS", "reason_codes"]
 
 
 REASONS: dict[str, str] = {
-    "means-only": "the runs hold means of several episodes, not episodes (V, D_norm+, tiers and CDFs need every "
-                  "episode's cost)",
+    "means-only": "the runs hold means of several episodes, not episodes (V, D_norm+, CVaR, tiers and CDFs need "
+                  "every episode's cost)",
     "no-reward": "the source kept no rewards of these episodes",
     "no-episodes": "no selected run has episodes here",
     "few-seeds": "a condition has fewer than 2 seeds: the value stands, its interval (or std) does not",

@@ -19,7 +19,7 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import same_bound
-from cube.stats.metrics import METRICS
+from cube.stats.metrics import METRICS, PAPER_METRICS
 
 __all__ = ["compare_conditions", "compare_aggregate"]
 
@@ -94,14 +94,15 @@ def compare_conditions(ct: xr.Dataset, ref_ct: xr.Dataset) -> xr.Dataset:
     """A condition table next to a reference's, for the algos, tasks, bounds and settings present in both.
 
     ct, ref_ct: dims (algo, task, bound, setting); vars ``{m}_mean``, ``{m}_std``, ``n_seeds``, ``tier``
-    (`cube.stats.condition_table`, `cube.io.reference.load_reference(...).conditions`).
+    (`cube.stats.condition_table`, `cube.io.reference.load_reference(...).conditions`); the metrics compared are
+    those the reference has (the paper's: no CVaR).
     Returns dims (algo, task, bound, setting, metric), our labels (the reference's bound as coord ``ref_bound``):
     ``mean``, ``std`` (ours), ``ref_mean``, ``ref_std``, ``diff`` = mean - ref_mean (the metric's units) and ``z`` =
     diff / ref_std (NaN where ref_std is 0 or missing); dims (algo, task, bound, setting): ``n_seeds``,
     ``ref_n_seeds``, ``tier``, ``ref_tier`` (-1 = none), and ours' ``means_only`` if it has one. Attrs: ours plus
     reference, reference_citation, reference_means_only, z (the convention). CubeError when nothing matches.
     """
-    metrics = METRICS
+    metrics = tuple(m for m in METRICS if f"{m}_mean" in ref_ct) or PAPER_METRICS  # what the reference prints
     need = [f"{m}_{s}" for m in metrics for s in ("mean", "std")] + ["n_seeds", "tier"]
     _require(ct, need, "a condition table")
     _require(ref_ct, need, "a reference condition table")

@@ -17,8 +17,9 @@ full pass (`load_suffstats(path, cache=False)`) of the store as it was read.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -31,17 +32,22 @@ from cube.compute import Progress, compute
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS
 from cube.stats.cache import (
+    UNKNOWN_FP,
+    RunChunks,
     grid_fingerprint,
     in_background,
     patch_cache,
     read_cache,
+    run_chunks,
     run_fingerprints,
     store_fingerprint,
     write_cache,
     write_cache_in_background,
     zarr_run_status,
 )
-from cube.stats.kernel import CELL_DIMS, SUM_VARS, BadEpisodes, cell_stats, kappa_grid
+from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
+from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
+from cube.stats.tail import cvar_alphas as tail_alphas
 from cube.store.damage import damaged_store_error, reading_store
 from cube.store.grid import Sizes
 from cube.store.locks import read_runs, read_write_seqs, runs_written_since
@@ -58,18 +64,38 @@ def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable
     return where
 
 
-def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, labels: dict[str, np.ndarray],
-               origin: tuple[int, ...], le_dtype: type,
-               written: Callable[[tuple[int, ...]], bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """One dask task: the (..., M, 6) float64 sums and (..., M, G) CDF counts of a block of episodes
-    (..., E, M) whose first element sits at `origin` in the cube.
+Block = dict[str, np.ndarray]
+"""The statistics of a block of cells: {name: array (..., M[, G or A])} for every name of STATS_VARS."""
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What every block of a pass computes: the CDF grid `kappa` and the dtype of its counts, the CVaR
+    `alphas` (`cube.stats.tail`), and the `kernel` ("auto", "numpy", "fused"; None = the default)."""
+
+    kappa: np.ndarray
+    le_dtype: type
+    alphas: tuple[float, ...]
+    kernel: str | None = None
+
+    @classmethod
+    def of(cls, ss: xr.Dataset, kernel: str | None = None) -> BlockSpec:
+        """The spec of existing statistics `ss` (to recompute some of their runs alike)."""
+        return cls(ss["kappa"].values, ss[CDF_VAR].dtype, tuple(float(a) for a in ss[ALPHA_DIM].values), kernel)
+
+
+def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, labels: dict[str, np.ndarray],
+               origin: tuple[int, ...], spec: BlockSpec,
+               written: Callable[[tuple[int, ...]], bool] | None = None) -> Block:
+    """One dask task: the statistics of a block of episodes (..., E, M) whose first element sits at `origin`
+    in the cube: (..., M) float64 per SUM_VARS name, the (..., M, G) CDF counts and the (..., M, A) CVaRs.
 
     `written(run position)` tells whether a run was written while the pass read it (`WrittenSince`):
     bad values in such a run are a reader's torn view, not a broken cube, so the run is left out here
     (all zero) and recomputed from a consistent read afterwards; elsewhere they are a one-line error."""
     while True:
         try:
-            cells, rows, sums, le = cell_stats(r, c, d, kappa, _locator(labels, origin))
+            got = cell_stats(r, c, d, spec.kappa, _locator(labels, origin), spec.kernel, spec.alphas)
             break
         except BadEpisodes as exc:
             run_dims = r.ndim - 3  # 4 for blocks of runs, 0 for one run's (J, E, M)
@@ -81,11 +107,21 @@ def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, kappa: np.ndarray, l
             r, c = np.array(r, copy=True), np.array(c, copy=True)
             blank = exc.block_index[:run_dims]
             r[blank], c[blank] = np.nan, np.nan
-    out_sums = np.zeros((int(np.prod(cells)), len(SUM_VARS)), dtype=np.float64)
-    out_le = np.zeros((out_sums.shape[0], kappa.size), dtype=le_dtype)
-    out_sums[rows] = sums
-    out_le[rows] = le
-    return out_sums.reshape(*cells, len(SUM_VARS)), out_le.reshape(*cells, kappa.size)
+    n_cells = int(np.prod(got.cells))
+    out_sums = np.zeros((len(SUM_VARS), n_cells), dtype=np.float64)
+    out_sums[:, got.rows] = got.sums.T
+    block = {name: out_sums[i].reshape(got.cells) for i, name in enumerate(SUM_VARS)}
+    for name, values, dtype in ((CDF_VAR, got.le, spec.le_dtype), (CVAR_VAR, got.cvar, np.float64)):
+        out = np.zeros((n_cells, values.shape[1]), dtype=dtype)
+        out[got.rows] = values
+        block[name] = out.reshape(*got.cells, values.shape[1])
+    return block
+
+
+def _put(ss: xr.Dataset, index: tuple, block: Block) -> None:
+    """Write a block's statistics into `ss` (in place) at `index` (positions along the leading dims)."""
+    for name, values in block.items():
+        ss[name].values[index] = values
 
 
 class WrittenSince:
@@ -125,11 +161,14 @@ def _le_dtype(n_episodes: int) -> type:
 
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
-                      written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
+                      written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None,
+                      cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
-    block's sums and CDF counts, which are then copied into place."""
+    block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
+    default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
+    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed)."""
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -137,32 +176,33 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     c = da.asarray(cost.data).rechunk(r.chunks)
     r_blocks, c_blocks = r.to_delayed(), c.to_delayed()
     starts = [np.concatenate([[0], np.cumsum(ch)[:-1]]) for ch in r.chunks[:5]]
-    labels, le_dtype = _labels(ds), _le_dtype(ds.sizes["episode"])
+    labels = _labels(ds)
+    spec = BlockSpec(kappa, _le_dtype(ds.sizes["episode"]), tail_alphas(cvar_alphas), kernel)
     tasks, places = [], []
     for idx in np.ndindex(*r.numblocks[:5]):
         origin = tuple(int(starts[k][i]) for k, i in enumerate(idx))
         place = tuple(slice(o, o + r.chunks[k][i]) for k, (o, i) in enumerate(zip(origin, idx, strict=True)))
         d = bounds[place[2]].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against the block (..., E, M)
-        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, kappa, labels,
-                                              (*origin, 0, 0), le_dtype, written))
+        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, labels,
+                                              (*origin, 0, 0), spec, written))
         places.append(place)
-    sums = np.empty((*r.shape[:5], r.shape[6], len(SUM_VARS)), dtype=np.float64)
-    le = np.empty((*r.shape[:5], r.shape[6], kappa.size), dtype=le_dtype)
-    for place, (block_sums, block_le) in zip(places, _read(tasks, progress, ds.encoding.get("saferl_source")),
-                                             strict=True):
-        sums[place], le[place] = block_sums, block_le
-    return _to_dataset(sums, le, ds, kappa)
-
-
-def _to_dataset(sums: np.ndarray, le: np.ndarray, ds: xr.Dataset, kappa: np.ndarray) -> xr.Dataset:
-    """(A, T, B, S, J, M, 6) sums and (A, T, B, S, J, M, G) counts -> the suffstats Dataset."""
-    coords = {d: ds[d].values for d in CELL_DIMS}
-    data = {v: (CELL_DIMS, np.ascontiguousarray(sums[..., i])) for i, v in enumerate(SUM_VARS)}
-    data["le"] = ((*CELL_DIMS, "kappa"), le)
-    ss = xr.Dataset(data, coords={**coords, "kappa": kappa})
-    for v in ("n_r", "n", "n_viol"):
+    cells = (*r.shape[:5], r.shape[6])
+    ss = _empty_suffstats(ds, cells, spec)
+    for place, block in zip(places, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
+        _put(ss, place, block)
+    for v in COUNT_VARS:
         ss[v] = ss[v].astype(np.int64)
     return ss
+
+
+def _empty_suffstats(ds: xr.Dataset, cells: tuple[int, ...], spec: BlockSpec) -> xr.Dataset:
+    """A suffstats Dataset of the cells (A, T, B, S, J, M) of `ds`, to be filled: SUM_VARS float64, the CDF
+    counts (..., G) of `spec.le_dtype` and the CVaRs (..., A) float64."""
+    coords = {d: ds[d].values for d in CELL_DIMS}
+    data = {v: (CELL_DIMS, np.empty(cells, dtype=np.float64)) for v in SUM_VARS}
+    data[CDF_VAR] = ((*CELL_DIMS, "kappa"), np.empty((*cells, spec.kappa.size), dtype=spec.le_dtype))
+    data[CVAR_VAR] = ((*CELL_DIMS, ALPHA_DIM), np.empty((*cells, len(spec.alphas)), dtype=np.float64))
+    return xr.Dataset(data, coords={**coords, "kappa": spec.kappa, ALPHA_DIM: np.array(spec.alphas)})
 
 
 def _labels(ds: xr.Dataset) -> dict[str, np.ndarray]:
@@ -179,32 +219,31 @@ def _read(thing, progress: Progress | None, source: str | None = None):
 
 
 def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None,
-                 written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
+                 written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None) -> xr.Dataset:
     """Recompute the statistics of the runs at positions `runs` ((n, 4) indices) in place; returns ss."""
-    kappa, bounds = ss["kappa"].values, _check_bounds(ds)
+    bounds, spec = _check_bounds(ds), BlockSpec.of(ss, kernel)
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
-    labels, le_dtype = _labels(ds), ss["le"].dtype
-    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], kappa, labels,
-                                      (*map(int, i), 0, 0, 0), le_dtype, written) for i in runs]
-    blocks = _read(tasks, progress, ds.encoding.get("saferl_source"))
-    idx = tuple(runs.T)
-    for f, v in enumerate(SUM_VARS):
-        ss[v].values[idx] = np.stack([sums[..., f] for sums, _ in blocks])
-    ss["le"].values[idx] = np.stack([le for _, le in blocks])
+    labels = _labels(ds)
+    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], labels, (*map(int, i), 0, 0, 0),
+                                      spec, written) for i in runs]
+    for index, block in zip(map(tuple, runs), _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
+        _put(ss, index, block)
     return ss
 
 
 def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
-                background: bool = False, written: Callable[[tuple[int, ...]], bool] | None = None) -> xr.Dataset:
+                background: bool = False, written: Callable[[tuple[int, ...]], bool] | None = None,
+                kernel: str | None = None, cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """Cached statistics brought up to date: reused, patched run by run, or recomputed; a cache write
-    runs in a background thread when `background`."""
+    runs in a background thread when `background`. A cache without one of the CVaR alphas asked for is
+    recomputed (a full pass) with the default alphas and those asked for, and written so."""
     write = write_cache_in_background if background else write_cache
     grid = grid_fingerprint(ds, kappa)
     run_fp = run_fingerprints(path, ds)  # taken before any data is read: a later write makes it stale
     attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else ""}
     cached = read_cache(path)
-    if cached is not None and cached.attrs.get("grid") == grid:
+    if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
         if run_fp is None and cached.attrs.get("store") == attrs["store"]:
             return cached.drop_vars("run_fp", errors="ignore")
         if run_fp is not None and "run_fp" in cached:
@@ -212,12 +251,17 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
             if stale.shape[0] == 0:
                 return cached.drop_vars("run_fp")
             if stale.shape[0] <= run_fp.size // 2:
-                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written)
+                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
-    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
+    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
     write(path, ss, attrs, run_fp)
     return ss
+
+
+def _holds_alphas(ss: xr.Dataset, cvar_alphas: Sequence[float] | None) -> bool:
+    """Whether statistics hold the CVaRs of the default alphas and of `cvar_alphas`."""
+    return CVAR_VAR in ss and set(tail_alphas(cvar_alphas)) <= {float(a) for a in ss[ALPHA_DIM].values}
 
 
 def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | Callable[[], np.ndarray],
@@ -260,7 +304,8 @@ def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
 
 def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
                    kappa: np.ndarray | None = None, cache: bool = True,
-                   background_write: bool = False) -> xr.Dataset:
+                   background_write: bool = False, kernel: str | None = None,
+                   cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """Sufficient statistics for a cube path or Dataset; cached in Zarr stores (see module docstring).
 
     Returns an in-memory Dataset with dims (algo, task, bound, seed, iterate, mode[, kappa]).
@@ -268,19 +313,24 @@ def load_suffstats(source: str | os.PathLike | xr.Dataset, progress: Progress | 
     was written are recomputed. `progress(done, total)` is called as dask tasks finish. With
     `background_write`, a new or patched cache is written by a background thread while the caller goes
     on (a second of the paper-scale report); `wait_for_cache_writes()` waits for it, and so does exit.
+    `kernel`: the statistics kernel, "auto" (None: the default, `cube.stats.kernel.default_kernel`),
+    "numpy" or "fused"; the same numbers either way. `cvar_alphas`: CVaR alphas besides the ones always
+    computed and cached (`cube.stats.tail.CVAR_ALPHAS`: 0.1, 0.05); a cache lacking one is recomputed.
     """
-    return load_suffstats_at(source, progress, kappa, cache, background_write)[0]
+    return load_suffstats_at(source, progress, kappa, cache, background_write, kernel, cvar_alphas)[0]
 
 
 def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress | None = None,
                       kappa: np.ndarray | None = None, cache: bool = True,
-                      background_write: bool = False) -> tuple[xr.Dataset, np.ndarray | None]:
+                      background_write: bool = False, kernel: str | None = None,
+                      cvar_alphas: Sequence[float] | None = None) -> tuple[xr.Dataset, np.ndarray | None]:
     """`load_suffstats`, and the write sequences it is at ((algo, task, bound, seed) int64): every run's
     statistics are of its data at that sequence or later. The baseline of `update_suffstats`; None for
     sources without write sequences (Datasets, netCDF files, foreign stores)."""
     kappa = kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
-        return _attach_run_info(compute_suffstats(source, kappa, progress), source), None
+        return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
+                                source), None
     path = Path(source)
     ds = open_cube(path)  # one grid snapshot (`cube.store.grid`) for every read of this pass
     sizes = ds.encoding.get("saferl_grid")
@@ -288,12 +338,12 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     written = WrittenSince(path, before, sizes) if before is not None else None
     status = _read_status_meanwhile(path, ds, cache)
     if cache and path.is_dir():
-        ss = _from_cache(path, ds, kappa, progress, background_write, written)
+        ss = _from_cache(path, ds, kappa, progress, background_write, written, kernel, cvar_alphas)
     else:
-        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written)
+        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
     interrupted: list[tuple[int, ...]] = []
     if before is not None:
-        ss = _settle_written_runs(ss, path, ds, before, interrupted)
+        ss = _settle_written_runs(ss, path, ds, before, interrupted, kernel)
     ss = _attach_run_info(ss, ds, status)
     if interrupted and "run_status" in ss:
         for index in interrupted:  # a run holding an interrupted write is partial, whatever it says
@@ -302,7 +352,7 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
 
 
 def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray,
-                         interrupted: list[tuple[int, ...]] | None = None) -> xr.Dataset:
+                         interrupted: list[tuple[int, ...]] | None = None, kernel: str | None = None) -> xr.Dataset:
     """Recompute, from a consistent read, the runs a writer wrote while they were being read (their write
     sequence moved or was odd): so a report never mixes the rewards of one write with the costs of
     another. A cache written meanwhile holds such a run under its older fingerprint and is patched next time.
@@ -312,16 +362,13 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
     dirty = runs_written_since(before, read_write_seqs(path, sizes))
     if not dirty:
         return ss
-    kappa, bounds, labels = ss["kappa"].values, _check_bounds(ds), _labels(ds)
+    spec, bounds, labels = BlockSpec.of(ss, kernel), _check_bounds(ds), _labels(ds)
     ss = ss.copy(deep=True)
     for index, got in read_runs(path, ("reward", "cost"), dirty, labels, sizes):
         reward, cost = got.arrays["reward"], got.arrays["cost"]
         if got.interrupted is not None and interrupted is not None:
             interrupted.append(index)
-        sums, le = _map_block(reward, cost, bounds[index[2]], kappa, labels, (*index, 0, 0, 0), ss["le"].dtype)
-        for f, v in enumerate(SUM_VARS):
-            ss[v].values[index] = sums[..., f]
-        ss["le"].values[index] = le
+        _put(ss, index, _map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
     return ss
 
 
@@ -358,21 +405,21 @@ def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = Non
 
 # --------------------------------------------------------------------------------------------- following
 def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.ndarray | None, *,
-                     seqs_after: np.ndarray | None = None, cache: bool = True, background_write: bool = False
-                     ) -> tuple[xr.Dataset, np.ndarray, np.ndarray | None]:
+                     seqs_after: np.ndarray | None = None, cache: bool = True, background_write: bool = False,
+                     kernel: str | None = None) -> tuple[xr.Dataset, np.ndarray, np.ndarray | None]:
     """The statistics `ss` of the store at `path` brought up to date: only the runs whose write sequence
     moved since `seqs_before` (the sequences `ss` is at: `load_suffstats_at`, or an earlier update) are read
     again, each as one writer state (`RunReader`: a write its writer died in is left out, with one
     `InterruptedWriteWarning`, and its run counts as partial); a grown grid (labels appended, more iterates or
     episode slots) adds runs and cells without episodes; the cache on disk is patched for the runs read (or
     written whole for a new grid), in a background thread when `background_write`. `seqs_after`: the
-    sequences now, when the caller just read them (a `cube.store.locks.SeqWatch`).
+    sequences now, when the caller just read them (a `cube.store.locks.SeqWatch`). `kernel`: as in
+    `load_suffstats`.
 
     Returns (statistics: a new Dataset, `ss` is left as it is; the positions (n, 4) of the runs read again,
     in the new grid; the sequences the result is at). Falls back to `load_suffstats_at` (every run) for a
     store without write sequences, a grid that lost or reordered labels, or when more than half the runs
     changed. CubeError (one line) when the store is gone or cannot be read."""
-    from cube.stats.cache import run_fingerprint
     from cube.store.grid import open_view, published_sizes
     from cube.store.layout import read_coords
 
@@ -391,23 +438,25 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
         if changed.shape[0] > max(n_runs // 2, 1):
             grown = None
     if grown is None:
-        fresh, at = load_suffstats_at(path, kappa=ss["kappa"].values, cache=cache, background_write=background_write)
+        fresh, at = load_suffstats_at(path, kappa=ss["kappa"].values, cache=cache, background_write=background_write,
+                                      kernel=kernel, cvar_alphas=tuple(float(a) for a in ss[ALPHA_DIM].values))
         changed = np.argwhere(np.ones(tuple(len(coords[d]) for d in RUN_DIMS), dtype=bool))
         return fresh, changed, at
     regridded = not all(np.array_equal(ss[d].values, coords[d]) for d in CELL_DIMS) or seqs_before.shape != after.shape
     if changed.shape[0] == 0 and not regridded:
         return ss, changed, after
-    one_run = cache and _chunked_per_run(path, coords)
-    fps = [run_fingerprint(path, tuple(i)) for i in changed] if one_run else []  # before any episode is read
-    ss = _reread_runs(ss, path, group, sizes, coords, changed)
-    if one_run:
+    # a store keeping one run per chunk: its cache is keyed, and patched, run by run
+    chunks = run_chunks(path, {d: len(v) for d, v in coords.items()}) if cache else None
+    fps = [chunks.fingerprint(tuple(i)) for i in changed] if chunks else []  # before any episode is read
+    ss = _reread_runs(ss, path, group, sizes, coords, changed, kernel)
+    if chunks is not None:
         grid = grid_fingerprint(coords, ss["kappa"].values)
         attrs = {"grid": grid, "store": ""}
         if regridded:  # the cache is written whole: every run's fingerprint now
-            _save_patch(path, ss, attrs, _fingerprints_now(path, ss, after, sizes, changed, fps), changed,
+            _save_patch(path, ss, attrs, _fingerprints_now(chunks, ss, after, sizes, changed, fps), changed,
                         background_write)
         else:  # patched run by run: the others' fingerprints only if that fails (1,440 stat calls saved)
-            whole = partial(_fingerprints_now, path, ss, after, sizes, changed, fps)
+            whole = partial(_fingerprints_now, chunks, ss, after, sizes, changed, fps)
             _save_patch(path, ss, attrs, whole, changed, background_write, np.asarray(fps, dtype=np.uint64))
     return ss, changed, after
 
@@ -425,43 +474,33 @@ def _regrid(ss: xr.Dataset, before: np.ndarray, coords: dict[str, np.ndarray]
             return None
         positions[d] = np.arange(len(old))
     le_dtype = _le_dtype(len(coords["episode"]))
-    if all(len(coords[d]) == ss.sizes[d] for d in CELL_DIMS) and ss["le"].dtype == le_dtype:
+    if all(len(coords[d]) == ss.sizes[d] for d in CELL_DIMS) and ss[CDF_VAR].dtype == le_dtype:
         return ss, before
     grown = ss.reindex({d: coords[d] for d in CELL_DIMS}, fill_value=0)
-    grown["le"] = grown["le"].astype(np.promote_types(ss["le"].dtype, le_dtype))
+    grown[CDF_VAR] = grown[CDF_VAR].astype(np.promote_types(ss[CDF_VAR].dtype, le_dtype))
     if MEANS_ONLY in grown:
         grown[MEANS_ONLY] = grown[MEANS_ONLY].astype(bool)
     for v in ss.data_vars:
-        grown[v] = grown[v].astype(ss[v].dtype) if v != "le" else grown[v]
+        grown[v] = grown[v].astype(ss[v].dtype) if v != CDF_VAR else grown[v]
     moved = np.zeros(tuple(len(coords[d]) for d in RUN_DIMS), dtype=before.dtype)
     moved[np.ix_(*(positions[d] for d in RUN_DIMS))] = before
     return grown, moved
 
 
-def _chunked_per_run(path: Path, coords: dict[str, np.ndarray]) -> bool:
-    """Whether the store keeps one run per chunk (its cache is keyed, and patched, run by run)."""
-    from cube.stats.cache import one_run_chunks
-
-    return one_run_chunks(path, {d: len(v) for d, v in coords.items()})
-
-
 def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[str, np.ndarray],
-                 runs: np.ndarray) -> xr.Dataset:
+                 runs: np.ndarray, kernel: str | None = None) -> xr.Dataset:
     """A copy of `ss` with the runs at `runs` read again, each as one writer state."""
     names = ["reward", "cost", *[n for n in ("run_status", MEANS_ONLY) if n in group and n in ss]]
     out = ss.copy(deep=False)
-    for v in (*SUM_VARS, "le", *names[2:]):
+    for v in (*STATS_VARS, *names[2:]):
         out[v] = (ss[v].dims, np.array(ss[v].values, copy=True))
     if not runs.shape[0]:
         return out
-    kappa, labels = ss["kappa"].values, {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
+    spec, labels = BlockSpec.of(ss, kernel), {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
     bounds = _check_bounds(xr.Dataset(coords={"bound": coords["bound"]}))
     for index, got in read_runs(path, names, map(tuple, runs), coords, sizes):
-        sums, le = _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], kappa, labels,
-                              (*index, 0, 0, 0), out["le"].dtype)
-        for f, v in enumerate(SUM_VARS):
-            out[v].values[index] = sums[..., f]
-        out["le"].values[index] = le
+        _put(out, index, _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], labels,
+                                    (*index, 0, 0, 0), spec))
         if "run_status" in names:
             status = int(got.arrays["run_status"])
             out["run_status"].values[index] = min(status, RUN_STATUS["partial"]) if got.interrupted else status
@@ -470,17 +509,13 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
     return out
 
 
-def _fingerprints_now(path: Path, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
+def _fingerprints_now(chunks: RunChunks, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
                       fps: list) -> np.ndarray:
     """Every run's fingerprint for a cache write of `ss` (at sequences `after`): those of `runs` as taken
     before they were read (`fps`); the others now, where their sequence still is `after` and even (so
     `ss` holds their data now), else UNKNOWN_FP."""
-    from cube.stats.cache import UNKNOWN_FP, run_fingerprint
-
-    shape = ss["n"].shape[: len(RUN_DIMS)]
-    out = np.empty(shape, dtype=np.uint64)
-    for idx in np.ndindex(*shape):
-        out[idx] = run_fingerprint(path, idx)
+    out = chunks.fingerprints(ss["n"].shape[: len(RUN_DIMS)])
+    path = chunks.path
     still = read_write_seqs(path, sizes)
     if still is None or still.shape != after.shape:
         out[...] = UNKNOWN_FP

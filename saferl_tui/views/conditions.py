@@ -113,7 +113,8 @@ class ConditionsView(SortableTable, ResultView):
         keys = [k for k in self.SORT_KEYS if not (narrow and k == "n_seeds")]
         labels = []
         for k in keys:
-            label = self.HEADS.get(k) or (METRIC[k].label if narrow else f"{METRIC[k].label}\nmean ± std")
+            head = "Algo" if narrow and k == "algo" else self.HEADS.get(k)  # narrow: room for CVaR and ◐ at 80
+            label = head or (METRIC[k].label if narrow else f"{METRIC[k].label}\nmean ± std")
             labels.append(label + ((" ▼" if self.sort_desc else " ▲") if k == self.sort_key else ""))
         all_rows = self.rows()
         any_incomplete = any(r["incomplete"] for r in all_rows)

@@ -103,7 +103,9 @@ class SummaryView(ResultView):
         cursor = table.cursor_row
         table.clear(columns=True)
         columns: list[tuple[str | Text, str]] = [("Algorithm", "algo"), ("Setting", "setting")]
-        columns += [(Text(f"IQM {METRIC[m].label}", justify="right"), m) for m in METRICS]
+        # narrow: bare labels (the title says IQM), so the tier still fits 80 columns beside CVaR
+        columns += [(Text(METRIC[m].label if narrow else f"IQM {METRIC[m].label}", justify="right"), m)
+                    for m in METRICS]
         columns.append(("Tier", "tier"))
         if inline_delta:
             columns += [(Text(f"Δ{METRIC[m].label}", justify="right"), f"delta:{m}") for m in METRICS]
@@ -217,11 +219,12 @@ class SummaryView(ResultView):
             table.display = False
             return
         name = str(ref.attrs.get("reference", "reference"))
+        metrics = [m for m in METRICS if m in ref["metric"].values]  # the reference's (the paper has no CVaR)
         rows = []
         for a in (x for x in algos if x in ref["algo"].values):
             for i, s in enumerate(x for x in SETTINGS if x in ref["setting"].values):
                 cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short)]
-                for m in METRICS:
+                for m in metrics:
                     p = ref.sel(algo=a, setting=s, metric=m)
                     inside = float(p["inside_ref_ci"])
                     mark = "" if not np.isfinite(inside) else ("✓" if inside else "✗")
@@ -236,7 +239,7 @@ class SummaryView(ResultView):
                 cells.append(tier)
                 rows.append((f"{a}:{s}", cells))
         columns = [("Algorithm", "algo"), ("Setting", "setting"),
-                   *[(Text(f"{METRIC[m].label} ours {name}", justify="right"), m) for m in METRICS],
+                   *[(Text(f"{METRIC[m].label} ours {name}", justify="right"), m) for m in metrics],
                    ("Tier", "tier")]
         add_columns(table, columns, [c for _, c in rows])
         for key, cells in rows:
