@@ -21,7 +21,7 @@ t_start=$SECONDS
 # shellcheck source=bench/gpu_env.sh
 source bench/gpu_env.sh
 gpu_env_install python3 "$SITE" "$LOG" || exit 2
-gpu_env_check python3 "$LOG" jax jaxlib flax optax orbax.checkpoint numpy scipy xarray pandas zarr dask mujoco mujoco.mjx jaxopt ml_collections crax crax.envs cube train.core train.runner train.sweep || exit 3
+gpu_env_check python3 "$LOG" jax jaxlib flax optax orbax.checkpoint numpy scipy xarray pandas zarr dask mujoco mujoco.mjx jaxopt ml_collections crax crax.envs cube train.onpolicy.core train.runner train.sweep || exit 3
 
 echo "== $(date -u +%FT%TZ) benchmark (limit ${LIMIT:-560} s)" | tee -a "$LOG"
 timeout -k 15 "${LIMIT:-560}" python3 bench/sweep_throughput.py --paper --episode-length "${T:-100}" \

@@ -26,7 +26,7 @@ t_start=$SECONDS
 # shellcheck source=bench/gpu_env.sh
 source bench/gpu_env.sh
 gpu_env_install "$PY" "$SITE" "$LOG" || exit 2
-gpu_env_check "$PY" "$LOG" jax jaxlib flax optax numpy xarray pandas zarr mujoco mujoco.mjx jaxopt ml_collections crax crax.envs crax.training.agents.ppo_lag.train crax.training.agents.focops.train cube train.core train.runner || exit 3
+gpu_env_check "$PY" "$LOG" jax jaxlib flax optax numpy xarray pandas zarr mujoco mujoco.mjx jaxopt ml_collections crax crax.envs crax.training.agents.ppo_lag.train crax.training.agents.focops.train cube train.onpolicy.core train.runner || exit 3
 
 SIZE=--paper
 [ "${TINY:-0}" = 1 ] && SIZE=--tiny

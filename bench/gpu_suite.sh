@@ -34,7 +34,7 @@ t_start=$SECONDS
 # shellcheck source=bench/gpu_env.sh
 source bench/gpu_env.sh
 gpu_env_install "$PY" "$SITE" "$LOG" || exit 2
-gpu_env_check "$PY" "$LOG" jax flax optax zarr mujoco mujoco.mjx crax crax.envs $(printf "crax.training.agents.%s.train " ppo ppo_lag p3o focops ppo_pid ppo_saute crpo) cube train.core train.runner || exit 3
+gpu_env_check "$PY" "$LOG" jax flax optax zarr mujoco mujoco.mjx crax crax.envs $(printf "crax.training.agents.%s.train " ppo ppo_lag p3o focops ppo_pid ppo_saute crpo) cube train.onpolicy.core train.runner || exit 3
 
 if [ "${TINY:-0}" = 1 ]; then
   SIZES=(--num-envs 8 --batch-size 8 --num-minibatches 4 --epochs 2 --tiny)

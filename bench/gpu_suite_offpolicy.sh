@@ -68,7 +68,8 @@ EOF
 import sys
 import numpy as np
 from cube import open_cube, read_manifests
-from train.config import TrainConfig, with_overrides
+from train.config import TrainConfig
+from train.overrides import with_overrides
 from train.offpolicy.config import from_train_config, fmt_bytes, run_replay_bytes
 from train.sweep import make_env
 rows = read_manifests(sys.argv[1])

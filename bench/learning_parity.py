@@ -74,7 +74,8 @@ def _args() -> argparse.Namespace:
 
 
 def make_config(a: argparse.Namespace) -> Any:
-    from train.config import TrainConfig, load_toml, with_overrides
+    from train.config import TrainConfig
+    from train.overrides import load_toml, with_overrides
 
     if a.paper:
         over: dict[str, Any] = {"num_envs": 2048, "episode_length": 2000, "batch_size": 1024, "num_minibatches": 32,
@@ -153,8 +154,8 @@ def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, log: bool,
              evaluate: Any) -> dict[str, Any]:
     import functools
 
-    from train.algorithms import algorithm
     from train.envs import crax_environment
+    from train.registry import algorithm
 
     mod = importlib.import_module(f"crax.training.agents.{algo}.train")
     networks = importlib.import_module("crax.training.agents.ppo.networks")
@@ -213,14 +214,14 @@ def crax_evaluator(runner: Any, cfg: Any, algo: str, seed_iterate: tuple[int, in
     the budget-augmented observation, as crax's Saute env gives it)."""
     import jax.numpy as jnp
 
-    from train.algorithms import d_step
+    from train.algorithm import d_step
     from train.nets import Normalizer
 
     program = runner.program_for([algo])  # the program ours ran: no new compile
     template = program.trainer.template()
 
     def evaluate(params: Any) -> dict[str, tuple[float, float]]:
-        from train.core import Params
+        from train.onpolicy.core import Params
 
         norm, policy, value = params[:3]
         state = SimpleNamespace(params=Params(policy, value, template["cost_value"]),

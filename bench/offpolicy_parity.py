@@ -1,6 +1,6 @@
 """Off-policy learning parity: `train.offpolicy` and crax-bench's own SAC / SAC-Lag / SAC-PID `train()`, same
 task, config and seeds, side by side in this process (ours is driven through `make_offpolicy_train`
-directly; `saferl train` runs the same core through `train.offpolicy.program`).
+directly; `saferl train` runs the same core through `train.offpolicy.family`).
 
 Printed per algorithm and seed: the mean train episode reward / cost of both every few iterates (an iterate
 = num_envs * T env steps for both: crax's epoch is set to the same size), lambda and alpha after the last
@@ -77,10 +77,11 @@ def make_config(a: argparse.Namespace) -> Any:
 def run_ours(program: dict[str, Any], cfg: Any, algo: str, bound: float, seed: int) -> dict[str, Any]:
     import jax
 
-    from train.core import eval_key
-    from train.offpolicy import offpolicy_algorithm
+    from train.acting import eval_key
+    from train.offpolicy.base import OffPolicyAlgorithm
+    from train.registry import algorithm
 
-    a = offpolicy_algorithm(algo)
+    a = algorithm(algo, OffPolicyAlgorithm)
     trainer = program["trainer"]
     state = program["init"](jax.random.PRNGKey(seed), a.id, a.initial_multiplier(cfg), bound / cfg.episode_length)
     rewards, costs, walls = [], [], []
@@ -135,8 +136,8 @@ def crax_kwargs(algo: str, cfg: Any, bound: float) -> dict[str, Any]:
         return {"safety_bound": bound, "lagrangian_lr": c.lr, "initial_lambda": c.init, "lambda_max": c.lambda_max}
     c = cfg.sac_pid
     return {"safety_bound": bound, "initial_lambda": c.init, "pid_kp": c.kp, "pid_ki": c.ki, "pid_kd": c.kd,
-            "pid_integral_clip": c.integral_clip, "pid_lambda_clip": c.lambda_clip,
-            "pid_deriv_ema_beta": c.deriv_ema_beta}
+            "pid_integral_clip": c.integral_clip, "pid_lambda_clip": c.lambda_max,
+            "pid_deriv_ema_beta": c.derivative_ema}
 
 
 def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, evaluate: Any) -> dict[str, Any]:
@@ -192,7 +193,7 @@ def run_crax(algo: str, cfg: Any, task: str, bound: float, seed: int, evaluate: 
 
 def crax_evaluator(program: dict[str, Any], seed: int, iterate: int) -> Any:
     """Roll out crax's final (normalizer, policy) with our compiled evaluator: same keys as ours."""
-    from train.core import eval_key
+    from train.acting import eval_key
     from train.nets import Normalizer
     from train.offpolicy.core import OffPolicyParams
 
@@ -242,8 +243,9 @@ def main() -> int:
     import jax
 
     from train.envs import make_crax_env
-    from train.offpolicy import offpolicy_algorithm
+    from train.offpolicy.base import OffPolicyAlgorithm
     from train.offpolicy.core import make_offpolicy_train
+    from train.registry import algorithm
 
     algos, seeds = a.algos.split(","), [int(s) for s in a.seeds.split(",")]
     print(f"device: {jax.devices()[0].device_kind} ({jax.default_backend()}); task {a.task}, bound {a.bound:g} "
@@ -256,7 +258,7 @@ def main() -> int:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
         programs: dict[bool, dict[str, Any]] = {}
         for algo in algos:
-            cost_critic = offpolicy_algorithm(algo).uses_cost_critic
+            cost_critic = algorithm(algo, OffPolicyAlgorithm).cost_critic
             if cost_critic not in programs:
                 t = make_offpolicy_train(cfg, env, cost_critic=cost_critic)
                 programs[cost_critic] = {"trainer": t, "init": jax.jit(t.init), "iterate": jax.jit(t.iterate),

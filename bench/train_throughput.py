@@ -120,8 +120,8 @@ def run_crax(cfg: Any, bound: float, task: str, algo: str, log: bool) -> dict[st
 
     from learning_parity import NoEvaluator, crax_kwargs
 
-    from train.algorithms import algorithm
     from train.envs import crax_environment, import_crax
+    from train.registry import algorithm
 
     import_crax()
     mod = importlib.import_module(f"crax.training.agents.{algo}.train")  # the module, not the function
@@ -178,18 +178,20 @@ def profile_ours(cfg: Any, bound: float, task: str, algo: str) -> dict[str, floa
     import jax
     import jax.numpy as jnp
 
-    from train.algorithms import algorithm, d_step, initial_state
-    from train.core import make_train
+    from train.algorithm import d_step
     from train.envs import make_crax_env
+    from train.onpolicy.algorithms.base import Algorithm
+    from train.onpolicy.core import make_train
+    from train.registry import algorithm
 
     env = make_crax_env(task, cfg.episode_length)
-    spec = algorithm(algo)
-    if spec.budget:
+    spec = algorithm(algo, Algorithm)
+    if spec.env_adapter is not None:
         raise SystemExit("--profile times the plain observation path; it does not cover ppo_saute")
-    trainer = make_train(cfg, env, cost_critic=spec.cost_critic, budget=spec.budget)
+    trainer = make_train(cfg, env, cost_critic=spec.cost_critic)
     state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jnp.int32(spec.id),
                                   jnp.float32(spec.initial_multiplier(cfg)), jnp.float32(d_step(cfg, bound)),
-                                  jnp.asarray(initial_state(algo, cfg), jnp.float32))
+                                  jnp.asarray(spec.start_state(cfg), jnp.float32))
     v_step, n, steps = jax.vmap(env.step), cfg.num_envs, cfg.steps_per_update
     dist = trainer.networks.parametric_action_distribution
     policy = trainer.networks.policy_network

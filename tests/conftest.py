@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
+import html
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,3 +60,32 @@ def small_demo_cube(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ragged_episodes(rng: np.random.Generator, n: int, scale: float = 30.0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` episodes of (reward, cost) with non-negative costs."""
     return rng.normal(10.0, 3.0, n), rng.gamma(2.0, scale / 2.0, n)
+
+
+SVG_TEXT = re.compile(r'<text class="[^"]*" x="([0-9.]+)" y="([0-9.]+)"[^>]*>([^<]*)</text>')
+
+
+def svg_rows(svg: str) -> list[str]:
+    """The text of a Textual SVG screenshot, one string per terminal row (top to bottom)."""
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in SVG_TEXT.findall(svg):
+        rows.setdefault(float(y), []).append((float(x), html.unescape(text).replace("\xa0", " ")))
+    return ["".join(t for _x, t in sorted(cells)).rstrip() for _y, cells in sorted(rows.items())]
+
+
+@pytest.fixture
+def snap_compare(snap_compare: Callable[..., bool], request: pytest.FixtureRequest) -> Callable[..., bool]:
+    """pytest-textual-snapshot's comparison that, on a mismatch, fails with the rows whose text differs (CI
+    shows only the failure line; colours alone differing says so)."""
+    import pickle
+
+    from pytest_textual_snapshot import node_to_report_path
+
+    def compare(*args: object, **kwargs: object) -> bool:
+        if snap_compare(*args, **kwargs):
+            return True
+        _ok, expected, actual, *_rest = pickle.loads(node_to_report_path(request.node).read_bytes())
+        diff = list(difflib.unified_diff(svg_rows(expected), svg_rows(actual), "snapshot", "now", n=0, lineterm=""))
+        raise AssertionError("snapshot differs: " + (" | ".join(diff[2:12]) if diff else "same text, other styles"))
+
+    return compare

@@ -21,10 +21,11 @@ pytest.importorskip("flax")
 from cube import CubeWriter, RunKey, open_cube, read_manifests  # noqa: E402
 from tests.toyconfig import toy_config_toml  # noqa: E402
 from train import checkpoint  # noqa: E402
-from train.config import load_toml  # noqa: E402
+from train.grouping import make_units, parse_run_label, started_group  # noqa: E402
+from train.overrides import load_toml  # noqa: E402
 from train.record import prepare_store  # noqa: E402
 from train.runner import Runner  # noqa: E402
-from train.sweep import make_env, make_units, parse_run_label, started_group  # noqa: E402
+from train.sweep import make_env  # noqa: E402
 
 N_ITERATES, N_ENVS = 12, 8
 CONFIG = toy_config_toml(N_ITERATES, N_ENVS)
@@ -103,14 +104,14 @@ def test_a_resumed_run_gets_the_numbers_of_its_group_whatever_parallel_runs_says
     assert started_group(rows[0]) == (S0, S1) and rows[0]["group_size"] == 2
     # then seed 1, with seed 0 (complete, its resume points at 9 and 11) riding along: no common resume
     # point, so the group starts over, and seed 1 still gets its numbers
-    end_0 = rows[0]["end_time"]
+    end_0 = rows[0]["finished"]
     assert _train(setup, out, monkeypatch, "--seeds", "0-1", "--parallel-runs", "1") == 0
     ds = open_cube(out).load()
     for var in VARS:
         np.testing.assert_array_equal(_run(ds, S1, var), _run(ref, S1, var), err_msg=var)
         np.testing.assert_array_equal(_run(ds, S0, var), _run(ref, S0, var), err_msg=var)
     rows = {r["seed"]: r for r in read_manifests(out)}
-    assert rows[1]["status"] == "complete" and rows[1]["resumed_from"] is None and rows[0]["end_time"] == end_0
+    assert rows[1]["status"] == "complete" and rows[1]["resumed_from"] is None and rows[0]["finished"] == end_0
 
 
 def test_regroup_resumes_in_a_new_group_and_the_numbers_drift(setup: dict[str, Any], tmp_path: Path,

@@ -103,6 +103,119 @@ def test_cube_wings_import_in_one_direction(path: Path) -> None:
                     f"{path.relative_to(ROOT)}:{node.lineno} ({mine}) imports {target} ({wing})"
 
 
+PACKAGES = ("cube", "train", "saferl_tui")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imported_modules(tree: ast.Module, name: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of `known` that module `name` imports anywhere (module level and inside functions), except
+    under `if TYPE_CHECKING:`. `from a import b` names the module `a.b` where that is a module, else `a`."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for other in child.orelse:
+                    visit_node(other)
+                continue
+            visit_node(child)
+
+    def visit_node(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if is_package else name.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            subs = {f"{base}.{a.name}" for a in node.names} & known
+            found.update(subs)
+            if len(subs) < len(node.names):
+                found.add(base)
+        visit(node)
+
+    visit(tree)
+    return (found & known) - {name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the modules it imports, over cube/, train/ and saferl_tui/."""
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    return {name: imported_modules(ast.parse(p.read_text()), name, p.name == "__init__.py", set(paths))
+            for name, p in paths.items()}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of `graph` (iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """No two modules of cube/, train/ or saferl_tui/ import each other, directly or round a circle, counting
+    imports inside functions (those under `if TYPE_CHECKING:` excepted)."""
+    cycles = [c for c in strongly_connected(import_graph()) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    """The graph and the components above can fail: a function-level import closing a circle is one, an import
+    under TYPE_CHECKING is none."""
+    known = {"p", "p.a", "p.b", "p.c"}
+    a = ast.parse("from p import b\nimport p.c\n")
+    b = ast.parse("def f():\n    from p.a import x\n")
+    c = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.a\n")
+    graph = {"p": set(), "p.a": imported_modules(a, "p.a", False, known),
+             "p.b": imported_modules(b, "p.b", False, known), "p.c": imported_modules(c, "p.c", False, known)}
+    assert graph == {"p": set(), "p.a": {"p.b", "p.c"}, "p.b": {"p.a"}, "p.c": set()}
+    assert sorted(c for c in strongly_connected(graph) if len(c) > 1) == [["p.a", "p.b"]]
+    assert imported_modules(ast.parse("from . import a\nfrom .b import y\n"), "p.c", False, known) == {"p.a", "p.b"}
+
+
 MAX_MODULE_LINES = 600
 
 

@@ -12,9 +12,9 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from train import losses as L  # noqa: E402
-from train.algorithms.base import cost_advantage  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
+from train.onpolicy import losses as L  # noqa: E402
+from train.onpolicy.algorithms.base import cost_advantage  # noqa: E402
 
 RATIO = np.array([1.0, 2.0], dtype=np.float32)
 ADV_R = np.array([1.0, 2.0], dtype=np.float32)

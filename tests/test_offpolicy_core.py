@@ -22,11 +22,21 @@ import jax.numpy as jnp  # noqa: E402
 from cube.errors import CubeError  # noqa: E402
 from cube.schema import RunKey  # noqa: E402
 from train import checkpoint  # noqa: E402
+from train.acting import eval_key  # noqa: E402
+from train.algorithm import OFFPOLICY  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
-from train.core import eval_key  # noqa: E402
+from train.multipliers import pid_init, pid_update  # noqa: E402
 from train.nets import normalizer_init  # noqa: E402
-from train.offpolicy import OFFPOLICY_ALGOS, OffPolicyConfig, SacLagConfig, offpolicy_algorithm  # noqa: E402
+from train.offpolicy import OffPolicyConfig, SacLagConfig  # noqa: E402
 from train.offpolicy import losses as L  # noqa: E402
+from train.offpolicy.base import OffPolicyAlgorithm  # noqa: E402
+from train.registry import algo_names, algorithm  # noqa: E402
+
+OFFPOLICY_ALGOS = algo_names(OFFPOLICY)
+
+
+def offpolicy_algorithm(name: str) -> OffPolicyAlgorithm:
+    return algorithm(name, OffPolicyAlgorithm)
 from train.offpolicy.config import (  # noqa: E402
     OFFPOLICY_DIAGNOSTICS,
     check_replay_memory,
@@ -165,23 +175,23 @@ def test_lagrange_update_hand_values() -> None:
     d = jnp.float32(0.3)
 
     def upd(lam: float, c: float) -> float:
-        return float(offpolicy_algorithm("sac_lag").multiplier_update(cfg, jnp.float32(lam), L.pid_init(),
+        return float(offpolicy_algorithm("sac_lag").multiplier_update(cfg, jnp.float32(lam), pid_init(),
                                                                        jnp.float32(c), d)[0])
 
     assert upd(0.3, 0.5) == pytest.approx(0.305, abs=1e-7)
     assert upd(1.99, 10.0) == 2.0  # capped at lambda_max
     assert upd(0.001, 0.0) == 0.0  # projected onto lambda >= 0
-    lam, pid = offpolicy_algorithm("sac").multiplier_update(cfg, jnp.float32(0.0), L.pid_init(), jnp.float32(9.0), d)
+    lam, pid = offpolicy_algorithm("sac").multiplier_update(cfg, jnp.float32(0.0), pid_init(), jnp.float32(9.0), d)
     assert float(lam) == 0.0  # SAC has none
 
 
 def test_pid_update_hand_values() -> None:
     """kp 10, ki 0.01, kd 0.01, integral clip 1, beta 0.95, d/T 0.05; costs 0.15, 0, 0, 0."""
-    lam, pid, d = jnp.float32(0.0), L.pid_init(), jnp.float32(0.05)
+    lam, pid, d = jnp.float32(0.0), pid_init(), jnp.float32(0.05)
     expected = [(1.00105, 0.1, 0.1, 0.005), (0.5015225, 0.05, -0.05, -0.00275),
                 (0.001496375, 0.0, -0.05, -0.0026125), (0.0, -0.05, -0.05, -0.002481875)]
     for c, (e_lam, e_int, e_prev, e_der) in zip((0.15, 0.0, 0.0, 0.0), expected, strict=True):
-        lam, pid = L.pid_update(lam, pid, jnp.float32(c), d, 10.0, 0.01, 0.01, 1.0, 1e6, 0.95)
+        lam, pid = pid_update(lam, pid, jnp.float32(c), d, 10.0, 0.01, 0.01, 1.0, 1e6, 0.95)
         np.testing.assert_allclose([float(lam), *map(float, pid)], [e_lam, e_int, e_prev, e_der], atol=2e-6)
 
 
@@ -406,7 +416,7 @@ def test_evaluate_pairs_expl_and_greedy(program: dict[str, Any]) -> None:
 
 
 def test_runner_program_call_signatures(program: dict[str, Any]) -> None:
-    """`train.runner.Program` calls init with the PPO core's algorithm state and evaluate with d/T: accepted and
+    """`train.program.GroupProgram` calls init with the PPO core's algorithm state and evaluate with d/T: accepted and
     ignored (the off-policy state has its own PID state), same results."""
     a = offpolicy_algorithm("sac_pid")
     plain = start(program, "sac_pid", 5)

@@ -30,13 +30,16 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from train.envs import import_crax  # noqa: E402
+from train.multipliers import PidConfig, PIDState, pid_init  # noqa: E402
 from train.nets import normalizer_init, normalizer_update  # noqa: E402
-from train.offpolicy import OffPolicyConfig, SacLagConfig, SacPidConfig, offpolicy_algorithm  # noqa: E402
+from train.offpolicy import OffPolicyConfig, SacLagConfig  # noqa: E402
 from train.offpolicy import losses as L  # noqa: E402
+from train.offpolicy.base import OffPolicyAlgorithm  # noqa: E402
 from train.offpolicy.core import Learner, OffPolicyParams, OptStates, TargetParams, make_offpolicy_train  # noqa: E402
 from train.offpolicy.replay import replay_init, replay_insert, replay_sample  # noqa: E402
 from train.offpolicy.sac_lag import SAC_LAG  # noqa: E402
 from train.offpolicy.sac_pid import SAC_PID  # noqa: E402
+from train.registry import algorithm  # noqa: E402
 from train.toy import make_toy_env  # noqa: E402
 
 import_crax()
@@ -112,7 +115,7 @@ def crax_step(monkeypatch: pytest.MonkeyPatch, algo: str, cfg: OffPolicyConfig, 
                 c = cfg.sac_pid
                 pid_train.train(**common, network_factory=lag_factory, safety_bound=bound, initial_lambda=c.init,
                                 pid_kp=c.kp, pid_ki=c.ki, pid_kd=c.kd, pid_integral_clip=c.integral_clip,
-                                pid_lambda_clip=c.lambda_clip, pid_deriv_ema_beta=c.deriv_ema_beta)
+                                pid_lambda_clip=c.lambda_max, pid_deriv_ema_beta=c.derivative_ema)
     return captured
 
 
@@ -290,7 +293,7 @@ def test_lagrange_update_equals_crax(monkeypatch: pytest.MonkeyPatch) -> None:
     for lam in (0.0, 0.01, 1.0, 1.999, 2.0):
         for c in MEAN_COSTS:
             theirs, _, _ = fn(jnp.float32(lam), (), jnp.float32(c))
-            ours, _ = SAC_LAG.multiplier_update(CFG, jnp.float32(lam), L.pid_init(), jnp.float32(c), d)
+            ours, _ = SAC_LAG.multiplier_update(CFG, jnp.float32(lam), pid_init(), jnp.float32(c), d)
             np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-6, atol=1e-8, err_msg=f"{lam} {c}")
             capped += float(ours) == CFG.sac_lag.lambda_max
     assert capped >= 3  # the cap at lambda_max was exercised
@@ -298,11 +301,11 @@ def test_lagrange_update_equals_crax(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_pid_update_equals_crax(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = OffPolicyConfig(episode_length=T, num_envs=4, batch_size=B, max_replay_size=1000, hidden=HIDDEN,
-                          sac_pid=SacPidConfig(lambda_clip=3.0, integral_clip=0.2))
+                          sac_pid=PidConfig(lambda_max=3.0, integral_clip=0.2))
     fn = crax_step(monkeypatch, "sac_pid", cfg, BOUND)["lambda_update_fn"]
     rng = np.random.default_rng(0)
     lam_c, aux = jnp.float32(0.0), (jnp.float32(0.0),) * 3
-    lam_o, pid = jnp.float32(0.0), L.pid_init()
+    lam_o, pid = jnp.float32(0.0), pid_init()
     seen = set()
     for i in range(60):
         c = jnp.float32(rng.choice(MEAN_COSTS) if i % 3 else rng.uniform(0, 0.1))
@@ -316,7 +319,7 @@ def test_pid_update_equals_crax(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # ------------------------------------------------------------------------------------------ whole steps
-def _learner(seed: int, lam: float, pid: L.PIDState) -> Learner:
+def _learner(seed: int, lam: float, pid: PIDState) -> Learner:
     """A learner a few steps into training: targets off the online nets, Adam moments non-zero."""
     import optax
 
@@ -358,7 +361,7 @@ def test_whole_gradient_step_equals_crax(monkeypatch: pytest.MonkeyPatch, algo: 
     lambda and the PID state after the step, and the step's losses."""
     cap = crax_step(monkeypatch, algo, CFG, BOUND)
     mod = {"sac": sac_train, "sac_lag": lag_train, "sac_pid": lag_train}[algo]
-    pid = L.PIDState(jnp.float32(0.1), jnp.float32(0.02), jnp.float32(-0.01)) if algo == "sac_pid" else L.pid_init()
+    pid = PIDState(jnp.float32(0.1), jnp.float32(0.02), jnp.float32(-0.01)) if algo == "sac_pid" else pid_init()
     ln = _learner(seed, lam, pid)
     norm, cnorm = normalizers(seed)
     data, key = make_batch(seed), jax.random.PRNGKey(40 + seed)
@@ -367,7 +370,7 @@ def test_whole_gradient_step_equals_crax(monkeypatch: pytest.MonkeyPatch, algo: 
     (c_new, c_key), c_mets = jax.vmap(cap["sgd_step"], axis_name="i")(one((cstate, key)),
                                                                       one(to_crax(data, algo != "sac")))
     c_new, c_key, c_mets = jax.tree_util.tree_map(lambda x: x[0], (c_new, c_key, c_mets))
-    new, new_key, mets = our_step(algo != "sac")(ln, key, data, norm, jnp.int32(offpolicy_algorithm(algo).id),
+    new, new_key, mets = our_step(algo != "sac")(ln, key, data, norm, jnp.int32(algorithm(algo, OffPolicyAlgorithm).id),
                                                    jnp.float32(BOUND / T))
     np.testing.assert_array_equal(new_key, c_key)  # same key stream
     kw = dict(rtol=STEP_RTOL, atol=STEP_ATOL)

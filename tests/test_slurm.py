@@ -287,7 +287,14 @@ def test_slurm_sweep_survives_a_cancelled_job(tmp_path: Path) -> None:
                     at_gate[rows[-1][1]["slurm_job_id"]] = key
             return at_gate
 
-        wait_for("two runs held mid-way on two SLURM jobs", lambda: len(held()) >= 2 or not thread.is_alive(), 90)
+        # 300 s: two dask workers start under SLURM and import the stack while the suite runs beside them.
+        try:
+            wait_for("two runs held mid-way on two SLURM jobs", lambda: len(held()) >= 2 or not thread.is_alive(),
+                     300)
+        except BaseException:
+            rows = {f"{k.algo}/{k.seed}": len(written(tmp_path, k)) for k in KEYS}
+            print(f"iterates written per run: {rows}; jobs: {_squeue(name)}; errors: {errors}")
+            raise
         assert thread.is_alive(), f"the sweep ended early: {errors or [o.error for o in outcomes]}"
         at_gate = held()
         jobs = _squeue(name)

@@ -11,7 +11,8 @@ import pytest
 from cube import RunKey, create_store, set_run_manifest
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints
-from train.config import TrainConfig, config_to_dict, load_toml
+from train.config import TrainConfig
+from train.overrides import config_to_dict, load_toml
 from train.sweep import Plan, parse_part
 
 
@@ -87,11 +88,11 @@ def test_sweep_bad_input_one_line(capsys: pytest.CaptureFixture[str], tmp_path: 
 
 def test_store_of_another_config_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out = tmp_path / "c.zarr"
-    from train.record import ITERATE_VARS, n_episode_slots
+    from train.record import iterate_vars, n_episode_slots
 
     cfg = TrainConfig()
     create_store(out, algos=["ppo", "ppo_lag"], tasks=["goal"], bounds=[15.0, 25.0], seeds=[0, 1, 2],
-                 n_iterates=cfg.n_iterates, n_episodes=n_episode_slots(cfg), iterate_vars=ITERATE_VARS)
+                 n_iterates=cfg.n_iterates, n_episodes=n_episode_slots(cfg), iterate_vars=iterate_vars())
     other = {**config_to_dict(cfg), "learning_rate": 1e-3}
     set_run_manifest(out, RunKey("ppo", "goal", 25.0, 1), status="partial", manifest={"config": other})
     rc, err = _train(capsys, "--out", str(out), *GRID)

@@ -117,8 +117,8 @@ def test_sigkill_mid_sweep_then_restart(sweep_env: dict[str, str], reference: Pa
     assert rows[victim]["resumed_from"] >= 1 and rows[victim]["resumed_from"] % 2 == 1
     # a third run finds everything complete and trains nothing
     assert _in_process(sweep_env, monkeypatch, "--out", str(out)) == 0
-    assert {(r["algo"], r["seed"]): r["end_time"] for r in read_manifests(out)} == {
-        k: r["end_time"] for k, r in rows.items()}
+    assert {(r["algo"], r["seed"]): r["finished"] for r in read_manifests(out)} == {
+        k: r["finished"] for k, r in rows.items()}
 
 
 def test_dask_executor_fills_the_store_once(sweep_env: dict[str, str], reference: Path, tmp_path: Path,

@@ -54,7 +54,7 @@ def test_parallel_runs_memory_check(capsys: pytest.CaptureFixture[str], tmp_path
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from cube.cli import main
     from cube.errors import CubeError
-    from train.sweep import parallel_runs, run_bytes
+    from train.memory import parallel_runs, run_bytes
 
     per_run = run_bytes(CFG, "toy")
     assert per_run > CFG.num_envs * 4 * 4  # at least the observations of one batch

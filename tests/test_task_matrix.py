@@ -35,7 +35,7 @@ ALL = os.environ.get("SAFERL_TASK_MATRIX") == "1"
 @pytest.fixture(scope="module", autouse=True)
 def jax_cache() -> None:
     """The persistent compile cache `saferl train` uses (a rerun reuses the compiles)."""
-    from train.sweep import setup_jax
+    from train.sweep_run import setup_jax
 
     setup_jax()
 

@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 
 from cube.errors import CubeError
-from train.config import (
-    LEGACY_OPTIONS,
-    SMOKE,
-    TrainConfig,
-    config_to_dict,
-    legacy_overrides,
-    load_toml,
-    variant_label,
-    with_overrides,
-)
+from train.config import SMOKE, TrainConfig
+from train.overrides import config_to_dict, load_toml, with_overrides
+from train.variants import LEGACY_OPTIONS, legacy_overrides, variant_label
 
 
 def test_defaults_are_the_paper_table() -> None:
@@ -261,7 +254,7 @@ def test_new_algorithm_defaults_and_variant_labels() -> None:
 
 
 def test_stored_configs_before_the_new_sections_still_match() -> None:
-    from train.config import ADDED_SECTIONS, upgrade_stored_config
+    from train.overrides import ADDED_SECTIONS, upgrade_stored_config
 
     old = {k: v for k, v in config_to_dict(TrainConfig()).items() if k not in ADDED_SECTIONS}
     assert upgrade_stored_config(old) == config_to_dict(TrainConfig())

@@ -21,9 +21,9 @@ jax = pytest.importorskip("jax")
 
 from cube import open_cube, read_manifests, write_episodes  # noqa: E402
 from cube.schema import RunKey  # noqa: E402
-from train.algorithms import PAPER_ALGOS  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
 from train.record import prepare_store  # noqa: E402
+from train.registry import PAPER_ALGOS  # noqa: E402
 from train.runner import Runner  # noqa: E402
 from train.sweep import make_env  # noqa: E402
 
@@ -98,7 +98,7 @@ def test_manifest_complete(trained: tuple[Path, Path]) -> None:
     for row in rows:
         assert row["status"] == "complete" and row["iterates_done"] == 3
         assert row["env"] == "safe_circle_point" and row["config"]["episode_length"] == 32
-        for field in ("start_time", "end_time", "host", "versions", "checkpoints"):
+        for field in ("started", "finished", "host", "versions", "checkpoints"):
             assert row[field], field
         assert "crax-bench" in row["versions"] and row["eval_iterates"] == [1, 2]
 

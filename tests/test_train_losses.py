@@ -11,8 +11,10 @@ import jax.numpy as jnp  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from train import losses as L  # noqa: E402
+from train.multipliers import lagrange_update, pid_update  # noqa: E402
 from train.nets import TanhGaussian, normalizer_init, normalizer_update  # noqa: E402
+from train.onpolicy import losses as L  # noqa: E402
+from train.onpolicy.saute import saute_observation, saute_step  # noqa: E402
 
 RATIO = jnp.array([0.5, 1.0, 1.5])
 ADV_R = jnp.array([1.0, -1.0, 2.0])
@@ -106,8 +108,8 @@ def test_gaussian_kl() -> None:
 
 
 def test_lagrange_update() -> None:
-    assert float(L.lagrange_update(jnp.asarray(0.5), 0.02, 0.0125, 3.0)) == pytest.approx(0.5225, rel=1e-6)
-    assert float(L.lagrange_update(jnp.asarray(0.01), 0.0, 0.0125, 3.0)) == 0.0
+    assert float(lagrange_update(jnp.asarray(0.5), 0.02, 0.0125, 3.0)) == pytest.approx(0.5225, rel=1e-6)
+    assert float(lagrange_update(jnp.asarray(0.01), 0.0, 0.0125, 3.0)) == 0.0
 
 
 def test_p3o_kappa_update() -> None:
@@ -155,20 +157,20 @@ def test_normalizer_matches_numpy_over_batches() -> None:
 def test_pid_update_hand_computed() -> None:
     # d/T 0.0125, cost 0.0325: v = 0.02; I = 0 + 0.02; D = 0.95 * 0 + 0.05 * (0.02 - 0) = 0.001
     # lambda = relu(0.5 + 10 * 0.02 + 0.01 * 0.02 + 0.01 * 0.001) = 0.70021
-    lam, st = L.pid_update(jnp.asarray(0.5), jnp.zeros(3), jnp.asarray(0.0325), jnp.asarray(0.0125),
+    lam, st = pid_update(jnp.asarray(0.5), jnp.zeros(3), jnp.asarray(0.0325), jnp.asarray(0.0125),
                            10.0, 0.01, 0.01, 1.0, 1e6, 0.95)
     assert float(lam) == pytest.approx(0.70021, rel=1e-6)
     np.testing.assert_allclose(st, [0.02, 0.02, 0.001], rtol=1e-5)
     # second update at cost 0.0025: v = -0.01; I = 0.01; D = 0.95 * 0.001 + 0.05 * (-0.03) = -0.00055
     # lambda = 0.70021 - 0.1 + 0.0001 - 0.0000055 = 0.6003045
-    lam, st = L.pid_update(lam, st, jnp.asarray(0.0025), jnp.asarray(0.0125), 10.0, 0.01, 0.01, 1.0, 1e6, 0.95)
+    lam, st = pid_update(lam, st, jnp.asarray(0.0025), jnp.asarray(0.0125), 10.0, 0.01, 0.01, 1.0, 1e6, 0.95)
     assert float(lam) == pytest.approx(0.6003045, rel=1e-5)
     np.testing.assert_allclose(st, [0.01, -0.01, -0.00055], rtol=1e-4)
     # anti-windup: the integral stays in [-1, 1]; lambda never below 0 nor above lambda_max
-    lam, st = L.pid_update(jnp.asarray(0.0), jnp.array([0.95, 0.0, 0.0]), jnp.asarray(0.2), jnp.asarray(0.1),
+    lam, st = pid_update(jnp.asarray(0.0), jnp.array([0.95, 0.0, 0.0]), jnp.asarray(0.2), jnp.asarray(0.1),
                            10.0, 0.01, 0.01, 1.0, 0.5, 0.95)
     assert float(st[0]) == 1.0 and float(lam) == 0.5
-    lam, _ = L.pid_update(jnp.asarray(0.3), jnp.zeros(3), jnp.asarray(0.0), jnp.asarray(0.1), 10.0, 0.01, 0.01,
+    lam, _ = pid_update(jnp.asarray(0.3), jnp.zeros(3), jnp.asarray(0.0), jnp.asarray(0.1), 10.0, 0.01, 0.01,
                           1.0, 1e6, 0.95)
     assert float(lam) == 0.0
 
@@ -196,20 +198,20 @@ def test_saute_step_hand_computed() -> None:
     reward = jnp.array([1.0, 2.0, 3.0, 4.0])
     b = jnp.array([2.0, 1.0, 0.0, 5.9])
     # gamma_b = 1: b - c = [1.5, -0.5, 0, 5.6]; step 1 overdraws (reward -> penalty); clipped to [0, 3d = 6]
-    new, r, over = L.saute_step(b, cost, reward, d, 1.0, -1.0, True)
+    new, r, over = saute_step(b, cost, reward, d, 1.0, -1.0, True)
     np.testing.assert_allclose(new, [1.5, 0.0, 0.0, 5.6], rtol=1e-6)
     np.testing.assert_allclose(r, [1.0, -1.0, 3.0, 4.0])
     np.testing.assert_array_equal(over, [0, 1, 0, 0])
     # unclipped (the Saute paper's): the overdrawn budget stays negative
-    new, _, _ = L.saute_step(b, cost, reward, d, 1.0, -1.0, False)
+    new, _, _ = saute_step(b, cost, reward, d, 1.0, -1.0, False)
     np.testing.assert_allclose(new, [1.5, -0.5, 0.0, 5.6], rtol=1e-6)
     # crax's gamma_b = 0.99: the budget grows back, (5.9 - 0.3) / 0.99 = 5.6566 and then 6 is the cap
-    new, _, _ = L.saute_step(b, cost, reward, d, 0.99, -1.0, True)
+    new, _, _ = saute_step(b, cost, reward, d, 0.99, -1.0, True)
     np.testing.assert_allclose(new, [1.5 / 0.99, 0.0, 0.0, 5.6 / 0.99], rtol=1e-6)
-    new, _, _ = L.saute_step(jnp.asarray(5.99), jnp.asarray(0.0), jnp.asarray(1.0), d, 0.99, -1.0, True)
+    new, _, _ = saute_step(jnp.asarray(5.99), jnp.asarray(0.0), jnp.asarray(1.0), d, 0.99, -1.0, True)
     assert float(new) == 6.0
-    obs = L.saute_observation(jnp.zeros((2, 3)), jnp.array([1.0, 5.0]), d, True)
+    obs = saute_observation(jnp.zeros((2, 3)), jnp.array([1.0, 5.0]), d, True)
     np.testing.assert_allclose(obs[:, -1], [0.5, 2.0])  # b / d clipped to [0, 2]
     assert obs.shape == (2, 4)
-    np.testing.assert_allclose(L.saute_observation(jnp.zeros((2, 3)), jnp.array([1.0, 5.0]), d, False)[:, -1],
+    np.testing.assert_allclose(saute_observation(jnp.zeros((2, 3)), jnp.array([1.0, 5.0]), d, False)[:, -1],
                                [1.0, 5.0])

@@ -21,7 +21,7 @@ pytest.importorskip("flax")
 from cube import RunKey, open_cube, read_manifests  # noqa: E402
 from cube.cli import main  # noqa: E402
 from tests.toyconfig import toy_config_toml  # noqa: E402
-from train.config import load_toml  # noqa: E402
+from train.overrides import load_toml  # noqa: E402
 from train.record import prepare_store  # noqa: E402
 from train.runner import Runner  # noqa: E402
 from train.sweep import make_env  # noqa: E402

@@ -3,12 +3,14 @@
 For each algorithm one batch (observations, raw actions, behaviour log-probs, rewards, costs, termination
 and truncation flags, the networks' values, the multiplier) goes through crax's loss function - the very
 closure its `train()` hands to the PPO core, captured by replacing `ppo_train.train` - and through
-`train.core.make_loss`; losses and every gradient leaf must agree to float32 tolerance. The multiplier
-updates (PPO-PID's whole PID state, CRPO's regime switch) go through crax's `post_step_fn` (same capture)
-and `train.algorithms`; the advantage estimator through crax's `compute_gae` and `train.losses.brax_gae`;
-the reset semantics through crax's AutoResetWrapper and `reset = "replay"` on a tiny fake env; PPO-Saute's
-budget, observed budget and shaped reward through crax's SauteWrapper (inside crax's training wrappers) and
-our rollout on a fake env with costs, terminations and time limits. No MJX is compiled: a minute in all.
+`train.onpolicy.core.make_loss`; losses and every gradient leaf must agree to float32 tolerance. The
+multiplier updates (PPO-PID's whole PID state, CRPO's regime switch) go through crax's `post_step_fn` (same
+capture) and `train.onpolicy.algorithms`; the advantage estimator through crax's `compute_gae` and
+`train.onpolicy.losses.brax_gae`; the initial parameters of the policy and both critics through crax's own
+`train()` (captured where it builds them); the reset semantics through crax's AutoResetWrapper and `reset =
+"replay"` on a tiny fake env; PPO-Saute's budget, observed budget and shaped reward through crax's
+SauteWrapper (inside crax's training wrappers) and our rollout of the Saute adapter on a fake env with
+costs, terminations and time limits. No MJX is compiled: a minute in all.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ pytest.importorskip("crax")
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from train import losses as L  # noqa: E402
-from train.algorithms import STATE_SIZE, algorithm, d_step  # noqa: E402
-from train.config import TrainConfig, with_overrides  # noqa: E402
-from train.core import LossContext, Params, Transition, make_loss, make_train  # noqa: E402
+from train.algorithm import d_step  # noqa: E402
+from train.config import TrainConfig  # noqa: E402
 from train.envs import EnvFns, autoreset_restore, import_crax  # noqa: E402
 from train.nets import make_networks, normalizer_init, normalizer_update  # noqa: E402
+from train.onpolicy import losses as L  # noqa: E402
+from train.onpolicy.algorithms.base import STATE_SIZE  # noqa: E402
+from train.onpolicy.core import LossContext, Params, Transition, make_loss, make_train  # noqa: E402
+from train.overrides import with_overrides  # noqa: E402
+from train.registry import algorithm  # noqa: E402
 
 import_crax()
 ppo_train = importlib.import_module("crax.training.agents.ppo.train")
@@ -212,6 +217,8 @@ def test_loss_and_gradients_equal_crax(monkeypatch: pytest.MonkeyPatch, algo: st
         log_ratio = nets.parametric_action_distribution.log_prob(logits, data.raw_action) - data.log_prob
         batch_kl = float(jnp.mean(jnp.exp(log_ratio) - 1.0 - log_ratio))
         assert (batch_kl <= CFG.focops.kl_threshold) == (noise < 0.1), batch_kl
+        # the recorded approx_kl is this very estimate (crax's k3, not the closed-form Gaussian KL)
+        np.testing.assert_allclose(float(mets["approx_kl"]), batch_kl, rtol=1e-5, atol=1e-7)
 
 
 BEYOND_CASES = [  # (algo, multiplier, algorithm state, log-prob noise, seed)
@@ -347,6 +354,53 @@ def test_crpo_regime_switch_equals_crax(monkeypatch: pytest.MonkeyPatch, eta: fl
     assert regimes == ([1.0, 1.0, 0.0, 0.0, 0.0, 0.0] if eta == 0 else [1.0, 1.0, 1.0, 1.0, 0.0, 0.0])
 
 
+# ----------------------------------------------------------------------------------- initial parameters
+class _CapturedParams(Exception):
+    """Raised by the stand-in for crax's `PPONetworkParams`: carries the initial parameters `train()` built."""
+
+
+def crax_initial_params(monkeypatch: pytest.MonkeyPatch, seed: int) -> dict[str, Any]:
+    """The policy and critic parameters crax's own `ppo.train()` starts seed `seed` from (on a 3-observation,
+    1-action fake env, `CFG`'s hidden sizes), captured where it builds them, before anything is compiled."""
+
+    class Env(_LayoutEnv):
+        observation_size, action_size = 3, 1
+
+    def capture(**params: Any) -> Any:
+        raise _CapturedParams(params)
+
+    monkeypatch.setattr(ppo_losses, "PPONetworkParams", capture)
+    factory = functools.partial(ppo_networks.make_ppo_networks, policy_hidden_layer_sizes=CFG.policy_hidden,
+                                value_hidden_layer_sizes=CFG.value_hidden,
+                                cost_value_hidden_layer_sizes=CFG.cost_value_hidden)
+    with pytest.raises(_CapturedParams) as info:
+        ppo_train.train(environment=Env(), num_timesteps=1, episode_length=4, num_envs=4, batch_size=4,
+                        num_minibatches=1, unroll_length=2, seed=seed, network_factory=factory,
+                        normalize_observations=True)
+    return info.value.args[0]
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_initial_parameters_equal_crax(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Seed for seed, our runs start from crax's parameters: the policy from its `key_policy`, the reward critic
+    and the cost critic both from its `key_value` (so V_c starts as an exact copy of V_r)."""
+    theirs = crax_initial_params(monkeypatch, seed)
+    fns = EnvFns(reset=_LayoutEnv().reset, step=_LayoutEnv().step,
+                 observe=lambda s: (s.obs, s.reward, s.info["cost"], s.done), obs_size=3, action_size=1,
+                 name="layout", restore=autoreset_restore)
+    cfg = TrainConfig(total_env_steps=16, episode_length=4, num_envs=4, unroll_length=2, batch_size=4,
+                      num_minibatches=2, policy_hidden=CFG.policy_hidden, value_hidden=CFG.value_hidden,
+                      cost_value_hidden=CFG.cost_value_hidden)
+    ours = make_train(cfg, fns).init(jax.random.PRNGKey(seed), algorithm("ppo_lag").id, 0.0, 0.1).params
+    for name in ("policy", "value", "cost_value"):
+        leaves_o, leaves_t = jax.tree_util.tree_leaves(getattr(ours, name)), jax.tree_util.tree_leaves(theirs[name])
+        assert len(leaves_o) == len(leaves_t) > 0, name
+        for a, b in zip(leaves_o, leaves_t, strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+    for a, b in zip(jax.tree_util.tree_leaves(ours.value), jax.tree_util.tree_leaves(ours.cost_value), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))  # V_c = V_r at the start, as crax
+
+
 # ------------------------------------------------------------------------------------ PPO-Saute budget
 class _BudgetEnv:
     """A fake crax env for the Saute budget: reset draws u into the physics state; step t (counted in the
@@ -399,15 +453,17 @@ def test_saute_budget_and_reward_equal_crax(options: str) -> None:
 
     fns = EnvFns(reset=env.reset, step=env.step, observe=lambda s: (s.obs, s.reward, s.info["cost"], s.done),
                  obs_size=2, action_size=1, name="budget", restore=autoreset_restore)
-    tr = make_train(crax_cfg if options == "crax" else cfg, fns, cost_critic=False, budget=True)
     spec = algorithm("ppo_saute")
+    tr = make_train(crax_cfg if options == "crax" else cfg, fns, cost_critic=False, adapter=spec.env_adapter)
     st = tr.init(key, spec.id, 0.0, bound / t_len)
     _, data = jax.jit(tr.unroll, static_argnums=1)(st, steps)
-    shown, budget, reward = np.asarray(data.obs[..., -1]), np.asarray(data.budget), np.asarray(data.reward)
+    shown, reward = np.asarray(data.obs[..., -1]), np.asarray(data.reward)
+    budget = np.asarray(data.info["saute_budget"])  # the budget each step paid from
     assert tr.obs_size == 3 and data.obs.shape == (steps, n, 3)
     terminated = np.asarray(data.termination).any(0)
     assert terminated.any() and not terminated.all()  # both kinds of restart happen
-    assert (np.asarray(data.overdrawn) > 0).any() and (c_reward == -1.0).any()  # the penalty is exercised
+    overdrawn = np.asarray(data.info["saute_penalty_share"])
+    assert (overdrawn > 0).any() and (c_reward == -1.0).any()  # the penalty is exercised
     if options == "crax":
         np.testing.assert_allclose(shown, c_shown, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(budget, c_budget, rtol=1e-5, atol=1e-6)

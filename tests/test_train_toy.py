@@ -18,11 +18,11 @@ pytest.importorskip("flax")
 pytest.importorskip("optax")
 
 from cube import open_cube, read_manifests  # noqa: E402
-from train.algorithms import ALGOS, algorithm  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
-from train.core import make_train  # noqa: E402
 from train.evaluate import evaluate_store  # noqa: E402
+from train.onpolicy.core import make_train  # noqa: E402
 from train.record import check_labels, prepare_store  # noqa: E402
+from train.registry import ALGOS, algorithm  # noqa: E402
 from train.runner import Runner  # noqa: E402
 from train.toy import make_toy_env  # noqa: E402
 
@@ -167,7 +167,7 @@ def test_runner_writes_every_episode_and_paired_evals(tmp_path: Path) -> None:
 
 
 def test_eval_initial_states_identical_across_algorithms(tmp_path: Path) -> None:
-    from train.core import eval_key
+    from train.acting import eval_key
 
     tr = make_train(SMALL, make_toy_env())
     st_a = tr.init(jax.random.PRNGKey(0), algorithm("ppo").id, 0.0, 0.2)

@@ -15,6 +15,7 @@ from typing import Any
 from cube.errors import CubeError
 from cube.schema import RunKey
 from cube.store.fs import side_folder
+from train.envs import PyTree
 
 CHECKPOINT_DIR = "_checkpoints"
 
@@ -49,7 +50,7 @@ def read_run_meta(store: str | os.PathLike[str], key: RunKey) -> dict[str, Any]:
     return json.loads(p.read_text())
 
 
-def save(store: str | os.PathLike[str], key: RunKey, iterate: int, payload: Any) -> Path:
+def save(store: str | os.PathLike[str], key: RunKey, iterate: int, payload: PyTree) -> Path:
     """Serialise a pytree payload (see `core.checkpoint_payload`) for `iterate`."""
     from flax import serialization
 
@@ -58,7 +59,7 @@ def save(store: str | os.PathLike[str], key: RunKey, iterate: int, payload: Any)
     return path
 
 
-def load(store: str | os.PathLike[str], key: RunKey, iterate: int, template: Any) -> Any:
+def load(store: str | os.PathLike[str], key: RunKey, iterate: int, template: PyTree) -> PyTree:
     """Restore the payload of `iterate` into the structure of `template`."""
     from flax import serialization
 
@@ -73,7 +74,7 @@ def load(store: str | os.PathLike[str], key: RunKey, iterate: int, template: Any
 _RESUME = re.compile(r"resume_(\d+)\.msgpack")
 
 
-def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state: Any, env_steps: float) -> None:
+def save_resume(store: str | os.PathLike[str], key: RunKey, iterate: int, state: PyTree, env_steps: float) -> None:
     """Save the whole training state after `iterate` (optimiser, env states, RNG key) for resuming.
 
     One file `resume_<iterate>.msgpack` holding the state's leaves in tree order (any pytree works, also
@@ -105,8 +106,8 @@ def resume_iterates(store: str | os.PathLike[str], key: RunKey) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
-def load_resume(store: str | os.PathLike[str], key: RunKey, template: Any,
-                iterate: int | None = None) -> tuple[int, Any, float] | None:
+def load_resume(store: str | os.PathLike[str], key: RunKey, template: PyTree,
+                iterate: int | None = None) -> tuple[int, PyTree, float] | None:
     """(iterate, state, env_steps) of the resume point after `iterate` (default: the newest), or None if
     the run has none there or it was written by another config."""
     import jax

@@ -15,21 +15,29 @@ import argparse
 import importlib.util
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
-from train.algorithms import ALGOS, ALL_ALGOS, is_offpolicy
-from train.config import TrainConfig, load_toml, with_overrides
-from train.sweep import PRESETS
+from train.algorithm import OFFPOLICY
+from train.config import TrainConfig
+from train.overrides import load_toml, with_overrides
+from train.registry import algo_names, algorithm, algorithms
+from train.sweep import PRESETS, Plan
 from train.tasks import known_labels
+
+if TYPE_CHECKING:
+    from cube.schema import RunKey
+    from train.executors import Executor, RunOutcome
+    from train.progress import RunView
+    from train.runner import GroupLabel
 
 
 def register(subparsers: Any) -> None:
     """Add the `train` and `evaluate` subcommands, and hooks to cube's `status` (our configs' names)."""
     from train.executors import add_executor_arguments
 
-    p = subparsers.add_parser("train", help="train PPO, PPO-Lag, P3O, FOCOPS, PPO-PID, PPO-Saute, CRPO on crax-bench "
+    p = subparsers.add_parser("train", help=f"train {', '.join(a.title for a in algorithms())} on crax-bench "
                               "safety tasks",
                               description="Create the grid algos x tasks x bounds x seeds in a results store and "
                               "train its runs (complete runs are skipped, partial ones resume).")
@@ -38,7 +46,7 @@ def register(subparsers: Any) -> None:
                    help="a named grid and config: paper (its 4 algorithms x 4 Point tasks x d 15/25/50 x 30 seeds), "
                    "crax-suite (every algorithm on every task at level 1, the paper's bounds scaled per task, "
                    "10 seeds), smoke (tiny); --algos/--tasks/--bounds/--seeds replace its lists")
-    for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(ALL_ALGOS)}"),
+    for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(algo_names())}"),
                               ("--tasks", "--task", f"task label(s) <task>_l<level>: {known_labels()}"),
                               ("--bounds", "--bound", "safety bound(s) d > 0 (episodic cost), e.g. 15,25,50"),
                               ("--seeds", "--seed", "training seed(s): list and ranges, e.g. 0-29")):
@@ -79,7 +87,7 @@ def require_train_extra() -> None:
     for mod in ("jax", "flax", "optax", "crax"):
         if importlib.util.find_spec(mod) is None:
             raise CubeError(f"'{mod}' is not installed; install the training extra: pip install 'saferl[train]'")
-    from train.sweep import setup_jax
+    from train.sweep_run import setup_jax
 
     setup_jax()
 
@@ -97,10 +105,10 @@ def _once(values: list[list[str]] | None, flag: str) -> list[str]:
     return values[0] if values else []
 
 
-def build_plan(args: argparse.Namespace) -> Any:
+def build_plan(args: argparse.Namespace) -> Plan:
     """The sweep (`train.sweep.Plan`) from the arguments; every check that needs no compile happens here."""
     from train.record import check_labels
-    from train.sweep import Plan, extra_tasks, parse_part
+    from train.sweep import extra_tasks, parse_part
 
     task_bounds = None
     if args.preset:
@@ -150,7 +158,7 @@ class SweepProgress:
     `start_run`/`advance`/`finish_run` are the Runner's hooks; `run_done(outcome)` counts a finished run.
     """
 
-    def __init__(self, keys: list[Any], config: TrainConfig, plain: bool = False) -> None:
+    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -190,12 +198,12 @@ class SweepProgress:
         dt = time.perf_counter() - self.t0
         return f"{(self.steps_done + self.live_steps) / dt:,.0f} steps/s" if dt > 0 else ""
 
-    def start_run(self, key: Any, config: TrainConfig) -> int:
+    def start_run(self, key: RunKey | GroupLabel, config: TrainConfig) -> int:
         total = config.n_iterates * config.num_envs * config.episode_length
         self.live_steps = 0.0
         return self.bar.add_task(f"    {key}", total=total, rate="compiling...", info="")
 
-    def advance(self, tid: int, steps: int, res: Any, key: Any, elapsed: float) -> None:
+    def advance(self, tid: int, steps: int, res: RunView, key: RunKey | GroupLabel, elapsed: float) -> None:
         rate = res.env_steps / res.train_s if res.train_s > 0 else float("nan")
         rate_s = f"{rate:,.0f} steps/s" if rate == rate else "first iterate"
         info = f"iter {res.iterates_done}: cost {res.final_cost:.2f} vs d={key.bound:g}"
@@ -208,7 +216,7 @@ class SweepProgress:
     def finish_run(self, tid: int) -> None:
         self.bar.remove_task(tid)
 
-    def run_done(self, outcome: Any) -> None:
+    def run_done(self, outcome: RunOutcome) -> None:
         """Count a finished run (any executor) and print one line about it."""
         result = outcome.result or {}
         self.live_steps = 0.0
@@ -230,14 +238,14 @@ class SweepProgress:
         self.console.print(line, highlight=False, soft_wrap=True)
 
 
-def _group_size(args: argparse.Namespace, plan: Any, executor: Any, todo: list[Any]) -> int:
+def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: list[RunKey]) -> int:
     """Runs per vmapped program: --parallel-runs, checked against memory, or as many as fit (local).
 
     Remote executors default to 1 (one run per worker); SLURM checks a given value against --memory.
     """
     from collections import Counter
 
-    from train.sweep import parallel_runs
+    from train.memory import memory_budget, parallel_runs
 
     largest = max(Counter((k.task, k.algo) for k in todo).values())
     if executor.name == "dask" or (executor.name == "slurm" and args.parallel_runs is None):
@@ -247,9 +255,9 @@ def _group_size(args: argparse.Namespace, plan: Any, executor: Any, todo: list[A
         from dask.utils import parse_bytes
 
         budget = (int(0.7 * parse_bytes(executor.spec.memory)), f"a SLURM job's --memory {executor.spec.memory}")
-    if any(is_offpolicy(a) for a in plan.algos):  # replay buffers: refused here, before the store is written
-        from train.offpolicy.program import offpolicy_group_fit
-        from train.sweep import make_env, memory_budget
+    if any(algorithm(a).family == OFFPOLICY for a in plan.algos):  # replay buffers: refused before any write
+        from train.offpolicy.family import offpolicy_group_fit
+        from train.sweep import make_env
 
         envs = [make_env(t, plan.config.episode_length) for t in plan.tasks]
         return min(min(offpolicy_group_fit(plan.config, e.obs_size, e.action_size, args.parallel_runs,
@@ -259,11 +267,13 @@ def _group_size(args: argparse.Namespace, plan: Any, executor: Any, todo: list[A
 
 def run(args: argparse.Namespace) -> int:
     """Entry of `saferl train`: plan (no jax), store, then the runs through the chosen executor."""
-    from train.config import config_to_dict
     from train.executors import executor_from_args, read_cluster_table, record_outcome
-    from train.offpolicy.program import check_offpolicy_plan
+    from train.grouping import make_units, split_outcome
+    from train.offpolicy.family import check_offpolicy_plan
+    from train.overrides import config_to_dict
     from train.record import prepare_store
-    from train.sweep import SweepRun, check_store_config, make_units, split_outcome
+    from train.sweep import check_store_config
+    from train.sweep_run import SweepRun
 
     plan = build_plan(args)
     check_offpolicy_plan(plan.config, plan.algos)  # a batch larger than the replay buffer fails here
@@ -295,13 +305,13 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
     local = executor.name == "local"
     t0 = time.perf_counter()
-    outcomes: list[Any] = []
+    outcomes: list[RunOutcome] = []
     with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
         # the live display shows the run training in this process (local executor only)
         run_one = SweepRun(str(args.out), config_to_dict(plan.config), claims=local,
                            progress=progress if local else None, write=frozenset(todo) if riders else None)
 
-        def on_done(outcome: Any) -> None:
+        def on_done(outcome: RunOutcome) -> None:
             for one in split_outcome(outcome, written):
                 if (one.result or {}).get("status") == "claimed":
                     progress.run_done(one)
@@ -332,10 +342,10 @@ def status_total_iterates(row: dict[str, Any]) -> int | None:
 
 def status_variant(row: dict[str, Any]) -> str:
     """The formulation a run was trained with ("crax", "legacy", the options that differ; `saferl status`)."""
-    from train.config import variant_label
+    from train.variants import variant_label
 
     cfg, algo = row.get("config") or {}, str(row.get("algo", ""))
-    return variant_label(cfg, algo if algo in ALGOS else None) if cfg else ""
+    return variant_label(cfg, algo if algo in algo_names() else None) if cfg else ""
 
 
 def run_evaluate(args: argparse.Namespace) -> int:

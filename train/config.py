@@ -1,4 +1,6 @@
-"""Training configuration: documented frozen dataclasses, TOML overrides, the smoke sizes (no jax here).
+"""Training configuration: `TrainConfig` and its per-algorithm sections, the smoke sizes (no jax here).
+
+TOML files and stored configs are read by `train.overrides`; `train.variants` names a run's formulation.
 
 Defaults are the hyperparameter table of the paper (appendix A.1): 5e8 env steps, T = 2000, 2048 envs,
 unroll 8, batch 1024, 32 minibatches, 6 SGD epochs, lr 5e-4, gamma 0.99, GAE 0.95, clip 0.3, entropy
@@ -13,8 +15,8 @@ The formulation options default to what crax-bench's own trainers do (the code t
 numbers): `reset = "replay"`, `advantage = "brax"`, the cost advantage normalised for PPO-Lag only,
 `p3o.violation = "previous_update"`, `focops.loss = "crax"`. The alternatives (fresh layouts at every
 reset, textbook GAE, normalised cost advantages, the per-minibatch P3O gap, the FOCOPS paper's per-state
-loss) are this project's earlier behaviour; `LEGACY_OPTIONS` lists them and `variant_label` names a
-run's choice (docs/training.md explains each difference). One documented exception: PPO-Saute's budget
+loss) are this project's earlier behaviour; `train.variants.LEGACY_OPTIONS` lists them and `variant_label`
+names a run's choice (docs/training.md explains each difference). One documented exception: PPO-Saute's budget
 is undiscounted (gamma_b = 1) and restarts at d every episode by default, since crax's choice (gamma_b = the
 discount, the budget reset only at a termination) does not enforce the undiscounted episodic bound the
 metrics measure; crax's choice is the option `ppo_saute.budget_discount = 0.99, reset_budget = "termination"`.
@@ -22,14 +24,11 @@ metrics measure; crax's choice is the option `ppo_saute.budget_discount = 0.99, 
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from cube.errors import CubeError
+from train.multipliers import PidConfig
 from train.offpolicy.config import OffPolicySection
 from train.tasks import TASK_SPECS
 
@@ -93,22 +92,11 @@ class FocopsConfig:
 
 
 @dataclass(frozen=True)
-class PidConfig:
-    """PPO-PID (Stooke et al. 2020, as crax-bench's `ppo_pid` trains it): PPO-Lag's loss, lambda from a PID
-    controller once per update on the error v = batch mean per-step cost - d/T:
-    I <- clip(I + v, -integral_clip, integral_clip); D <- derivative_ema D + (1 - derivative_ema)(v - v_prev);
-    lambda <- clip(relu(lambda + kp v + ki I + kd D), 0, lambda_max). Defaults: crax's (CLI and `train()`)."""
+class PpoPidConfig(PidConfig):
+    """PPO-PID (Stooke et al. 2020, as crax-bench's `ppo_pid` trains it): PPO-Lag's loss, lambda from the PID
+    controller (`train.multipliers.PidConfig`, SAC-PID's too) once per update on the error v = batch mean
+    per-step cost - d/T. Defaults: crax's (CLI and `train()`)."""
 
-    kp: float = 10.0
-    ki: float = 0.01
-    kd: float = 0.01
-    integral_clip: float = 1.0
-    """Anti-windup bound of the integral term (per-step cost units summed over updates)."""
-    lambda_max: float = 1e6
-    derivative_ema: float = 0.95
-    """Smoothing of the derivative term: weight of the previous derivative estimate."""
-    init: float = 0.0
-    """lambda_0."""
     normalize_cost_advantage: bool = True
     """Normalise the cost advantage per minibatch (crax: yes, PPO-Lag's loss)."""
 
@@ -192,7 +180,7 @@ class TrainConfig:
     ppo_lag: LagrangeConfig = field(default_factory=LagrangeConfig)
     p3o: P3OConfig = field(default_factory=P3OConfig)
     focops: FocopsConfig = field(default_factory=FocopsConfig)
-    ppo_pid: PidConfig = field(default_factory=PidConfig)
+    ppo_pid: PpoPidConfig = field(default_factory=PpoPidConfig)
     ppo_saute: SauteConfig = field(default_factory=SauteConfig)
     crpo: CrpoConfig = field(default_factory=CrpoConfig)
     offpolicy: OffPolicySection = field(default_factory=OffPolicySection)
@@ -246,161 +234,6 @@ class TrainConfig:
         pid = self.ppo_pid
         if pid.integral_clip < 0 or pid.lambda_max <= 0 or not 0 <= pid.derivative_ema <= 1:
             raise CubeError("config: ppo_pid needs integral_clip >= 0, lambda_max > 0 and derivative_ema in [0, 1]")
-
-
-def _coerce(name: str, value: Any, default: Any) -> Any:
-    if isinstance(default, str):
-        if not isinstance(value, str):
-            raise CubeError(f"config: {name} must be a string")
-        return value
-    if isinstance(default, tuple):
-        if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
-            raise CubeError(f"config: {name} must be a list of integers")
-        return tuple(value)
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise CubeError(f"config: {name} must be true or false")
-        return value
-    if isinstance(default, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise CubeError(f"config: {name} must be an integer")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise CubeError(f"config: {name} must be a number")
-    return float(value)
-
-
-def _apply(obj: Any, overrides: dict[str, Any], prefix: str = "") -> Any:
-    known = {f.name: f for f in dataclasses.fields(obj)}
-    changes: dict[str, Any] = {}
-    for key, value in overrides.items():
-        name = f"{prefix}{key}"
-        if key not in known:
-            raise CubeError(f"config: unknown key '{name}' (known: {', '.join(sorted(known))})")
-        default = getattr(obj, key)
-        if dataclasses.is_dataclass(default):
-            if not isinstance(value, dict):
-                raise CubeError(f"config: '{name}' must be a table")
-            changes[key] = _apply(default, value, prefix=f"{name}.")
-        else:
-            changes[key] = _coerce(name, value, default)
-    return dataclasses.replace(obj, **changes)
-
-
-def with_overrides(config: TrainConfig, overrides: dict[str, Any]) -> TrainConfig:
-    """Return `config` with nested `overrides` applied (unknown keys -> CubeError)."""
-    new = _apply(config, overrides)
-    new.validate()
-    return new
-
-
-NON_CONFIG_TABLES = ("cluster",)
-"""TOML tables that are not TrainConfig overrides (`[cluster]` is read by `train.executors`)."""
-
-
-def load_toml(path: str | Path, base: TrainConfig | None = None) -> TrainConfig:
-    """Load a TOML file of overrides (top-level TrainConfig keys, tables [ppo_lag], [p3o], [focops],
-    [ppo_pid], [ppo_saute], [crpo]).
-
-    The `[cluster]` table (executor settings, see docs/cluster.md) is ignored here.
-    """
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise CubeError(f"config file not found: {p}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CubeError(f"config file {p} is not valid TOML: {exc}") from None
-    for name in NON_CONFIG_TABLES:
-        data.pop(name, None)
-    return with_overrides(base or TrainConfig(), data)
-
-
-def config_to_dict(config: TrainConfig) -> dict[str, Any]:
-    """Plain JSON-able dict of the config (tuples become lists)."""
-    return dataclasses.asdict(config)
-
-
-ADDED_SECTIONS = ("ppo_pid", "ppo_saute", "crpo", "offpolicy")
-"""Config sections added after stores were first written (the algorithms beyond the paper's four)."""
-
-
-def upgrade_stored_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A manifest's config with the sections it predates (`ADDED_SECTIONS`) at their defaults: a run written
-    before they existed was trained exactly as a run of today's defaults for them (it did not use them)."""
-    default = config_to_dict(TrainConfig())
-    return {**{s: default[s] for s in ADDED_SECTIONS if s not in config}, **config}
-
-
-LEGACY_OPTIONS: dict[str, Any] = {
-    "reset": "fresh", "advantage": "gae", "ppo_lag.normalize_cost_advantage": True,
-    "p3o.normalize_cost_advantage": True, "p3o.violation": "minibatch",
-    "focops.normalize_cost_advantage": True, "focops.loss": "paper",
-}
-"""The formulation this project trained with before the crax defaults (stores whose manifests lack these
-keys were trained so); `dataclasses.replace` them via `with_overrides(config, legacy_overrides())`."""
-
-
-def legacy_overrides() -> dict[str, Any]:
-    """LEGACY_OPTIONS as nested TOML-style overrides."""
-    out: dict[str, Any] = {}
-    for key, value in LEGACY_OPTIONS.items():
-        section, _, name = key.rpartition(".")
-        (out.setdefault(section, {}) if section else out)[name or key] = value
-    return out
-
-
-CRAX_OPTIONS: dict[str, Any] = {
-    "reset": "replay", "advantage": "brax", "ppo_lag.normalize_cost_advantage": True,
-    "p3o.normalize_cost_advantage": False, "p3o.violation": "previous_update",
-    "focops.normalize_cost_advantage": False, "focops.loss": "crax",
-    "ppo_pid.normalize_cost_advantage": True, "crpo.normalize_cost_advantage": True,
-    "ppo_saute.budget_discount": "discount", "ppo_saute.reset_budget": "termination",
-    "ppo_saute.clip_budget": True, "ppo_saute.normalize_budget_obs": True,
-}
-"""Every formulation option and how crax-bench's trainers do it ("discount": the config's discount)."""
-_SHORT = {"reset": "reset", "advantage": "adv", "ppo_lag.normalize_cost_advantage": "lag.norm_cadv",
-          "p3o.normalize_cost_advantage": "p3o.norm_cadv", "p3o.violation": "p3o.viol",
-          "focops.normalize_cost_advantage": "focops.norm_cadv", "focops.loss": "focops.loss",
-          "ppo_pid.normalize_cost_advantage": "pid.norm_cadv", "crpo.normalize_cost_advantage": "crpo.norm_cadv",
-          "ppo_saute.budget_discount": "saute.gamma_b", "ppo_saute.reset_budget": "saute.reset",
-          "ppo_saute.clip_budget": "saute.clip", "ppo_saute.normalize_budget_obs": "saute.norm_obs"}
-PAPER_SECTIONS = ("ppo_lag", "p3o", "focops")
-
-
-def variant_label(config: dict[str, Any] | None, algo: str | None = None) -> str:
-    """Short name of a stored config's formulation for a run of `algo`: "crax" when every option that run
-    uses is crax-bench's, "legacy" when every option of LEGACY_OPTIONS it uses is this project's earlier one
-    (keys missing from an old manifest count as legacy), else the options that differ from crax's
-    ("reset=fresh adv=gae ...", "saute.gamma_b=1 saute.reset=episode"). The options a run uses: the shared
-    ones and its algorithm's section; `algo` None: the shared ones and the paper's algorithms' sections."""
-    if not config:
-        return ""
-    from train.algorithms import any_algorithm
-
-    sections = PAPER_SECTIONS if algo is None else (any_algorithm(algo).config_section,)
-    default = config_to_dict(TrainConfig())
-    parts, n_legacy, n_legacy_keys = [], 0, 0
-    for key, crax in CRAX_OPTIONS.items():
-        section, _, name = key.rpartition(".")
-        if section and section not in sections:
-            continue
-        legacy = LEGACY_OPTIONS.get(key)
-        fallback = legacy if key in LEGACY_OPTIONS else (default[section][name] if section else default[key])
-        have = (config.get(section) or {}) if section else config
-        value = have.get(name if section else key, fallback)
-        want = config.get("discount", default["discount"]) if crax == "discount" else crax
-        if key in LEGACY_OPTIONS:
-            n_legacy_keys += 1
-            n_legacy += value == legacy
-        if value != want:
-            shown = f"{value:g}" if isinstance(value, float) else str(value).lower()
-            parts.append(f"{_SHORT[key]}={shown}")
-    if n_legacy_keys and n_legacy == n_legacy_keys:
-        return "legacy"
-    return " ".join(parts) if parts else "crax"
 
 
 SMOKE = TrainConfig(

@@ -5,7 +5,8 @@ vmaps them); `EnvFns.observe(state) -> (obs [obs_size], reward, cost, terminated
 `EnvFns.restore(first, state) -> state` is what a finished episode restarts from under `reset =
 "replay"` (None: the first state itself). Time limits and resets are handled by the trainer, never by
 the env (no brax wrappers): `reset = "replay"` does what brax's AutoResetWrapper does, `"fresh"` draws
-a new layout from a fresh key.
+a new layout from a fresh key. An env adapter (PPO-Saute's budget, `train.onpolicy.saute`) may add what a
+fresh restart keeps of the last state (`keep`) and the learner's own reward with per-step info (`shaping`).
 """
 
 from __future__ import annotations
@@ -14,21 +15,37 @@ import contextlib
 import io
 import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from train.tasks import TaskSpec, task_spec
+
+if TYPE_CHECKING:
+    import jax
+
+EnvState = Any
+"""One env's state: a pytree of arrays of the env's own structure (crax's `State`, the toy's `ToyState`, an
+adapter's `SauteState`); the trainer only vmaps, selects and stores it."""
+PyTree = Any
+"""A pytree of arrays of a structure the code does not look into (network parameters, optimiser states)."""
 
 
 class EnvFns(NamedTuple):
     """Single-env functional interface (see module docstring)."""
 
-    reset: Callable[[Any], Any]
-    step: Callable[[Any, Any], Any]
-    observe: Callable[[Any], tuple[Any, Any, Any, Any]]
+    reset: Callable[[jax.Array], EnvState]
+    step: Callable[[EnvState, jax.Array], EnvState]
+    observe: Callable[[EnvState], tuple[jax.Array, jax.Array, jax.Array, jax.Array]]
     obs_size: int
     action_size: int
     name: str
-    restore: Callable[[Any, Any], Any] | None = None
+    restore: Callable[[EnvState, EnvState], EnvState] | None = None
+    keep: Callable[[EnvState, EnvState], EnvState] | None = None
+    """`keep(new, old)`: an env restarting from a fresh reset (`reset = "fresh"`) with what it keeps of its last
+    state (None: nothing)."""
+    shaping: Callable[[EnvState], tuple[jax.Array, dict[str, jax.Array]]] | None = None
+    """`shaping(state) -> (learner's reward, info)` of the step that led to `state`: the reward the learner
+    trains on and per-step values named `info_names` (None: the env's reward, no info)."""
+    info_names: tuple[str, ...] = ()
 
 
 def import_crax() -> Any:
@@ -66,7 +83,7 @@ def _mend_fluid_clip() -> None:
         fluid.jp = _ClipTakingOldKeywords(jnp)
 
 
-def autoreset_restore(first: Any, state: Any) -> Any:
+def autoreset_restore(first: EnvState, state: EnvState) -> EnvState:
     """What brax's (crax's) AutoResetWrapper restarts a finished env from: the first state's physics state
     (`pipeline_state`) and observation; everything else (`info`, `metrics`) carries on as in crax."""
     return state.replace(pipeline_state=first.pipeline_state, obs=first.obs)
@@ -109,7 +126,7 @@ def make_crax_env(task: str, episode_length: int) -> EnvFns:
 
     env = crax_environment(task, episode_length)
 
-    def observe(state: Any) -> tuple[Any, Any, Any, Any]:
+    def observe(state: EnvState) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         cost = state.info["cost"]
         return state.obs, state.reward, jnp.asarray(cost, jnp.float32), state.done
 
@@ -118,14 +135,14 @@ def make_crax_env(task: str, episode_length: int) -> EnvFns:
                   restore=autoreset_restore)
 
 
-def _reset_with_step_entries(env: Any) -> Callable[[Any], Any]:
+def _reset_with_step_entries(env: Any) -> Callable[[jax.Array], EnvState]:
     """env.reset, with the entries its step adds to `metrics` and `info` already there (as 0): a scan over
     steps needs the state to keep one structure. crax's `safe_lift_humanoid` at level 3 adds
     `airtime_reward` in step only, so that level failed at its first step."""
     if not getattr(env, "_airtime_reward_weight", 0) > 0:
         return env.reset
 
-    def reset(rng: Any) -> Any:
+    def reset(rng: jax.Array) -> EnvState:
         import jax.numpy as jnp
 
         state = env.reset(rng)

@@ -1,10 +1,10 @@
 """What training records in the cube, and the store for a grid of runs (no jax here).
 
 Per run and iterate: the completed training episodes (compacted from the trainer's slot buffers) and the
-per-iterate variables `ITERATE_VARS`, whose diagnostics (`DIAGNOSTICS`, means over the iterate's updates)
+per-iterate variables `iterate_vars()`, whose diagnostics (`DIAGNOSTICS`, means over the iterate's updates)
 the compiled loop computes under the same names; at evaluation iterates, the expl/greedy episodes. The
-algorithms' own variables (`train.algorithms.ALGORITHM_VARS`: PPO-PID's PID state, PPO-Saute's budget,
-CRPO's regime) are in every store and NaN for the runs of other algorithms. `mean_step_reward` is the mean
+algorithms' own variables (each record's `iterate_vars`: PPO-PID's PID state, PPO-Saute's budget, CRPO's
+regime) are in every store and NaN for the runs of other algorithms. `mean_step_reward` is the mean
 reward the learner saw (PPO-Saute: the budget-shaped one); the episodes are always the env's own reward.
 """
 
@@ -16,21 +16,28 @@ from pathlib import Path
 import numpy as np
 
 from cube.errors import CubeError
-from train.algorithms import ALGORITHM_VARS, Algorithm, any_algorithm
 from train.config import TrainConfig
 from train.offpolicy.config import OFFPOLICY_DIAGNOSTICS
+from train.registry import algorithm, algorithms
 from train.tasks import task_spec
 
 DIAGNOSTICS = ("policy_loss", "value_loss", "cost_value_loss", "entropy", "approx_kl", "clip_fraction",
                "mean_step_cost", "mean_step_reward")
-"""Per-iterate diagnostics: means over the iterate's updates, computed by `core.make_train`'s loop."""
+"""Per-iterate diagnostics of the on-policy runs: means over the iterate's updates, computed by
+`train.onpolicy.core.make_train`'s loop (`approx_kl`: the k3 estimate mean((rho - 1) - log rho))."""
 OFFPOLICY_VARS = tuple(v for v in OFFPOLICY_DIAGNOSTICS if v not in DIAGNOSTICS)
 """The off-policy runs' own per-iterate variables (`train.offpolicy.config.OFFPOLICY_DIAGNOSTICS`: alpha, the
 temperature after the iterate; critic/cost-critic/actor/temperature losses and the minibatch cost lambda moved
 on, means over the iterate's gradient steps; replay_size); NaN for on-policy runs. lambda is `multiplier`."""
-ITERATE_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes", *DIAGNOSTICS, *ALGORITHM_VARS,
-                *OFFPOLICY_VARS)
-"""Per-iterate variables of every store (the shared ones written for every run, the algorithms' own for theirs)."""
+SHARED_VARS = ("env_steps", "multiplier", "n_updates", "dropped_episodes")
+"""Per-iterate variables written for every run of either family."""
+
+
+def iterate_vars() -> tuple[str, ...]:
+    """Per-iterate variables of every store: the shared ones, the on-policy diagnostics, every registered
+    algorithm's own (in registry order), the off-policy ones (NaN where a run has none)."""
+    own = (v for a in algorithms() for v in a.iterate_vars)
+    return tuple(dict.fromkeys((*SHARED_VARS, *DIAGNOSTICS, *own, *OFFPOLICY_VARS)))
 
 
 def check_labels(algos: Sequence[str], tasks: Sequence[str], bounds: Sequence[float], seeds: Sequence[int],
@@ -41,7 +48,7 @@ def check_labels(algos: Sequence[str], tasks: Sequence[str], bounds: Sequence[fl
     """
     extra = tuple(known_tasks or ())
     for a in algos:
-        any_algorithm(a)
+        algorithm(a)
     for t in tasks:
         if t not in extra:
             task_spec(t)
@@ -70,11 +77,11 @@ def prepare_store(out: str | Path, config: TrainConfig, algos: Sequence[str], ta
     """Create the cube for the grid, or accept an existing one whose grid holds these runs."""
     from cube import create_store, open_cube
 
-    J, E = config.n_iterates, n_episode_slots(config)
+    J, E, variables = config.n_iterates, n_episode_slots(config), iterate_vars()
     attrs = {"description": "saferl train: crax-bench safety-task runs", "synthetic": False}
     try:
         create_store(out, algos=list(algos), tasks=list(tasks), bounds=[float(b) for b in bounds],
-                     seeds=[int(s) for s in seeds], n_iterates=J, n_episodes=E, iterate_vars=ITERATE_VARS,
+                     seeds=[int(s) for s in seeds], n_iterates=J, n_episodes=E, iterate_vars=variables,
                      attrs=attrs, exist_ok=True)
         return
     except CubeError as exc:
@@ -87,22 +94,11 @@ def prepare_store(out: str | Path, config: TrainConfig, algos: Sequence[str], ta
     same = ds.sizes["iterate"] == J and ds.sizes["episode"] == E
     if not (subset and same):
         raise first
-    missing = [v for v in ITERATE_VARS if v not in ds]
+    missing = [v for v in variables if v not in ds]
     if missing:  # a store written before these variables existed: add them (NaN), nothing is rewritten
         from cube import grow_store
 
         grow_store(out, iterate_vars=missing)
-
-
-def iterate_values(algo: Algorithm, metrics: dict[str, float], algo_state: np.ndarray,
-                   algo_state_mean: np.ndarray) -> dict[str, float]:
-    """The per-iterate variables of an algorithm's own (`Algorithm.iterate_vars`) from an iterate's output:
-    its diagnostics from `metrics`, its state variables from the state after the iterate or (StateVar.mean)
-    the mean state the iterate's updates used."""
-    out = {name: float(metrics[name]) for name in algo.diagnostics}
-    for v in algo.state_vars:
-        out[v.name] = float((algo_state_mean if v.mean else algo_state)[v.slot])
-    return out
 
 
 def compact_episodes(reward: np.ndarray, cost: np.ndarray, count: np.ndarray,

@@ -1,11 +1,12 @@
-"""Host side of training: one path for a group of runs (a single run is a group of one).
+"""Host side of training: one path for a group of runs of either family (a single run is a group of one).
 
-`Runner(out, config, task, env_factory).run_group(keys)` trains runs of one task together: a group of one
-with the plain compiled trainer, a larger group as one vmapped program. Per iterate the compiled `iterate`
-returns the completed episodes' sums in one transfer; the host compacts them (NaN slots dropped), writes
-them as mode `train` with the per-iterate variables and, at evaluation iterates, N paired expl/greedy
-episodes plus a checkpoint and a resume point per run. Ctrl-C is deferred while a store write is in progress.
-`train.evaluate.evaluate_store` rolls out stored checkpoints again.
+`Runner(out, config, task, env_factory).run_group(keys)` trains runs of one task together through one
+`train.program.GroupProgram`: a group of one with the plain compiled trainer, a larger group as one vmapped
+program. Per iterate the compiled `iterate` returns the completed episodes' sums in one transfer; the host
+compacts them (NaN slots dropped), writes them as mode `train` with the per-iterate variables and, at
+evaluation iterates, N paired expl/greedy episodes plus a checkpoint and a resume point per run, all through
+`cube.CubeWriter`. Ctrl-C is deferred while a store write is in progress. `train.evaluate.evaluate_store` rolls
+out stored checkpoints again.
 """
 
 from __future__ import annotations
@@ -16,18 +17,27 @@ import signal
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
 
-from cube.schema import RunKey
+from cube import CubeWriter
+from cube.schema import RunKey, utc_stamp
 from train import checkpoint
-from train.algorithms import algorithm, d_step, initial_state, program_flags
-from train.config import TrainConfig, config_to_dict, variant_label
+from train.config import TrainConfig
+from train.envs import EnvFns
+from train.overrides import config_to_dict
 from train.placement import current_placement
-from train.record import DIAGNOSTICS, compact_episodes, eval_iterates, iterate_values, n_episode_slots
+from train.program import Flags, GroupProgram, IterateOutput, RunState, trainer_family
+from train.progress import TrainProgress
+from train.record import compact_episodes, eval_iterates, n_episode_slots
+from train.registry import algorithm, family_of
+from train.variants import variant_label
+
+WRITER = "saferl train"
+"""The manifests' `writer` (`cube.schema.MANIFEST_KEYS`)."""
 
 
 @dataclass
@@ -71,7 +81,7 @@ class _SigintGuard:
             self.pending = False
             raise KeyboardInterrupt
 
-    def _handler(self, signum: int, frame: Any) -> None:
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.pending = True
 
 
@@ -87,139 +97,31 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-class Program:
-    """The compiled init / iterate / evaluate of a group of runs; what comes back to the host has a leading
-    run axis whatever the group's size.
-
-    One run uses the plain trainer; several runs one vmapped program, whose "any env needs a reset" test
-    spans the group (`make_train`'s `axis_name`), each run with its own RNG stream, multiplier, algorithm
-    state and normaliser. `cost_critic=False` for a group of PPO (or PPO-Saute) runs only: no cost critic is
-    evaluated or trained (as crax's PPO); `budget=True` for PPO-Saute runs (budget-augmented observations).
-    """
-
-    def __init__(self, config: TrainConfig, env: Any, batched: bool, cost_critic: bool = True,
-                 budget: bool = False) -> None:
-        import jax
-
-        from train.core import make_train
-
-        self.config, self.batched = config, batched
-        if batched:
-            t = make_train(config, env, axis_name="runs", cost_critic=cost_critic, budget=budget)
-            self._init = jax.jit(jax.vmap(t.init))
-            self._iterate = jax.jit(jax.vmap(t.iterate, axis_name="runs"))
-            self._evaluate = jax.jit(jax.vmap(t.evaluate))
-        else:
-            t = make_train(config, env, cost_critic=cost_critic, budget=budget)
-            self._init, self._iterate, self._evaluate = jax.jit(t.init), jax.jit(t.iterate), jax.jit(t.evaluate)
-        self.trainer = t
-
-    def init(self, keys: Sequence[RunKey]) -> Any:
-        """The initial training state of `keys` (seed, algorithm, initial multiplier, d/T and algorithm state)."""
-        import jax
-        import jax.numpy as jnp
-
-        cfg = self.config
-        args = [(jax.random.PRNGKey(k.seed), algorithm(k.algo).id, algorithm(k.algo).initial_multiplier(cfg),
-                 d_step(cfg, k.bound), initial_state(k.algo, cfg)) for k in keys]
-        rngs, ids, mults, d_steps, states = zip(*args, strict=True)
-        args = (jnp.stack(rngs), jnp.asarray(ids, jnp.int32), jnp.asarray(mults, jnp.float32),
-                jnp.asarray(d_steps, jnp.float32), jnp.asarray(states, jnp.float32))
-        return self._init(*args) if self.batched else self._init(*(a[0] for a in args))
-
-    def iterate(self, state: Any) -> tuple[Any, Any, np.ndarray]:
-        """One iterate: (state, host copy of the output, host multipliers); the one transfer of the iterate."""
-        import jax
-
-        state, out = self._iterate(state)
-        out, mult = jax.device_get((out, state.multiplier))
-        return state, self._runs_axis(out), self._runs_axis(mult)
-
-    def evaluate(self, state: Any, seeds: Sequence[int], iterate: int) -> Any:
-        """Paired expl/greedy evaluation episodes of every run (host arrays `[runs, N]`)."""
-        import jax
-        import jax.numpy as jnp
-
-        from train.core import eval_key
-
-        keys = [eval_key(s, iterate) for s in seeds]
-        keys = jnp.stack(keys) if self.batched else keys[0]
-        return self._runs_axis(jax.device_get(self._evaluate(state.params, state.normalizer, keys, state.d_step)))
-
-    def member(self, state: Any, i: int) -> Any:
-        """The state of run i of the group."""
-        import jax
-
-        return jax.tree_util.tree_map(lambda x: x[i], state) if self.batched else state
-
-    def stack(self, states: Sequence[Any]) -> Any:
-        """The group state of the runs' states."""
-        import jax
-        import jax.numpy as jnp
-
-        return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states) if self.batched else states[0]
-
-    @staticmethod
-    def payload(one: Any) -> dict[str, Any]:
-        """The evaluation checkpoint of one run's state."""
-        from train.core import checkpoint_payload
-
-        return checkpoint_payload(one.params, one.normalizer, one.multiplier)
-
-    def record(self, algo: str, out: Any, mult: float) -> tuple[int, dict[str, float]]:
-        """(env steps, per-iterate variables but env_steps and dropped_episodes) of one run's iterate output."""
-        spec = algorithm(algo)
-        values = {"multiplier": mult if spec.uses_multiplier else np.nan, "n_updates": int(out.n_updates),
-                  **{k: float(out.metrics[k]) for k in DIAGNOSTICS},
-                  **iterate_values(spec, out.metrics, np.asarray(out.algo_state), np.asarray(out.algo_state_mean))}
-        return int(out.n_updates) * self.config.steps_per_update * self.config.num_envs, values
-
-    def _runs_axis(self, tree: Any) -> Any:
-        import jax
-
-        return tree if self.batched else jax.tree_util.tree_map(lambda x: np.asarray(x)[None], tree)
-
-
 class Runner:
     """Trains runs of one task with shared compiled functions and writes them to the cube."""
 
-    def __init__(self, out: str | Path, config: TrainConfig, task: str, env_factory: Callable[..., Any]) -> None:
+    def __init__(self, out: str | Path, config: TrainConfig, task: str,
+                 env_factory: Callable[[str, int], EnvFns]) -> None:
         self.out, self.config, self.task = Path(out), config, task
         self.env = env_factory(task, config.episode_length)
         self.guard = _SigintGuard()
         self.capacity = n_episode_slots(config)
-        self._programs: dict[tuple[Any, ...], Any] = {}
+        self._programs: dict[tuple[str, int, Flags], GroupProgram] = {}
 
-    def program(self, n_runs: int, cost_critic: bool = True, budget: bool = False) -> Program:
-        """The compiled functions for a group of `n_runs` (built on first use, then shared); `cost_critic`:
-        False for a group of PPO runs only (one program serves the constrained algorithms, one PPO);
-        `budget`: PPO-Saute's program."""
-        key = (n_runs > 1, cost_critic, budget)
+    def program_for(self, algos: Sequence[str], n_runs: int = 1) -> GroupProgram:
+        """The compiled program that trains runs of `algos` (one family; `TrainerFamily.flags`: e.g. no cost critic for
+        PPO or SAC alone) in groups of `n_runs`, built on first use, then shared."""
+        fam = trainer_family(family_of(algos))
+        key = (fam.name, n_runs, fam.flags(algos))
         if key not in self._programs:
-            self._programs[key] = Program(self.config, self.env, *key)
+            self._programs[key] = GroupProgram(fam, self.config, self.env, key[2], n_runs)
         return self._programs[key]
 
-    def program_for(self, algos: Sequence[str], n_runs: int = 1) -> Any:
-        """The program that trains runs of `algos` (`train.algorithms.program_flags`) in groups of `n_runs`;
-        off-policy algorithms: a `train.offpolicy.program.OffPolicyProgram` (SAC alone: no cost critic)."""
-        from train.offpolicy.program import OffPolicyProgram, offpolicy_names
-
-        if not offpolicy_names(algos):
-            return self.program(n_runs, *program_flags(algos))
-        key = ("offpolicy", n_runs, any(a != "sac" for a in algos))
-        if key not in self._programs:
-            self._programs[key] = OffPolicyProgram(self.config, self.env, n_runs > 1, key[2], n_runs)
-        return self._programs[key]
-
-    def run(self, algo: str, bound: float, seed: int, progress: Any | None = None) -> RunResult:
+    def run(self, algo: str, bound: float, seed: int, progress: TrainProgress | None = None) -> RunResult:
         """Train (or resume) one run: the group of one of `run_group`."""
         return self.run_group([RunKey(algo, self.task, float(bound), int(seed))], progress)[0]
 
-    def run_group(self, keys: Sequence[RunKey], progress: Any | None = None,
+    def run_group(self, keys: Sequence[RunKey], progress: TrainProgress | None = None,
                   write: Collection[RunKey] | None = None) -> list[RunResult]:
         """Train (or resume) runs of this task together, as one program over `keys` in this order, and write
         each to its own region; one result per written key (`write`, default all `keys`, in `keys` order).
@@ -231,10 +133,8 @@ class Runner:
         every evaluation iterate), otherwise the group starts from scratch; the iterates after that point
         are written again, which replaces all their episode slots. Each written run's manifest records the
         group (`group`, `group_size`). KeyboardInterrupt marks the runs partial (the store stays valid) and
-        propagates. `progress`: the live display's `start_run`/`advance`/`finish_run` hooks.
+        propagates. `progress`: the live display's hooks (`train.progress.TrainProgress`).
         """
-        from cube import CubeWriter
-
         writer = CubeWriter(self.out)
         keys = [self._key(k) for k in keys]
         chosen = set(keys) if write is None else {self._key(k) for k in write}
@@ -245,7 +145,7 @@ class Runner:
         todo = [k for k in wanted if k not in done]
         if not todo:
             return [done[k] for k in wanted]
-        started = _now()
+        started = utc_stamp()
         results = {k: RunResult(k, "partial", 0, 0.0, 0.0, 0.0) for k in keys}
         group = {"group_size": len(keys), "group": [k.as_dict() for k in keys]}
         with self.guard.hold():
@@ -267,7 +167,7 @@ class Runner:
                 for k in todo:
                     res = results[k]
                     writer.set_run_manifest(k, status=res.status, manifest=self._manifest(
-                        k, started, end_time=_now(), iterates_done=res.iterates_done, env_steps=res.env_steps,
+                        k, started, finished=utc_stamp(), iterates_done=res.iterates_done, env_steps=res.env_steps,
                         compile_s=round(res.compile_s, 3), train_s=round(res.train_s, 3),
                         resumed_from=res.resumed_from, eval_iterates=checkpoint.available_iterates(self.out, k),
                         notes="; ".join(res.notes), **group))
@@ -282,46 +182,45 @@ class Runner:
 
         config = config_to_dict(self.config)
         spec = TASK_SPECS.get(key.task)
-        return {"config": config, "algo": key.algo, "task": key.task,
+        return {"writer": WRITER, "config": config, "algo": key.algo, "task": key.task,
                 "env": self.env.name, **({"level": spec.level} if spec else {}),
-                "variant": variant_label(config, key.algo), "constrained": key.algo not in ("ppo", "sac"),
-                "bound": float(key.bound), "seed": int(key.seed),
-                "versions": _versions(), **current_placement(), "start_time": started,
+                "variant": variant_label(config, key.algo), "constrained": algorithm(key.algo).constrained,
+                "family": algorithm(key.algo).family, "bound": float(key.bound), "seed": int(key.seed),
+                "versions": _versions(), **current_placement(), "started": started,
                 "checkpoints": str(checkpoint.run_dir(self.out, key).relative_to(self.out)), **extra}
 
-    def _start(self, program: Program, keys: Sequence[RunKey], results: dict[RunKey, RunResult]) -> tuple[Any, int]:
-        """Initial group state, or the runs' states at their newest common resume point;
-        returns (state, first iterate)."""
+    def _start(self, program: GroupProgram, keys: Sequence[RunKey],
+               results: dict[RunKey, RunResult]) -> tuple[RunState, int]:
+        """Initial group state, or the runs' states at their newest common resume point (in today's structure or
+        one of the family's older ones, `TrainerFamily.resume_templates`); returns (state, first iterate)."""
         import jax
         import jax.numpy as jnp
 
         state = program.init(keys)
         template = jax.tree_util.tree_map(jnp.zeros_like, program.member(state, 0))
         common = set.intersection(*(set(checkpoint.resume_iterates(self.out, k)) for k in keys))
-        # resume points written before runs carried an algorithm state load into the old structure; the
-        # algorithms of that time have none, so they go on from their initial (unused) state
-        old = hasattr(template, "algo_state") and template.rollout.budget is None  # not off-policy or Saute
-        legacy = template._replace(algo_state=None) if old else None
-        found, j = None, -1
+        templates = [template, *program.family.resume_templates(template)]
         for j in sorted(common, reverse=True):
-            for tpl in (template, legacy):
-                found = None if tpl is None else [checkpoint.load_resume(self.out, k, tpl, j) for k in keys]
-                if found and all(found):
+            for tpl in templates:
+                found = [checkpoint.load_resume(self.out, k, tpl, j) for k in keys]
+                if all(found):
                     break
-            if found and all(found):
-                break
+            else:
+                continue
+            break
         else:
             return state, 0  # no common resume point: the whole group starts from scratch
+        loaded = []
         for i, (k, f) in enumerate(zip(keys, found, strict=True)):
+            assert f is not None
             res = results[k]
             res.env_steps, res.iterates_done, res.resumed_from = f[2], j + 1, j
             res.notes.append(f"resumed after iterate {j}")
-            if getattr(f[1], "algo_state", 0) is None:
-                found[i] = (f[0], f[1]._replace(algo_state=program.member(state, i).algo_state), f[2])
-        return program.stack([f[1] for f in found]), j + 1
+            loaded.append(program.family.upgrade(f[1], program.member(state, i)))
+        return program.stack(loaded), j + 1
 
-    def _train(self, writer: Any, keys: list[RunKey], written: set[RunKey], results: dict[RunKey, RunResult],
-               progress: Any | None) -> None:
+    def _train(self, writer: CubeWriter, keys: list[RunKey], written: set[RunKey],
+               results: dict[RunKey, RunResult], progress: TrainProgress | None) -> None:
         """Train the group `keys`; only the runs in `written` are written to the store."""
         import jax
 
@@ -361,12 +260,12 @@ class Runner:
         if progress:
             progress.finish_run(task_id)
 
-    def _record_iterate(self, writer: Any, key: RunKey, res: RunResult, j: int, out: Any, steps: int,
+    def _record_iterate(self, writer: CubeWriter, key: RunKey, res: RunResult, j: int, out: IterateOutput, steps: int,
                         values: dict[str, float], dt: float, *, first: bool, t_it: float) -> None:
         """Book one finished iterate of one run: timings, its training episodes and per-iterate variables.
 
         `out` is the run's host copy of the iterate's output (episode buffers); `steps`, `values`: its env
-        steps and per-iterate variables (`Program.record`).
+        steps and per-iterate variables (`GroupProgram.record`).
         """
         if first:
             res.compile_s += dt  # first call: compile + one iterate

@@ -8,19 +8,22 @@ a noise value. Never terminates (the trainer cuts episodes at T). Compiles in ab
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from train.envs import EnvFns
+
+if TYPE_CHECKING:
+    import jax
 
 
 class ToyState(NamedTuple):
     """State of one toy env: step counter, observation, last reward/cost, key."""
 
-    t: Any
-    obs: Any
-    reward: Any
-    cost: Any
-    key: Any
+    t: jax.Array
+    obs: jax.Array
+    reward: jax.Array
+    cost: jax.Array
+    key: jax.Array
 
 
 def make_toy_env(period: int = 16) -> EnvFns:
@@ -28,25 +31,25 @@ def make_toy_env(period: int = 16) -> EnvFns:
     import jax
     import jax.numpy as jnp
 
-    def _obs(t: Any, key: Any) -> Any:
+    def _obs(t: jax.Array, key: jax.Array) -> jax.Array:
         phase = 2.0 * jnp.pi * t / period
         noise = jax.random.normal(key, ())
         return jnp.stack([jnp.sin(phase), jnp.cos(phase), jnp.ones(()), noise]).astype(jnp.float32)
 
-    def reset(key: Any) -> ToyState:
+    def reset(key: jax.Array) -> ToyState:
         k_obs, k_next = jax.random.split(key)
         t = jax.random.randint(key, (), 0, period)
         zero = jnp.zeros((), jnp.float32)
         return ToyState(t=t, obs=_obs(t, k_obs), reward=zero, cost=zero, key=k_next)
 
-    def step(state: ToyState, action: Any) -> ToyState:
+    def step(state: ToyState, action: jax.Array) -> ToyState:
         k_obs, k_next = jax.random.split(state.key)
         a = jnp.clip(action[0], -1.0, 1.0)
         value = (1.0 + a) / 2.0
         t = state.t + 1
         return ToyState(t=t, obs=_obs(t, k_obs), reward=value, cost=value, key=k_next)
 
-    def observe(state: ToyState) -> tuple[Any, Any, Any, Any]:
+    def observe(state: ToyState) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         return state.obs, state.reward, state.cost, jnp.zeros((), jnp.float32)
 
     return EnvFns(reset=reset, step=step, observe=observe, obs_size=4, action_size=1, name="toy")

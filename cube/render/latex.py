@@ -3,7 +3,7 @@
 Two layouts of the aggregate table (`cube.stats.aggregate_table`):
 
 * ``style="default"``: one row per algorithm and setting, one column per metric, the CI under each value
-  in script size; a ``table*`` that fits ``\\textwidth`` of a two-column paper (469 pt) at ``\\small``
+  in script size; a ``table*`` that fits ``\\textwidth`` of a two-column paper (469 pt) at ``\\footnotesize``
   without shrinking.
 * ``style="paper"``: the paper's Table 2 exactly (13 columns: each metric Train | Final, tier Train |
   Final, ``\\cmidrule`` under each metric, display names, the not-safe baseline grey, bold = best
@@ -118,7 +118,8 @@ def _default(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     settings = [str(s) for s in agg["setting"].values]
     metrics = [str(m) for m in agg["metric"].values]
     best = _best(agg, settings, not_safe)
-    lines = [r"\begin{table*}[t]", r"\centering", r"\small", r"\setlength{\tabcolsep}{4pt}",
+    # Six metrics (CVaR the sixth) and the tier fit \textwidth at \footnotesize, as the conditions table.
+    lines = [r"\begin{table*}[t]", r"\centering", r"\footnotesize", r"\setlength{\tabcolsep}{3pt}",
              rf"\caption{{Safety and performance per algorithm and setting. {_caption_words(agg, not_safe)}"
              rf"{cvar_sentence(agg)}}}",
              r"\label{tab:saferl_aggregate}",

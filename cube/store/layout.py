@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from cube.schema import (
     same_bound,
     schema_version_problems,
     seed_label,
+    utc_stamp,
 )
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
@@ -77,10 +77,6 @@ def clean_labels(dim: str, labels: Iterable[Any]) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------
 # creation
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _create_coord(group: zarr.Group, dim: str, values: np.ndarray) -> None:
@@ -179,7 +175,7 @@ def _build_store(
     root_attrs = {
         "saferl_schema_version": SCHEMA_VERSION,
         "synthetic": False,
-        "created": _now(),
+        "created": utc_stamp(),
         "description": "saferl results cube: episodic reward and cost per run, iterate and mode",
     }
     root_attrs.update(attrs)

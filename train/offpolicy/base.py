@@ -9,35 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from train.algorithm import OFFPOLICY, AlgorithmRecord
 from train.offpolicy.config import OffPolicyConfig
 
+if TYPE_CHECKING:
+    import jax
 
-@dataclass(frozen=True)
-class OffPolicyAlgorithm:
+    from train.multipliers import PIDState
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyAlgorithm(AlgorithmRecord):
     """One off-policy algorithm.
 
     `multiplier_update(config, lam, pid, mean_cost, d_step) -> (lam, pid)` runs after every gradient step
-    (mean_cost: the minibatch's mean per-step cost; d_step = d/T; pid: a `losses.PIDState`, carried by all
-    algorithms, used by SAC-PID only).
+    (mean_cost: the minibatch's mean per-step cost; d_step = d/T; pid: a `train.multipliers.PIDState`, carried
+    by all algorithms, used by SAC-PID only). `config_section` names its field of `OffPolicyConfig`.
     """
 
-    name: str
-    """As stored in the cube's `algo` coordinate."""
-    id: int
-    """Its `lax.switch` branch in the off-policy program (its position in OFFPOLICY_ALGORITHMS)."""
-    config_section: str | None
-    """The OffPolicyConfig field holding its settings (`sac_lag`, `sac_pid`); None: SAC (no multiplier)."""
-    initial_multiplier: Callable[[OffPolicyConfig], float]
-    multiplier_update: Callable[[OffPolicyConfig, Any, Any, Any, Any], tuple[Any, Any]]
-
-    @property
-    def uses_multiplier(self) -> bool:
-        """False for SAC, whose lambda stays 0 (stored as NaN)."""
-        return self.config_section is not None
-
-    @property
-    def uses_cost_critic(self) -> bool:
-        """Whether it trains the cost Q network (SAC-Lag, SAC-PID; crax's SAC has none)."""
-        return self.uses_multiplier
+    family: str = OFFPOLICY
+    multiplier_update: Callable[[OffPolicyConfig, jax.Array, PIDState, jax.Array, jax.Array],
+                                tuple[jax.Array, PIDState]]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cube.errors import CubeError
+from train.multipliers import PidConfig
 
 RESETS = ("replay", "fresh")
 """`OffPolicyConfig.reset` choices (first: crax's AutoResetWrapper)."""
@@ -60,28 +61,6 @@ class SacLagConfig:
     lambda_max: float = 2.0
     """train() `lambda_max` 2.0 = CLI `--lambda_max` 2.0: a hard cap on enforcement (a cost Q of order 1/(1 -
     gamma) times the per-step cost can outweigh 2x the reward Q). Taken: 2.0, as crax."""
-
-
-@dataclass(frozen=True)
-class SacPidConfig:
-    """SAC-PID (crax `sac_pid/train.py`), at every gradient step with v = c - d/T (c the minibatch mean cost):
-    I <- clip(I + v, -integral_clip, integral_clip); D <- beta D + (1 - beta)(v - v_prev);
-    lambda <- clip(relu(lambda + kp v + ki I + kd D), 0, lambda_clip)."""
-
-    kp: float = 10.0
-    """train() `pid_kp` 10.0 = CLI `--pid_kp` 10.0 (as PPO-PID's, but applied per gradient step)."""
-    ki: float = 0.01
-    """train() `pid_ki` = CLI 0.01."""
-    kd: float = 0.01
-    """train() `pid_kd` = CLI 0.01."""
-    integral_clip: float = 1.0
-    """train() `pid_integral_clip` = CLI 1.0 (anti-windup)."""
-    lambda_clip: float = 1e6
-    """train() `pid_lambda_clip` = CLI 1e6 (in effect no cap, unlike SAC-Lag's 2.0)."""
-    deriv_ema_beta: float = 0.95
-    """train() `pid_deriv_ema_beta` = CLI 0.95."""
-    init: float = 0.0
-    """train() `initial_lambda` = CLI `--initial_lambda` 0.0."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +120,9 @@ class OffPolicyConfig:
     eval_every: int = 0
     """Evaluate (and checkpoint) every k iterates; 0 = only after the final iterate (as `TrainConfig`)."""
     sac_lag: SacLagConfig = field(default_factory=SacLagConfig)
-    sac_pid: SacPidConfig = field(default_factory=SacPidConfig)
+    sac_pid: PidConfig = field(default_factory=PidConfig)
+    """SAC-PID's controller (`train.multipliers.PidConfig`, PPO-PID's config), applied at every gradient step with
+    v = c - d/T, c the minibatch mean cost (crax `sac_pid/train.py`; its gains per gradient step without 1/T)."""
 
     # ------------------------------------------------------------------------------ derived sizes
     @property
@@ -205,10 +186,10 @@ class OffPolicyConfig:
             raise CubeError(f"config: hidden must be a non-empty list of positive sizes, got {list(self.hidden)}")
         if self.reset not in RESETS:
             raise CubeError(f"config: reset must be one of {', '.join(repr(r) for r in RESETS)}, got {self.reset!r}")
-        if self.sac_lag.lambda_max < 0 or self.sac_pid.lambda_clip < 0:
-            raise CubeError("config: sac_lag.lambda_max and sac_pid.lambda_clip must be >= 0")
-        if not 0 <= self.sac_pid.deriv_ema_beta <= 1:
-            raise CubeError(f"config: sac_pid.deriv_ema_beta must be in [0, 1], got {self.sac_pid.deriv_ema_beta}")
+        if self.sac_lag.lambda_max < 0 or self.sac_pid.lambda_max < 0:
+            raise CubeError("config: sac_lag.lambda_max and sac_pid.lambda_max must be >= 0")
+        if not 0 <= self.sac_pid.derivative_ema <= 1:
+            raise CubeError(f"config: sac_pid.derivative_ema must be in [0, 1], got {self.sac_pid.derivative_ema}")
 
 
 @dataclass(frozen=True)
@@ -236,8 +217,9 @@ class OffPolicySection:
     """Hidden sizes of the policy and each Q network (crax `make_sac_networks`: 256 x 2)."""
     sac_lag: SacLagConfig = field(default_factory=SacLagConfig)
     """SAC-Lag's lambda rule (crax: lr 0.01 / T per gradient step, init 0, lambda_max 2)."""
-    sac_pid: SacPidConfig = field(default_factory=SacPidConfig)
-    """SAC-PID's gains (crax: kp 10, ki 0.01, kd 0.01, integral clip 1, lambda clip 1e6, EMA 0.95)."""
+    sac_pid: PidConfig = field(default_factory=PidConfig)
+    """SAC-PID's controller (crax: kp 10, ki 0.01, kd 0.01, integral clip 1, lambda_max 1e6, derivative EMA 0.95;
+    the names `lambda_clip` and `deriv_ema_beta` of earlier versions are read too)."""
 
 
 SHARED_FIELDS = ("total_env_steps", "episode_length", "num_envs", "learning_rate", "discount", "batch_size",

@@ -1,7 +1,8 @@
-"""The off-policy core: SAC, SAC-Lag and SAC-PID as one pure, vmappable program (beside `train.core.make_train`).
+"""The off-policy core: SAC, SAC-Lag and SAC-PID as one pure, vmappable program (beside the PPO core,
+`train.onpolicy.core.make_train`).
 
 `make_offpolicy_train(config, env)` builds pure, jittable functions with the on-policy trainer's signatures,
-so the host path (`train.runner.Program`) can drive either:
+so the group program (`train.program.GroupProgram`) drives either:
 
 - `init(key, algo_id, multiplier0, d_step[, algo_state0]) -> OffPolicyState`
 - `iterate(state) -> (state, OffPolicyIterateOut)`: `config.actor_steps_per_iterate` actor steps (all
@@ -9,9 +10,9 @@ so the host path (`train.runner.Program`) can drive either:
   buffer held `min_replay_size` transitions before the step, `grad_updates_per_step` gradient steps follow
   on `batch_size` transitions each (crax's `training_step`). Episodes that ended in the iterate come back as
   undiscounted reward/cost sums in `[S, num_envs]` buffers (NaN = empty, `count [num_envs]`), the on-policy
-  core's `EpisodeBuffer`, with S = ceil(actor steps / T) + 1.
-- `evaluate(params, normalizer, key[, d_step]) -> EvalOut`: N episodes of T steps, exploring and greedy from the same N
-  initial states (the on-policy evaluator's keys and layout, so rollouts pair across all algorithms).
+  floor's `train.rollout.EpisodeBuffer`, with S = ceil(actor steps / T) + 1.
+- `evaluate(params, normalizer, key[, d_step]) -> EvalOut`: the paired evaluator both families share
+  (`train.acting`: N episodes of T steps, exploring and greedy from the same N initial states).
 
 One gradient step (`sgd_step`) is crax's `sgd_step`, in its order and with its key splits: temperature,
 reward critic, cost critic (programs with `cost_critic`), actor (on the step's *old* Q networks, alpha and
@@ -30,17 +31,19 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from train.core import EpisodeBuffer, EvalOut, RolloutState, book_step
-from train.envs import EnvFns
+from train.acting import Evaluate, make_evaluator
+from train.algorithm import OFFPOLICY
+from train.envs import EnvFns, PyTree
+from train.multipliers import PIDState, pid_init
 from train.nets import Normalizer, normalizer_init, normalizer_update
-from train.offpolicy import OFFPOLICY_ALGORITHMS
 from train.offpolicy import losses as L
+from train.offpolicy.base import OffPolicyAlgorithm
 from train.offpolicy.config import OFFPOLICY_DIAGNOSTICS, OffPolicyConfig, check_replay_memory
 from train.offpolicy.networks import SACNetworks, make_sac_networks
 from train.offpolicy.replay import (
@@ -54,34 +57,47 @@ from train.offpolicy.replay import (
     row_layout,
     unpack,
 )
+from train.registry import algorithms
+from train.rollout import (
+    EpisodeBuffer,
+    RolloutState,
+    book_step,
+    empty_buffer,
+    initial_rollout,
+    restart_pending,
+    strong_types,
+    vectorize,
+)
 
 DIAGNOSTICS = OFFPOLICY_DIAGNOSTICS
 """Per-iterate diagnostics in `OffPolicyIterateOut.metrics` (see `config.OFFPOLICY_DIAGNOSTICS`)."""
+Metrics = dict[str, jax.Array]
+"""Named scalar diagnostics."""
 LOSSES = ("critic_loss", "cost_critic_loss", "actor_loss", "alpha_loss", "batch_cost")
 
 
 class OffPolicyParams(NamedTuple):
     """Online networks: policy, reward twin-Q, cost twin-Q (flax param trees)."""
 
-    policy: Any
-    q: Any
-    cost_q: Any
+    policy: PyTree
+    q: PyTree
+    cost_q: PyTree
 
 
 class TargetParams(NamedTuple):
     """Target networks (Polyak averages of the online Q networks)."""
 
-    q: Any
-    cost_q: Any
+    q: PyTree
+    cost_q: PyTree
 
 
 class OptStates(NamedTuple):
     """Adam states of policy, Q, cost Q and log alpha (crax keeps four optimisers)."""
 
-    policy: Any
-    q: Any
-    cost_q: Any
-    alpha: Any
+    policy: PyTree
+    q: PyTree
+    cost_q: PyTree
+    alpha: PyTree
 
 
 class Learner(NamedTuple):
@@ -92,14 +108,14 @@ class Learner(NamedTuple):
     log_alpha: jax.Array
     opt_state: OptStates
     multiplier: jax.Array
-    pid: L.PIDState
+    pid: PIDState
 
 
 class OffPolicyState(NamedTuple):
     """Everything the compiled loop carries (a pytree; vmaps over runs, saved whole as the resume point).
 
-    d_step = d/T; algo_id: the run's index in OFFPOLICY_ALGORITHMS; actor_steps: actor steps done so far
-    (env steps = actor_steps * num_envs). `params`, `multiplier` are shortcuts the host path reads.
+    d_step = d/T; algo_id: the run's branch among the registry's off-policy records; actor_steps: actor steps
+    done so far (env steps = actor_steps * num_envs). `params`, `multiplier` are shortcuts the host path reads.
     """
 
     learner: Learner
@@ -142,8 +158,8 @@ class OffPolicyTrainer:
     layout: RowLayout
     init: Callable[..., OffPolicyState]
     iterate: Callable[[OffPolicyState], tuple[OffPolicyState, OffPolicyIterateOut]]
-    evaluate: Callable[..., EvalOut]
-    template: Callable[[], dict[str, Any]]
+    evaluate: Evaluate
+    template: Callable[[], dict[str, PyTree]]
     slots: int
     sgd_step: Callable[..., tuple[Learner, jax.Array, dict[str, jax.Array]]]
     """`sgd_step(learner, key, batch, normalizer, algo_id, d_step) -> (learner, key, metrics)`: one gradient
@@ -152,20 +168,8 @@ class OffPolicyTrainer:
     """Bytes the replay buffers and sampled batches of the `n_runs` it was checked for take."""
 
 
-def _strong(tree: Any) -> Any:
-    """Drop weak types so the loop's carry types never change (and a restored state compiles the same)."""
-    return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype=jnp.asarray(x).dtype), tree)
-
-
-def _select(done: jax.Array, new: Any, old: Any) -> Any:
-    def sel(a: jax.Array, b: jax.Array) -> jax.Array:
-        return jnp.where(done.reshape(done.shape + (1,) * (a.ndim - 1)), a, b)
-
-    return jax.tree_util.tree_map(sel, new, old)
-
-
 def checkpoint_payload(params: OffPolicyParams, normalizer: Normalizer, multiplier: jax.Array,
-                       log_alpha: jax.Array) -> dict[str, Any]:
+                       log_alpha: jax.Array) -> dict[str, PyTree]:
     """The evaluation checkpoint: policy, both twin-Q networks, normaliser, lambda, log alpha (the resume point
     is the whole `OffPolicyState`)."""
     return {"policy": params.policy, "q": params.q, "cost_q": params.cost_q,
@@ -202,16 +206,10 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
     layout = row_layout(example_transition(env.obs_size, env.action_size))
     tx, alpha_tx = optax.adam(config.learning_rate), optax.adam(config.alpha_learning_rate)
     target_entropy = -config.target_entropy_scale * env.action_size
-    v_reset, v_step, v_observe = jax.vmap(env.reset), jax.vmap(env.step), jax.vmap(env.observe)
+    venv = vectorize(env)
     replay_reset = config.reset == "replay"
-    v_restore = jax.vmap(env.restore) if env.restore is not None else (lambda first, state: first)
-    branches = [functools.partial(a.multiplier_update, config) for a in OFFPOLICY_ALGORITHMS]
-
-    def group_any(flag: jax.Array) -> jax.Array:
-        """`flag` for the whole vmapped group (unbatched, so `lax.cond` stays a branch)."""
-        if axis_name is None:
-            return flag
-        return jax.lax.psum(flag.astype(jnp.int32), axis_name) > 0
+    records = [a for a in algorithms(OFFPOLICY) if isinstance(a, OffPolicyAlgorithm)]
+    branches = [functools.partial(a.multiplier_update, config) for a in records]
 
     # ------------------------------------------------------------------------------- init
     def init_params(key: jax.Array) -> OffPolicyParams:
@@ -220,45 +218,32 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
                                nets.cost_q_network.init(k_qc))
 
     def init(key: jax.Array, algo_id: jax.Array, multiplier0: jax.Array, d_step: jax.Array,
-             algo_state0: Any = None) -> OffPolicyState:
+             algo_state0: jax.Array | None = None) -> OffPolicyState:
         """A run's initial state; `algo_state0` (the PPO core's algorithm state vector) is accepted and ignored,
-        so `train.runner.Program.init` can call either core (the PID state starts at zero, as crax's)."""
+        so either family's `init_args` can feed the group program (the PID state starts at zero, as crax's)."""
         k_par, k_env, k_replay, k_loop = jax.random.split(key, 4)
         params = init_params(k_par)
         log_alpha = jnp.asarray(config.init_log_alpha, jnp.float32)
         opt = OptStates(tx.init(params.policy), tx.init(params.q), tx.init(params.cost_q), alpha_tx.init(log_alpha))
         learner = Learner(params, TargetParams(params.q, params.cost_q), log_alpha, opt,
-                          jnp.asarray(multiplier0, jnp.float32), L.pid_init())
-        zeros = jnp.zeros((n,), jnp.float32)
-        if replay_reset:  # each env's layout for the whole run (crax's AutoResetWrapper)
-            first = _strong(v_reset(jax.random.split(k_env, n)))
-            rollout = RolloutState(first, jnp.zeros((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros, first)
-        else:
-            shapes = jax.eval_shape(v_reset, jax.random.split(k_env, n))
-            env_state = jax.tree_util.tree_map(lambda x: jnp.zeros(x.shape, x.dtype), shapes)
-            rollout = RolloutState(env_state, jnp.ones((n,), bool), jnp.zeros((n,), jnp.int32), zeros, zeros)
+                          jnp.asarray(multiplier0, jnp.float32), pid_init())
+        rollout = initial_rollout(venv, k_env, n, replay_reset)  # replay: each env's layout for the whole run
         state = OffPolicyState(learner, normalizer_init(env.obs_size), jnp.asarray(d_step, jnp.float32),
                                jnp.asarray(algo_id, jnp.int32), rollout,
                                replay_init(config.max_replay_size, layout.width, k_replay), k_loop,
                                jnp.zeros((), jnp.int32))
-        return _strong(state)
+        return strong_types(state)
 
     # ------------------------------------------------------------------------------- acting
-    def env_step(ro: RolloutState, buf: EpisodeBuffer, key: jax.Array, policy_params: Any,
+    def env_step(ro: RolloutState, buf: EpisodeBuffer, key: jax.Array, policy_params: PyTree,
                  normalizer: Normalizer) -> tuple[RolloutState, EpisodeBuffer, L.Transition]:
         """Step every env once with a policy sample; book finished episodes; the transitions `[n, ...]`."""
         k_act, k_reset = jax.random.split(key)
-
-        def reset_pending(state: Any) -> Any:
-            if replay_reset:
-                return _select(ro.pending, v_restore(ro.first, state), state)
-            return _select(ro.pending, _strong(v_reset(jax.random.split(k_reset, n))), state)
-
-        env_state = jax.lax.cond(group_any(ro.pending.any()), reset_pending, lambda s: s, ro.env_state)
-        obs = v_observe(env_state)[0]
+        env_state = restart_pending(venv, ro, k_reset, replay_reset, axis_name)
+        obs = venv.observe(env_state)[0]
         action = dist.sample(nets.policy_network.apply(normalizer, policy_params, obs), k_act)
-        env_state = v_step(env_state, action)
-        next_obs, reward, cost, term = v_observe(env_state)
+        env_state = venv.step(env_state, action)
+        next_obs, reward, cost, term = venv.observe(env_state)
         end = book_step(ro, buf, reward, cost, term, T, slots)
         buf, term, time_up, done = end.buf, end.term, end.time_up, end.done
         ro = RolloutState(env_state, done, end.t, end.ep_reward, end.ep_cost, ro.first)
@@ -315,7 +300,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         replay, rows = replay_sample(replay, G * B)
         batches = unpack(layout, rows.reshape(G, B, layout.width))
 
-        def body(c: tuple[Learner, jax.Array], batch: L.Transition) -> Any:
+        def body(c: tuple[Learner, jax.Array], batch: L.Transition) -> tuple[tuple[Learner, jax.Array], Metrics]:
             lr, k, mets = sgd_step(c[0], c[1], batch, normalizer, state.algo_id, state.d_step)
             return (lr, k), mets
 
@@ -323,7 +308,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         return replay, learner, {k: v.sum() for k, v in mets.items()}
 
     def train_step(carry: tuple[OffPolicyState, EpisodeBuffer, dict[str, jax.Array]],
-                   key: jax.Array) -> tuple[Any, None]:
+                   key: jax.Array) -> tuple[tuple[OffPolicyState, EpisodeBuffer, Metrics], None]:
         """One actor step of all envs, the buffer insert, then the gradient steps (crax's `training_step`)."""
         state, buf, acc = carry
         k_exp, k_train = jax.random.split(key)
@@ -354,8 +339,7 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
 
     # ------------------------------------------------------------------------------- iterate
     def iterate(state: OffPolicyState) -> tuple[OffPolicyState, OffPolicyIterateOut]:
-        nan = jnp.full((slots, n), jnp.nan, jnp.float32)
-        buf = EpisodeBuffer(nan, nan, jnp.zeros((n,), jnp.int32))
+        buf = empty_buffer(slots, n)
         acc = {k: jnp.zeros((), jnp.float32) for k in (*LOSSES, "reward", "cost")}
         acc["grad_steps"] = jnp.zeros((), jnp.int32)
         key, k_loop = jax.random.split(state.key)
@@ -370,29 +354,11 @@ def make_offpolicy_train(config: OffPolicyConfig, env: EnvFns, axis_name: str | 
         return state, OffPolicyIterateOut(buf, steps, jnp.int32(K * n), metrics)
 
     # ------------------------------------------------------------------------------- evaluate
-    def evaluate(params: OffPolicyParams, normalizer: Normalizer, key: jax.Array, d_step: Any = None) -> EvalOut:
-        """N exploring and N greedy episodes from the same N initial states (as `train.core`'s evaluator;
-        `d_step`, which only PPO-Saute's budget observation needs there, is accepted and ignored)."""
-        n_eval = config.eval_episodes
-        k_reset, k_act = jax.random.split(key)
-        start = _strong(v_reset(jax.random.split(k_reset, n_eval)))
-        start = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, x]), start)
-        greedy = (jnp.arange(2 * n_eval) >= n_eval)[:, None]
+    evaluate = make_evaluator(lambda bound: env, nets.policy_network.apply, dist, config.eval_episodes, T)
+    """`evaluate(params, normalizer, key, d_step=None)`: `d_step` (PPO-Saute's budget needs it on-policy) is
+    accepted and ignored."""
 
-        def body(c: Any, k: jax.Array) -> Any:
-            s, alive, r_sum, c_sum = c
-            logits = nets.policy_network.apply(normalizer, params.policy, v_observe(s)[0])
-            action = jnp.where(greedy, dist.mode(logits), dist.sample(logits, k))
-            s = v_step(s, action)
-            _, r, cost, term = v_observe(s)
-            r_sum, c_sum = r_sum + alive * r, c_sum + alive * cost
-            return (s, alive * (term < 0.5), r_sum, c_sum), None
-
-        zero = jnp.zeros((2 * n_eval,), jnp.float32)
-        (_, _, r_sum, c_sum), _ = jax.lax.scan(body, (start, zero + 1.0, zero, zero), jax.random.split(k_act, T))
-        return EvalOut(r_sum[:n_eval], c_sum[:n_eval], r_sum[n_eval:], c_sum[n_eval:])
-
-    def template() -> dict[str, Any]:
+    def template() -> dict[str, PyTree]:
         params = jax.eval_shape(init_params, jax.random.PRNGKey(0))
         params = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), params)
         zero = jnp.zeros((), jnp.float32)

@@ -1,19 +1,22 @@
 """Pure loss and update functions of SAC, SAC-Lag and SAC-PID, term by term as crax computes them.
 
 Sources: `crax/training/agents/sac/losses.py` (alpha, critic, actor), `sac_lag/losses.py` (cost critic,
-Lagrange-penalised actor), `sac_lag/train.py` (soft target update, lambda update, step order) and
-`sac_pid/train.py` (PID update). Shapes: a batch has one leading axis `[B]` (obs `[B, O]`, action `[B, A]`,
-scalars `[B]`); Q networks return `[B, n_critics]`. Costs are per step; `d_step` = d / T.
+Lagrange-penalised actor), `sac_lag/train.py` (soft target update, step order); the lambda updates (SAC-Lag's
+capped Lagrange step, SAC-PID's PID) are the floor's `train.multipliers`. Shapes: a batch has one leading
+axis `[B]` (obs `[B, O]`, action `[B, A]`, scalars `[B]`); Q networks return `[B, n_critics]`. Costs are per
+step; `d_step` = d / T.
 Every loss takes its own PRNG key (one action sample per transition, `normal(key, [B, A])`, as crax).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from train.envs import PyTree
+from train.nets import Normalizer
 from train.offpolicy.networks import SACNetworks
 
 
@@ -31,21 +34,7 @@ class Transition(NamedTuple):
     next_obs: jax.Array
 
 
-class PIDState(NamedTuple):
-    """SAC-PID controller state (float32 scalars): clipped error integral, previous error, derivative EMA."""
-
-    integral: jax.Array
-    prev_error: jax.Array
-    deriv_ema: jax.Array
-
-
-def pid_init() -> PIDState:
-    """All zeros (crax's `init_aux_state_fn`)."""
-    z = jnp.zeros((), jnp.float32)
-    return PIDState(z, z, z)
-
-
-def _sample(nets: SACNetworks, normalizer: Any, policy_params: Any, obs: jax.Array,
+def _sample(nets: SACNetworks, normalizer: Normalizer, policy_params: PyTree, obs: jax.Array,
             key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(squashed action `[B, A]`, its log-density `[B]`) of one reparameterised policy sample per row."""
     dist = nets.parametric_action_distribution
@@ -54,15 +43,15 @@ def _sample(nets: SACNetworks, normalizer: Any, policy_params: Any, obs: jax.Arr
     return dist.postprocess(raw), dist.log_prob(logits, raw)
 
 
-def alpha_loss(log_alpha: jax.Array, policy_params: Any, normalizer: Any, obs: jax.Array, key: jax.Array,
+def alpha_loss(log_alpha: jax.Array, policy_params: PyTree, normalizer: Normalizer, obs: jax.Array, key: jax.Array,
                nets: SACNetworks, target_entropy: float) -> jax.Array:
     """Temperature loss mean(alpha * sg(-log pi(a|s) - target_entropy)), alpha = exp(log_alpha) (SAC eq. 18)."""
     _, log_prob = _sample(nets, normalizer, policy_params, obs, key)
     return jnp.mean(jnp.exp(log_alpha) * jax.lax.stop_gradient(-log_prob - target_entropy))
 
 
-def critic_loss(q_params: Any, policy_params: Any, normalizer: Any, target_q_params: Any, alpha: jax.Array,
-                data: Transition, key: jax.Array, nets: SACNetworks, reward_scaling: float,
+def critic_loss(q_params: PyTree, policy_params: PyTree, normalizer: Normalizer, target_q_params: PyTree,
+                alpha: jax.Array, data: Transition, key: jax.Array, nets: SACNetworks, reward_scaling: float,
                 discount: float) -> jax.Array:
     """Twin-Q soft Bellman loss 0.5 mean_{B, heads}(((Q_k(s, a) - y) (1 - trunc))^2),
     y = sg(r reward_scaling + discount_flag gamma (min_k Q'_k(s', a') - alpha log pi(a'|s'))), a' ~ pi(s')."""
@@ -75,7 +64,7 @@ def critic_loss(q_params: Any, policy_params: Any, normalizer: Any, target_q_par
     return 0.5 * jnp.mean(jnp.square(err))
 
 
-def cost_critic_loss(cost_q_params: Any, policy_params: Any, normalizer: Any, target_cost_q_params: Any,
+def cost_critic_loss(cost_q_params: PyTree, policy_params: PyTree, normalizer: Normalizer, target_cost_q_params: PyTree,
                      data: Transition, key: jax.Array, nets: SACNetworks, discount: float) -> jax.Array:
     """Cost twin-Q loss: as `critic_loss` with the per-step cost, unscaled, and no entropy term in the target
     (y = sg(c + discount_flag gamma min_k Qc'_k(s', a')), crax's CMDP convention)."""
@@ -87,8 +76,8 @@ def cost_critic_loss(cost_q_params: Any, policy_params: Any, normalizer: Any, ta
     return 0.5 * jnp.mean(jnp.square(err))
 
 
-def actor_loss(policy_params: Any, normalizer: Any, q_params: Any, cost_q_params: Any | None, alpha: jax.Array,
-               lam: jax.Array, obs: jax.Array, key: jax.Array, nets: SACNetworks) -> jax.Array:
+def actor_loss(policy_params: PyTree, normalizer: Normalizer, q_params: PyTree, cost_q_params: PyTree | None,
+               alpha: jax.Array, lam: jax.Array, obs: jax.Array, key: jax.Array, nets: SACNetworks) -> jax.Array:
     """mean(alpha log pi(a|s) - min_k Q_k(s, a) + lambda min_k Qc_k(s, a)), a ~ pi(s) reparameterised.
 
     crax's SAC-Lag penalises the *smaller* of the two cost heads (as written in its losses); with
@@ -101,23 +90,6 @@ def actor_loss(policy_params: Any, normalizer: Any, q_params: Any, cost_q_params
     return jnp.mean(loss)
 
 
-def soft_update(target: Any, online: Any, tau: float) -> Any:
+def soft_update(target: PyTree, online: PyTree, tau: float) -> PyTree:
     """Polyak averaging of every leaf: target (1 - tau) + online tau."""
     return jax.tree_util.tree_map(lambda x, y: x * (1 - tau) + y * tau, target, online)
-
-
-def lagrange_update(lam: jax.Array, mean_cost: jax.Array, d_step: jax.Array, lr: float,
-                    lam_max: float) -> jax.Array:
-    """SAC-Lag: lambda <- min(relu(lambda + lr (mean_cost - d/T)), lam_max); crax passes lr = lagrangian_lr / T."""
-    return jnp.minimum(jax.nn.relu(lam + lr * (mean_cost - d_step)), jnp.asarray(lam_max, jnp.float32))
-
-
-def pid_update(lam: jax.Array, pid: PIDState, mean_cost: jax.Array, d_step: jax.Array, kp: float, ki: float,
-               kd: float, integral_clip: float, lambda_clip: float, beta: float) -> tuple[jax.Array, PIDState]:
-    """SAC-PID, with v = mean_cost - d/T: I <- clip(I + v, +-integral_clip), D <- beta D + (1 - beta)(v - v_prev),
-    lambda <- clip(relu(lambda + kp v + ki I + kd D), 0, lambda_clip); returns (lambda, (I, v, D))."""
-    v = mean_cost - d_step
-    integral = jnp.clip(pid.integral + v, -integral_clip, integral_clip)
-    deriv = beta * pid.deriv_ema + (1.0 - beta) * (v - pid.prev_error)
-    out = kp * v + ki * integral + kd * deriv
-    return jnp.clip(jax.nn.relu(lam + out), 0.0, lambda_clip), PIDState(integral, v, deriv)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from train.algorithms.base import Algorithm, LossInputs, cost_advantage
 from train.config import TrainConfig
+from train.onpolicy.algorithms.base import Algorithm, LossInputs, cost_advantage
+
+if TYPE_CHECKING:
+    import jax
 
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
-    from train import losses as L
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
+    from train.onpolicy import losses as L
 
     cadv = cost_advantage(config, config.p3o, x.cost_adv)
     if config.p3o.violation == "previous_update":
@@ -19,11 +22,12 @@ def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
                              config.discount)
 
 
-def multiplier_update(config: TrainConfig, mult: Any, mean_cost: Any, d_step: Any) -> Any:
-    from train import losses as L
+def multiplier_update(config: TrainConfig, mult: jax.Array, mean_cost: jax.Array, d_step: jax.Array) -> jax.Array:
+    from train.onpolicy import losses as L
 
     pc = config.p3o
     return L.p3o_kappa_update(mult, mean_cost, d_step, pc.kappa_init, pc.increase, pc.decay, pc.kappa_max)
 
 
-P3O = Algorithm("p3o", 2, "p3o", lambda c: c.p3o.kappa_init, policy_loss, multiplier_update, title="P3O")
+P3O = Algorithm(name="p3o", title="P3O", config_section="p3o", initial_multiplier=lambda c: c.p3o.kappa_init,
+                policy_loss=policy_loss, multiplier_update=multiplier_update, paper=True)

@@ -1,8 +1,9 @@
-"""Pure loss and multiplier-update functions of the PPO core and its algorithms (jax).
+"""Pure loss and update functions of the PPO core and its algorithms (jax); the Lagrange and PID rules are the
+floor's (`train.multipliers`), PPO-Saute's budget step its adapter's (`train.onpolicy.saute`).
 
 Shapes: time-major `[T, B]` for GAE inputs; the policy losses take flat per-sample arrays `[N]`.
 All costs are per-step (undiscounted episodic cost / T is the per-step scale); `d_step = d / T`.
-`train.algorithms` binds each algorithm's policy loss and multiplier update to the config's settings.
+`train.onpolicy.algorithms` binds each algorithm's policy loss and multiplier update to the config's settings.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def focops_crax_policy_loss(ratio: jax.Array, log_ratio: jax.Array, adv_r: jax.A
     1 if the minibatch's approximate KL k = mean((rho - 1) - log rho) <= kl_threshold, else
     kl_threshold / (k + 1e-8) (differentiated, as in crax); no KL term."""
     adv = (adv_r - nu * adv_c) / (1.0 + nu)
-    kl = jnp.mean((ratio - 1.0) - log_ratio)
+    kl = approx_kl(ratio, log_ratio)
     factor = jnp.where(kl <= kl_threshold, 1.0, kl_threshold / (kl + 1e-8))
     return -jnp.mean(ratio * adv) / temperature * factor
 
@@ -129,14 +130,15 @@ def gaussian_kl(loc_p: jax.Array, scale_p: jax.Array, loc_q: jax.Array, scale_q:
     return kl.sum(axis=-1)
 
 
+def approx_kl(ratio: jax.Array, log_ratio: jax.Array) -> jax.Array:
+    """mean((rho - 1) - log rho) over all samples: the k3 sample estimate of KL(old || new) (never negative;
+    crax's FOCOPS estimator), the `approx_kl` diagnostic."""
+    return jnp.mean((ratio - 1.0) - log_ratio)
+
+
 def value_loss(targets: jax.Array, values: jax.Array) -> jax.Array:
     """Critic loss 0.25 mean((targets - values)^2) (brax's 0.5 * 0.5 convention)."""
     return 0.25 * jnp.mean((targets - values) ** 2)
-
-
-def lagrange_update(lam: jax.Array, mean_cost: jax.Array, d_step: jax.Array, lr: float) -> jax.Array:
-    """PPO-Lag: lambda <- relu(lambda + lr (mean per-step cost - d/T))."""
-    return jax.nn.relu(lam + lr * (mean_cost - d_step))
 
 
 def p3o_kappa_update(kappa: jax.Array, mean_cost: jax.Array, d_step: jax.Array, kappa_init: float,
@@ -152,24 +154,6 @@ def focops_nu_update(nu: jax.Array, mean_cost: jax.Array, d_step: jax.Array, lr:
     return jnp.clip(nu + lr * (mean_cost - d_step), 0.0, nu_max)
 
 
-def pid_update(lam: jax.Array, pid_state: jax.Array, mean_cost: jax.Array, d_step: jax.Array, kp: float,
-               ki: float, kd: float, integral_clip: float, lambda_max: float,
-               derivative_ema: float) -> tuple[jax.Array, jax.Array]:
-    """PPO-PID's multiplier update (crax-bench's `ppo_pid`, Stooke et al. 2020), once per update.
-
-    pid_state `[3]` = (integral I, previous error v_prev, derivative estimate D); with the error
-    v = mean per-step cost - d/T: I' = clip(I + v, -integral_clip, integral_clip),
-    D' = derivative_ema D + (1 - derivative_ema)(v - v_prev), and
-    lambda' = clip(relu(lambda + kp v + ki I' + kd D'), 0, lambda_max). Returns (lambda', (I', v, D')).
-    """
-    integral, prev, deriv = pid_state[0], pid_state[1], pid_state[2]
-    v = mean_cost - d_step
-    integral = jnp.clip(integral + v, -integral_clip, integral_clip)
-    deriv = derivative_ema * deriv + (1.0 - derivative_ema) * (v - prev)
-    lam = jnp.clip(jax.nn.relu(lam + kp * v + ki * integral + kd * deriv), 0.0, lambda_max)
-    return lam, jnp.stack([integral, v, deriv]).astype(pid_state.dtype)
-
-
 def crpo_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, regime: jax.Array,
                      eps: float) -> jax.Array:
     """CRPO: the clipped surrogate on A_r (a reward step, regime > 0.5) or on -A_c (a cost step)."""
@@ -179,25 +163,3 @@ def crpo_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, regim
 def crpo_regime(mean_cost: jax.Array, d_step: jax.Array, eta: float) -> jax.Array:
     """CRPO's next regime: 1 (reward step) if mean per-step cost - d/T <= eta, else 0 (cost step)."""
     return jnp.where(mean_cost - d_step > eta, 0.0, 1.0)
-
-
-def saute_step(budget: jax.Array, cost: jax.Array, reward: jax.Array, bound: jax.Array, budget_discount: float,
-               penalty: float, clip_budget: bool) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One Saute step: the budget after paying `cost`, and the learner's reward.
-
-    b' = (b - c) / budget_discount; the step overdraws the budget iff b' < 0, and then the learner's reward is
-    `penalty` instead of `reward`; with `clip_budget` the stored budget is clip(b', 0, 3 d) (crax's
-    SauteWrapper). All arrays in cost units, shapes broadcast (`[n]` per env). Returns (b', reward, overdrawn
-    in {0, 1}).
-    """
-    candidate = (budget - cost) / budget_discount
-    over = candidate < 0.0
-    new = jnp.clip(candidate, 0.0, 3.0 * bound) if clip_budget else candidate
-    return new, jnp.where(over, penalty, reward), over.astype(reward.dtype)
-
-
-def saute_observation(obs: jax.Array, budget: jax.Array, bound: jax.Array, normalize: bool) -> jax.Array:
-    """The observation with the budget appended (`[..., O]` -> `[..., O + 1]`): clip(b / d, 0, 2) if
-    `normalize` (crax's SauteWrapper), else b."""
-    b = jnp.clip(budget / bound, 0.0, 2.0) if normalize else budget
-    return jnp.concatenate([obs, jnp.asarray(b, obs.dtype)[..., None]], axis=-1)

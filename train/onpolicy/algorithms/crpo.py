@@ -9,26 +9,30 @@ critics always train; no multiplier. Per iterate: `crpo_regime` (the regime of t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from train.algorithms.base import Algorithm, LossInputs, StateVar, cost_advantage
 from train.config import TrainConfig
+from train.onpolicy.algorithms.base import Algorithm, LossInputs, StateVar, cost_advantage
+
+if TYPE_CHECKING:
+    import jax
 
 
-def policy_loss(config: TrainConfig, x: LossInputs) -> Any:
-    from train import losses as L
+def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
+    from train.onpolicy import losses as L
 
     return L.crpo_policy_loss(x.ratio, x.adv, cost_advantage(config, config.crpo, x.cost_adv), x.state[0],
                               config.clip_epsilon)
 
 
-def update(config: TrainConfig, mult: Any, state: Any, mean_cost: Any, d_step: Any) -> tuple[Any, Any]:
+def update(config: TrainConfig, mult: jax.Array, state: jax.Array, mean_cost: jax.Array,
+           d_step: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(multiplier unchanged, state with the next regime in slot 0)."""
-    from train import losses as L
+    from train.onpolicy import losses as L
 
     return mult, state.at[0].set(L.crpo_regime(mean_cost, d_step, config.crpo.eta))
 
 
-CRPO = Algorithm("crpo", 6, "crpo", lambda c: 0.0, policy_loss, update=update, initial_state=lambda c: (1.0,),
-                 state_vars=(StateVar("crpo_regime", 0), StateVar("crpo_reward_share", 0, mean=True)),
-                 uses_multiplier=False, title="CRPO")
+CRPO = Algorithm(name="crpo", title="CRPO", config_section="crpo", policy_loss=policy_loss, update=update,
+                 initial_state=lambda c: (1.0,), uses_multiplier=False,
+                 state_vars=(StateVar("crpo_regime", 0), StateVar("crpo_reward_share", 0, mean=True)))
