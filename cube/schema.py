@@ -9,6 +9,7 @@ written by other tools can be evaluated.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -262,9 +263,22 @@ def normalise(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
+def schema_version_problems(attrs: Mapping[str, Any]) -> list[str]:
+    """A problem line when a store's `saferl_schema_version` is one this saferl does not read (a later
+    version, or not a version at all); none for foreign cubes, which carry none."""
+    if "saferl_schema_version" not in attrs:
+        return []
+    version = attrs["saferl_schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int | np.integer) or int(version) != SCHEMA_VERSION:
+        newer = isinstance(version, int | np.integer) and not isinstance(version, bool) and version > SCHEMA_VERSION
+        return [f"the store has schema version {version!r}; this saferl reads version {SCHEMA_VERSION}"
+                + (": upgrade saferl to read it" if newer else ": the store's zarr.json is damaged or foreign")]
+    return []
+
+
 def structure_problems(ds: xr.Dataset) -> list[str]:
     """Contract violations visible without reading data: dims, variables, dtypes, labels."""
-    problems = []
+    problems = schema_version_problems(ds.attrs)
     for dim in DIMS:
         if dim not in ds.dims:
             problems.append(f"dimension '{dim}' is missing (a cube needs {', '.join(DIMS)})")

@@ -90,16 +90,20 @@ def check_follow_arguments(interval: float, stall: float) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl-tui`` console script: one error boundary, one line per failure."""
-    from cube.cli.console import print_error
+    from cube.cli.console import drain_zarr_io_at_exit, print_error
+    from cube.store.read import check_cube_path
 
     args = parser().parse_args(argv)
     if args.path is None:
         path, builder = demo_path(), build_demo
     else:
         path, builder = Path(args.path), None
+    drain_zarr_io_at_exit()  # reads a closing app left in zarr's loop end before zarr's exit hook closes it
     try:
         check_statistics_arguments(args.boot, 0.95, args.seed, seed_flag="--seed")
         check_follow_arguments(args.follow_interval, args.stall)
+        if builder is None:
+            check_cube_path(path)  # a missing path, a plain file, a folder that is no store: one line, exit 2
         with ExitStack() as stack:
             stack.enter_context(scheduler_context(args.scheduler))
             app = build_app(path, export_dir=args.export_dir, boot=args.boot, rng_seed=args.seed,

@@ -147,6 +147,8 @@ class CubeModel:
         from cube.store.runstatus import RunStatusReader
 
         self._check(sel)
+        if not Path(self.path).exists():
+            raise CubeError(f"{self.path} is gone (deleted or moved away): there is no run status to show")
         if not Path(self.path).is_dir():
             raise CubeError(f"{self.path} is a netCDF file: run status is read from a zarr store being written")
         with self._lock:

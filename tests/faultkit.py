@@ -108,3 +108,11 @@ def fill_disk(folder: Path) -> None:
                 ballast.flush()
         except OSError:
             pass
+
+
+def forked_child() -> None:
+    """Call first in a forked child that computes with dask: the parent's thread pool came along without its
+    threads (work queued there would wait forever); the child makes its own."""
+    import dask.threaded
+
+    dask.threaded.default_pool = None

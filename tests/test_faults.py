@@ -132,12 +132,13 @@ def test_cache_follows_content_even_with_same_size_and_restored_mtime(tmp_path: 
     writer = CubeWriter(path)
     writer.write_episodes(KEY, "train", 0, np.ones(4), np.full(4, 1.0))
     first = float(stats.load_suffstats(path)["sum_c"].sum())
-    chunk = next(p for p in (path / "cost" / "c").rglob("*") if p.is_file())
-    stat = chunk.stat()
-    writer.write_episodes(KEY, "train", 0, np.ones(4), np.full(4, 2.0))
-    assert chunk.stat().st_size == stat.st_size  # same size ...
-    os.utime(chunk, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and the old mtime restored
-    assert chunk.stat().st_mtime_ns == stat.st_mtime_ns
+    chunks = [next(p for p in (path / name / "c").rglob("*") if p.is_file()) for name in ("reward", "cost")]
+    stats_before = [chunk.stat() for chunk in chunks]
+    writer.write_episodes(KEY, "train", 0, np.ones(4), np.full(4, 2.0))  # the same rewards, other costs
+    for chunk, stat in zip(chunks, stats_before, strict=True):  # both chunks rewritten: restore both mtimes
+        assert chunk.stat().st_size == stat.st_size  # same size ...
+        os.utime(chunk, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # ... and the old mtime restored
+        assert chunk.stat().st_mtime_ns == stat.st_mtime_ns
     again = float(stats.load_suffstats(path)["sum_c"].sum())
     assert (first, again) == (4.0, 8.0)
 

@@ -138,6 +138,7 @@ def test_side_folders_honour_the_umask_and_the_stores_group(tmp_path: Path) -> N
         with Recorder(path, algo="a", task="t", bound=1.0, seed=0) as rec:
             rec.train_episodes(0, [1.0], [1.0])
         shutil.rmtree(path / "_locks")
+        shutil.rmtree(path / "_claims")  # the recorder's claim folder too: made before the store was shared
         os.chown(path, -1, 4242)
         os.chmod(path, 0o2775)
         with Recorder(path, algo="a", task="t", bound=1.0, seed=1) as rec:

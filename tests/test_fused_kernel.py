@@ -70,19 +70,27 @@ def test_fused_equals_numpy_on_any_grid(monkeypatch, grid, seed, dtype):
     _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
 
 
-def test_both_kernels_add_episodes_in_order(monkeypatch):
-    """sum_r, sum_c and sum_over are float64 sums in episode order, NaN adding nothing: a plain loop."""
-    r, c, d = _block(7, (2, 5, 300, 3), np.float32, 0.2, 0.2, np.array([25.0]))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_both_kernels_add_episodes_in_order(monkeypatch, dtype):
+    """sum_r, sum_c and sum_over are float64 sums in episode order, NaN adding nothing: a plain loop. float32
+    episodes add exactly in float64 whatever the order; the float64 ones spread over 16 orders of magnitude,
+    so that adding them in another order gives other sums (checked here too)."""
+    r, c, d = _block(7, (2, 5, 300, 3), dtype, 0.2, 0.2, np.array([25.0]))
+    if dtype is np.float64:
+        scale = 10.0 ** np.random.default_rng(8).integers(-8, 9, r.shape)
+        r, c = r * scale, c * scale
     cells, rows = kernel.cell_stats(r, c, d, kernel.default_kappa(), None)[:2]
     r3, c3 = r.reshape(-1, 300, 3), c.reshape(-1, 300, 3)
-    want = np.zeros((rows.size, 3))
+    want, backwards = np.zeros((rows.size, 3)), np.zeros((rows.size, 3))
     for k, cell in enumerate(rows):
         run, mode = divmod(int(cell), 3)
-        for e in range(300):
-            y, x = float(r3[run, e, mode]), float(c3[run, e, mode])
-            want[k, 0] += 0.0 if np.isnan(y) else y
-            want[k, 1] += 0.0 if np.isnan(x) else x
-            want[k, 2] += 0.0 if np.isnan(x) else max(x - 25.0, 0.0)
+        for out, order in ((want, range(300)), (backwards, range(299, -1, -1))):
+            for e in order:
+                y, x = float(r3[run, e, mode]), float(c3[run, e, mode])
+                out[k, 0] += 0.0 if np.isnan(y) else y
+                out[k, 1] += 0.0 if np.isnan(x) else x
+                out[k, 2] += 0.0 if np.isnan(x) else max(x - 25.0, 0.0)
+    assert np.array_equal(want, backwards) == (dtype is np.float32)  # the order shows in float64 only
     for choice in ("numpy", "fused"):
         sums = _stats(choice, monkeypatch, r, c, d, kernel.default_kappa()).sums
         np.testing.assert_array_equal(sums[:, [1, 3, 5]], want)

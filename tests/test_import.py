@@ -116,6 +116,14 @@ def test_saferl_eval_final_episodes_are_episodes_training_is_means(tmp_path: Pat
     assert validate(out) == []
     ds = open_cube(out)
     assert list(ds.task.values) == ["circle"] and list(ds.seed.values) == [0, 1]
+    # the finals sit at the iterate of the last logged training step (2 of 0..2), not one after it
+    assert ds.sizes["iterate"] == 3
+    at = ds["cost"].sel(algo="ppo_lag", task="circle", bound=25.0).notnull().any("episode")
+    assert at.sel(seed=0, mode="expl").values.tolist() == [False, False, True]
+    assert at.sel(seed=0, mode="train").values.tolist() == [True, True, True]
+    assert at.sel(seed=1, mode="greedy").values.tolist() == [True, False, False]  # no history: iterate 0
+    rows = {r["seed"]: r for r in read_manifests(out)}
+    assert (rows[0]["iterates_done"], rows[1]["iterates_done"]) == (3, 1)
     ss = stats.load_suffstats(out, cache=False)
     expl = stats.run_metrics(ss, "final_expl").sel(algo="ppo_lag", task="circle", bound=25.0)
     np.testing.assert_allclose(expl["V"].values, [2 / 4, 0.0])  # 30 and 50 exceed 25; strict cost > d

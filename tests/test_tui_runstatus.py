@@ -111,7 +111,7 @@ async def test_status_view_and_saferl_status_show_a_run_in_the_same_text(tmp_pat
         cli_header = [str(c.header) for c in cli_totals.columns]
         for tui_name, cli_name in (("steps", "env steps"), ("steps/s", "steps/s"), ("eta", "ETA")):
             assert [r[TOTALS_HEADER.index(tui_name)] for r in tui_totals] == \
-                list(cli_totals.columns[cli_header.index(cli_name)].cells), tui_name
+                [str(c) for c in cli_totals.columns[cli_header.index(cli_name)].cells], tui_name
 
 
 @sync

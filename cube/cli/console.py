@@ -52,10 +52,51 @@ def error_line(exc: BaseException) -> str:
 def print_error(exc: BaseException) -> None:
     """`error: <one line>` on stderr, the message printed literally (no rich markup in user text).
 
-    zarr's event loop may still hold read tasks that the error cut short; asyncio would log "Task was
-    destroyed but it is pending!" for each at exit, after our one line: those are silenced."""
+    zarr's event loop may still hold read tasks that the error cut short: they are cancelled and awaited
+    at exit while the loop still runs (`drain_zarr_io`), so no "Event loop is closed" or "coroutine ... was
+    never awaited" follows our one line; asyncio's "Task was destroyed" log lines are silenced too."""
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    drain_zarr_io_at_exit()
     err_console.print(Text.assemble(("error:", "bold red"), " ", error_line(exc)), highlight=False, soft_wrap=True)
+
+
+def drain_zarr_io(timeout: float = 5.0) -> int:
+    """Cancel the tasks left in zarr's event loop (reads that an error in another chunk cut short) and wait
+    for them, while the loop still runs; returns how many there were. Without this, zarr's exit hook
+    closes the loop under them and each prints a traceback ("Event loop is closed")."""
+    import asyncio
+    import sys
+
+    sync = sys.modules.get("zarr.core.sync")
+    loop = getattr(sync, "loop", [None])[0] if sync is not None else None
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return 0
+
+    async def cancel_all() -> int:
+        me = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not me]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
+    try:
+        return asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(timeout)
+    except Exception:  # noqa: BLE001 - a loop stopping meanwhile: nothing left to drain
+        return 0
+
+
+_DRAIN_REGISTERED: list[bool] = []
+
+
+def drain_zarr_io_at_exit() -> None:
+    """Run `drain_zarr_io` at exit, before zarr's own exit hook (registered after it: exit hooks run last
+    registered first) and after the worker threads of dask's pools have been joined."""
+    import atexit
+
+    if not _DRAIN_REGISTERED:
+        _DRAIN_REGISTERED.append(True)
+        atexit.register(drain_zarr_io)
 
 
 def print_warning(message: str) -> None:

@@ -27,6 +27,9 @@ def check_demo_size(args: argparse.Namespace) -> None:
     from cube.compute import check_memory
     from cube.store.layout import MAX_CHUNK_BYTES, MAX_EPISODE_SLOTS, MAX_ITERATES
 
+    if not 0 <= args.seed < 2**63:
+        raise CubeError(f"--seed must be a whole number from 0 to 2**63 - 1 (the synthetic data's random seed), "
+                        f"got {args.seed}")
     slots = max(args.episodes, args.eval_episodes)
     for flag, value, limit in (("--iterates", args.iterates, MAX_ITERATES), ("--episodes", args.episodes,
                                MAX_EPISODE_SLOTS), ("--eval-episodes", args.eval_episodes, MAX_EPISODE_SLOTS)):

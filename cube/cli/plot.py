@@ -104,6 +104,20 @@ def _check(args: argparse.Namespace) -> None:
     check_alpha(args.cvar_alpha)
     if args.window < 1 or args.bins < 1:
         raise CubeError("--window and --bins must be >= 1")
+    _check_window(args.path, args.window)
+
+
+def _check_window(path: str, window: int) -> None:
+    """CubeError when the moving-average window is longer than the cube's iterates (it would average each
+    curve into one flat line without a word); iterates read from the store's published grid."""
+    from cube.store.grid import published_sizes
+    from cube.store.layout import MAX_ITERATES
+
+    sizes = published_sizes(path) if Path(path).is_dir() else None
+    most = sizes["iterate"] if sizes else MAX_ITERATES
+    if window > most:
+        raise CubeError(f"--window {window:,} is longer than the {most:,} iterates "
+                        f"{'of the cube' if sizes else 'a store holds'}: give at most {most:,}")
 
 
 def _default_out(path: str, kind: str, fmt: str) -> Path:

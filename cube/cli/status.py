@@ -12,7 +12,8 @@ status, env steps and their rate, the longest ETA. Without --all, complete runs 
 
 --watch redraws the tables whenever a run writes (a `cube.store.locks.SeqWatch` polled every --interval
 seconds: stat calls, and only the sequence chunks of folders that changed) and at least every --interval
-seconds for the clocks; Ctrl-C ends it (exit 0); a store deleted meanwhile ends it with one line (exit 1).
+seconds for the clocks; Ctrl-C (or SIGTERM) ends it after the poll under way (exit 0); a store deleted
+meanwhile ends it with one line (exit 1).
 On a console that is not a terminal every redraw is printed below the previous one.
 
 The trainer (an installed ``saferl.commands`` plugin) may add hooks with `set_status_hooks`: the total
@@ -23,18 +24,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from cube.cli.console import err_console
 from cube.store.locks import SeqWatch, StoreGone
 from cube.store.runstatus import ROW_FIELDS, STALL_S, RunStatus, RunStatusReader, row_text, totals, totals_text
 
 Hook = Callable[[dict[str, Any]], Any]
+MAX_INTERVAL_S = 86400.0
+"""The longest --interval of --watch (a day): longer sleeps overflow the clock and watch nothing."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
     """Entry of `saferl status`: 0; 1 when a followed store is deleted; CubeError (one line) for bad input."""
     from cube.errors import CubeError
 
-    if args.interval <= 0 or not math.isfinite(args.interval):
-        raise CubeError(f"--interval must be a positive number of seconds, got {args.interval:g}")
-    if args.stall_after <= 0:
+    if not 0 < args.interval <= MAX_INTERVAL_S:
+        raise CubeError(f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL_S:g} (a day), "
+                        f"got {args.interval:g}")
+    if not (math.isfinite(args.stall_after) and args.stall_after > 0):
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
     reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
     console = _console()
@@ -96,37 +103,79 @@ def _total_hook(hook: Hook | None) -> Callable[[dict[str, Any]], int | None] | N
 
 
 def watch(args: argparse.Namespace, reader: RunStatusReader, console: Console) -> int:
-    """Follow the store until Ctrl-C (0) or until it is deleted (1, one line)."""
+    """Follow the store until Ctrl-C or SIGTERM (0) or until it is deleted (1, one line).
+
+    Ctrl-C only asks the loop to stop (`StopRequest`): the poll under way ends normally, so no read of the
+    store (a zarr call, a lock file) is cut in the middle, and the command returns within one poll, however
+    busy the machine; a second Ctrl-C interrupts at once."""
     from rich.live import Live
 
     seq_watch = SeqWatch(args.path)
     live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
     shown: tuple | None = None
-    try:
-        if live is not None:
-            live.start()
-        while True:
-            _, seqs = seq_watch.poll()  # cheap: stat calls, and the sequence chunks of folders that moved
-            runs = reader.read(seqs=seqs)  # stored facts read again only for runs whose sequence moved
-            view = render(args.path, runs, args.all, args.status_variant)
+    with StopRequest() as stop:
+        try:
             if live is not None:
-                live.update(view, refresh=True)
-            elif state(runs) != shown:  # a log, not a screen: a new snapshot when a run's state changed
-                console.print(view)
-                console.file.flush()
-            shown = state(runs)
-            time.sleep(args.interval)
-    except KeyboardInterrupt:
-        return 0
-    except StoreGone as exc:
-        if live is not None:
-            live.stop()
-            live = None
-        err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
-        return 1
-    finally:
-        if live is not None:
-            live.stop()
+                live.start()
+            while not stop.requested():
+                _, seqs = seq_watch.poll()  # cheap: stat calls, and the sequence chunks of folders that moved
+                runs = reader.read(seqs=seqs)  # stored facts read again only for runs whose sequence moved
+                view = render(args.path, runs, args.all, args.status_variant)
+                if live is not None:
+                    live.update(view, refresh=True)
+                elif state(runs) != shown:  # a log, not a screen: a new snapshot when a run's state changed
+                    console.print(view)
+                    console.file.flush()
+                shown = state(runs)
+                stop.wait(args.interval)
+            return 0
+        except KeyboardInterrupt:  # the second Ctrl-C
+            return 0
+        except StoreGone as exc:
+            if live is not None:
+                live.stop()
+                live = None
+            err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
+            return 1
+        finally:
+            if live is not None:
+                live.stop()
+
+
+class StopRequest:
+    """While entered (in the main thread): SIGINT and SIGTERM set a flag instead of raising, and the first
+    one puts the previous handlers back (a second Ctrl-C raises KeyboardInterrupt as usual). `wait(s)`
+    sleeps until then or for `s` seconds."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self._event.set()
+        self._restore()
+
+    def _restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        return self._event.wait(seconds)
 
 
 def state(runs: Sequence[RunStatus]) -> tuple:
@@ -140,7 +189,7 @@ def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant
            now: float | None = None) -> Group:
     """The summary line, the run table (complete runs only with `show_all`) and the totals table."""
     now = time.time() if now is None else now
-    parts: list[Any] = [summary(path, runs)]
+    parts: list[Any] = [Text(summary(path, runs))]
     table = run_table(runs, show_all, variant, now)
     if table.row_count:
         parts.append(table)
@@ -173,7 +222,7 @@ def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook |
     for r in runs:
         if r.status == "complete" and not show_all:
             continue
-        table.add_row(*run_cells(r, variant, now))
+        table.add_row(*(Text(cell) for cell in run_cells(r, variant, now)))  # labels are data, never markup
     return table
 
 
@@ -201,6 +250,7 @@ def totals_table(runs: Sequence[RunStatus]) -> Table:
                   "env steps", "steps/s", "ETA", title="totals")
     for g in totals(runs):
         text = totals_text(g)
-        table.add_row(g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",
-                                                                "pending", "complete", "env steps", "steps/s", "ETA")))
+        cells = (g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",
+                                                          "pending", "complete", "env steps", "steps/s", "ETA")))
+        table.add_row(*(Text(str(cell)) for cell in cells))
     return table

@@ -29,6 +29,7 @@ from cube.io.sourcefiles import (
     bound_value,
     check_costs,
     check_iterates,
+    check_label_values,
     find_files,
     json_object,
     number,
@@ -113,18 +114,22 @@ PROGRESS_FORMATS = {
 
 
 def read_progress_runs(sources: Sequence[str | Path], fmt: str, bound: float | None = None,
-                       window: int | None = None) -> list[ImportedRun]:
+                       window: int | None = None, given: dict[str, Any] | None = None) -> list[ImportedRun]:
     """Runs from `progress.csv` files of OmniSafe or SafePO (means per epoch, means only). `window`: the
-    episodes in the tool's window where it is not the released default (OMNISAFE_WINDOW, SAFEPO_WINDOW)."""
+    episodes in the tool's window where it is not the released default (OMNISAFE_WINDOW, SAFEPO_WINDOW).
+    `given`: the labels given on the command line (they replace the files' later; a file's label that is
+    no name is refused only where none is given)."""
     spec = PROGRESS_FORMATS[fmt]
     if window is not None and not (isinstance(window, int) and 1 <= window <= 1_000_000):
         raise CubeError(f"--window must be a whole number of episodes in 1..1000000, got {window!r}")
-    return [_progress_run(p, spec, bound, window) for p in find_files(sources, "progress.csv", f"{fmt} progress.csv")]
+    return [_progress_run(p, spec, bound, window, given or {})
+            for p in find_files(sources, "progress.csv", f"{fmt} progress.csv")]
 
 
 def _reader(fmt: str) -> Callable[[ImportRequest], list[ImportedRun]]:
     def read(request: ImportRequest) -> list[ImportedRun]:
-        runs = read_progress_runs(request.sources, fmt, request.label("bound"), request.option("window"))
+        runs = read_progress_runs(request.sources, fmt, request.label("bound"), request.option("window"),
+                                  request.labels)
         title = PROGRESS_FORMATS[fmt].title
         for run in runs:  # both log the sums of the environment's own (not normalised) per-step values
             note_convention(run, "cost_discount", "undiscounted", f"{title}'s EpCost: the episode's sum of costs")
@@ -135,13 +140,16 @@ def _reader(fmt: str) -> Callable[[ImportRequest], list[ImportedRun]]:
     return read
 
 
-def _progress_run(path: Path, spec: ProgressFormat, bound: float | None, window: int | None) -> ImportedRun:
+def _progress_run(path: Path, spec: ProgressFormat, bound: float | None, window: int | None,
+                  given: dict[str, Any]) -> ImportedRun:
     config_path = path.with_name("config.json")
     config = json_object(config_path) if config_path.exists() else {}
     labels = spec.labels(path.parent, config)
     if bound is not None:
         labels["bound"] = bound
     where = str(path)
+    check_label_values({k: v for k, v in labels.items() if given.get(k) is None}, str(config_path))
+    labels.update({k: v for k, v in given.items() if v is not None and k in labels})
     for name in ("algo", "task", "seed", "bound"):
         if labels.get(name) is None:
             flag = {"bound": "--bound (the cost limit d)"}.get(name, f"--{name}")

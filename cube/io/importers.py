@@ -119,14 +119,37 @@ def _checked_frame(df: Any, path: Path) -> Any:
 
 
 def _runs_from_frame(df: Any, source: str) -> Iterable[ImportedRun]:
-    """One ImportedRun per (algo, task, bound, seed) of a checked frame, episodes in row order."""
+    """One ImportedRun per (algo, task, bound, seed) of a checked frame, episodes in row order. The frame is
+    sorted once and cut where a label changes (linear in the rows: a groupby per run took seconds per
+    thousand runs)."""
     df = df.sort_values(["algo", "task", "bound", "seed", "iterate", "mode"], kind="stable")
-    for (algo, task, bound, seed), run in df.groupby(list(LABELS), sort=False):
-        out = ImportedRun(RunKey(str(algo), str(task), float(bound), int(seed)), source,
-                          manifest={"iterates_done": int(run["iterate"].max()) + 1})
-        for (mode, it), cell in run.groupby(["mode", "iterate"], sort=False):
-            out.episodes[(str(mode), int(it))] = (cell["reward"].to_numpy(), cell["cost"].to_numpy())
+    if not len(df):
+        return
+    labels = [df[c].to_numpy() for c in LABELS]
+    iterate, mode = df["iterate"].to_numpy(), df["mode"].to_numpy()
+    reward, cost = df["reward"].to_numpy(), df["cost"].to_numpy()
+    run_starts = _changes(labels)
+    cell_starts = _changes([*labels, iterate, mode])
+    cells = np.append(cell_starts, len(df))
+    k = 0
+    for start, end in zip(run_starts, np.append(run_starts[1:], len(df)), strict=True):
+        out = ImportedRun(RunKey(str(labels[0][start]), str(labels[1][start]), float(labels[2][start]),
+                                 int(labels[3][start])), source,
+                          manifest={"iterates_done": int(iterate[start:end].max()) + 1})
+        while cells[k] < end:
+            lo, hi = cells[k], cells[k + 1]
+            out.episodes[(str(mode[lo]), int(iterate[lo]))] = (reward[lo:hi], cost[lo:hi])
+            k += 1
         yield out
+
+
+def _changes(columns: list[np.ndarray]) -> np.ndarray:
+    """The rows (indices) where any of `columns` differs from the row before, the first row included."""
+    change = np.zeros(len(columns[0]), dtype=bool)
+    change[0] = True
+    for col in columns:
+        change[1:] |= col[1:] != col[:-1]
+    return np.flatnonzero(change)
 
 
 # ------------------------------------------------------------------------------------ saferl-eval

@@ -195,7 +195,7 @@ def check_costs(costs: np.ndarray, where: str) -> None:
 def json_object(path: Path) -> dict[str, Any]:
     """A JSON file that must hold an object (a tool's config.json)."""
     try:
-        value = json.loads(path.read_text())
+        value = json.loads(path.read_bytes().decode("utf-8-sig"))  # a byte-order mark (Windows editors) is fine
     except (ValueError, OSError) as exc:
         raise CubeError(f"cannot read {path} as JSON ({str(exc)[:80]})") from None
     if not isinstance(value, dict):
@@ -239,10 +239,21 @@ def yaml_object(path: Path) -> dict[str, Any]:
 LABEL_FLAGS = {"algo": "--algo", "task": "--task", "bound": "--bound (the cost limit d)", "seed": "--seed"}
 
 
+def check_label_values(labels: dict[str, Any], where: str) -> None:
+    """CubeError when a label found in a tool's files is no name or number (a JSON object or list, a
+    boolean): it would become a label like "{'name': 'PPOLag'}"."""
+    for name, flag in LABEL_FLAGS.items():
+        value = labels.get(name)
+        if isinstance(value, dict | list | tuple | bool):
+            kind = {dict: "an object", list: "a list", tuple: "a list", bool: "a boolean"}[type(value)]
+            raise CubeError(f"{where}: its {name} is {kind} ({json.dumps(value)[:60]}), not a name; pass {flag}")
+
+
 def run_key(found: dict[str, Any], given: dict[str, Any], where: str) -> RunKey:
     """A run's labels: those found in its files or folder names, filled or overridden by those given on
     the command line (None = not given); CubeError naming the flags to pass for the missing ones."""
     labels = {**found, **{k: v for k, v in given.items() if v is not None}}
+    check_label_values(labels, where)
     missing = [k for k in LABEL_FLAGS if labels.get(k) is None or str(labels.get(k)).strip() == ""]
     if missing:
         raise CubeError(f"{where}: no {', '.join(missing)} in the files or folder names; pass "

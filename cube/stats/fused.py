@@ -192,9 +192,30 @@ def _define() -> Any:
         return False
 
     try:
-        return numba.njit(cache=True, nogil=True)(cells)
+        cached = numba.njit(cache=True, nogil=True)(cells)
     except RuntimeError:  # no folder to cache in (a read-only install, no writable home): compile per process
         return numba.njit(nogil=True)(cells)
+    return CacheFallback(cached, lambda: numba.njit(nogil=True)(cells))
+
+
+class CacheFallback:
+    """The cached compiled loop, and the same loop compiled in this process, uncached, from the first call
+    that fails: numba reads its cache folder at the first call of each dtype, and a damaged file there
+    (truncated by a kill, garbage, another numba's) raises from that read. The loop itself never raises."""
+
+    def __init__(self, cached: Any, uncached: Any) -> None:
+        self._cached, self._make_uncached = cached, uncached
+        self._uncached: Any = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self._uncached is None:
+            try:
+                return self._cached(*args)
+            except Exception:  # noqa: BLE001 - a cache file numba cannot read
+                with _COMPILE_LOCK:
+                    if self._uncached is None:
+                        self._uncached = self._make_uncached()
+        return self._uncached(*args)
 
 
 def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,

@@ -40,12 +40,46 @@ def damaged_store_error(exc: BaseException, source: str | Path | None, what: str
     if isinstance(exc, CubeError | Cancelled):
         return exc
     try:
-        where = unreadable_chunk(source)
+        meta = metadata_problems(source)
+        where = None if meta else unreadable_chunk(source)
     except Exception:  # noqa: BLE001 - the original error is the one to report then
-        where = None
+        meta, where = [], None
+    if meta:
+        return DamagedStoreError.found(what, meta[0], advice="restore that file from a copy")
     if where:
         return DamagedStoreError.found(what, where)
     return DamagedStoreError.unexplained(what, exc)
+
+
+def metadata_problems(source: str | Path | None) -> list[str]:
+    """The metadata files of a Zarr v3 store that zarr cannot read, one line each naming the file and why:
+    the root ``zarr.json``, then each array's (a dtype its fill value does not fit, a missing codec, not JSON)."""
+    import json
+
+    import zarr
+    from zarr.storage import LocalStore
+
+    if source is None or not (Path(source) / "zarr.json").is_file():
+        return []
+    root = Path(source)
+    try:
+        json.loads((root / "zarr.json").read_bytes())
+    except (OSError, ValueError) as exc:
+        return [f"the store's zarr.json cannot be read ({_why(exc)})"]
+    store = LocalStore(root, read_only=True)
+    problems = []
+    for entry in sorted(p for p in root.iterdir() if not p.name.startswith((".", "_")) and (p / "zarr.json").is_file()):
+        try:
+            zarr.open_array(store, path=entry.name, mode="r")
+        except Exception as exc:  # noqa: BLE001 - zarr raises many types for metadata it cannot read
+            problems.append(f"the metadata of array '{entry.name}' ({entry.name}/zarr.json) cannot be read "
+                            f"({_why(exc)})")
+    return problems
+
+
+def _why(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:120]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def unreadable_chunk(source: str | Path | None) -> str | None:
@@ -63,6 +97,9 @@ def damaged_chunks(source: str | Path | None, first_only: bool = False, skip: tu
     Reads every chunk: for validate and error messages, not hot paths."""
     if source is None or not (Path(source) / "zarr.json").exists():
         return []
+    broken = [f"{line}; restore that file from a copy" for line in metadata_problems(source)]
+    if broken:
+        return broken[:1] if first_only else broken
     group = open_view(source)
     try:
         labels = {d: np.asarray(group[d][:]) for d in RUN_DIMS}

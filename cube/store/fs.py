@@ -230,3 +230,13 @@ def pid_alive(pid: int) -> bool:
     except (OverflowError, OSError):
         return False
     return True
+
+
+def process_start(pid: int) -> int | None:
+    """When process `pid` of this host started, in clock ticks since boot (Linux /proc; None elsewhere or
+    when it is gone): with the pid, it names one process even after the pid is reused."""
+    try:
+        text = Path(f"/proc/{int(pid)}/stat").read_text()
+        return int(text[text.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

@@ -26,6 +26,7 @@ from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import LocalStore, WrapperStore
 
+from cube.errors import DamagedStoreError
 from cube.schema import DIMS
 from cube.store.fs import PathLike, side_folder
 
@@ -45,8 +46,35 @@ def published_sizes(path: PathLike) -> Sizes | None:
         return None
     sizes = (meta.get("attributes") or {}).get(GRID_ATTR) if isinstance(meta, dict) else None
     if isinstance(sizes, dict) and all(isinstance(sizes.get(d), int) and sizes[d] >= 0 for d in DIMS):
-        return {d: int(sizes[d]) for d in DIMS}
+        published = {d: int(sizes[d]) for d in DIMS}
+        check_published(root, published)
+        return published
     return coordinate_sizes(root)
+
+
+def check_published(path: PathLike, published: Sizes) -> None:
+    """`DamagedStoreError` when the published grid promises more than an array holds along one of its
+    dimensions: growers resize every array before they publish, so no state of a healthy store has that (the
+    root ``zarr.json`` or an array's metadata was edited or damaged). Reads the arrays' metadata files only;
+    one that does not parse is left to the readers, which name it."""
+    root = Path(path)
+    try:
+        entries = sorted(e.name for e in os.scandir(root) if not e.name.startswith((".", "_")) and e.is_dir())
+    except OSError:
+        return
+    for name in entries:
+        try:
+            meta = json.loads((root / name / "zarr.json").read_bytes())
+            dims, shape = meta.get("dimension_names") or (), meta["shape"]
+            pairs = [(d, int(n)) for d, n in zip(dims, shape, strict=True) if d in published]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        for dim, have in pairs:
+            if have < published[dim]:
+                raise DamagedStoreError.found(
+                    f"read {path}", f"its zarr.json publishes {published[dim]} {dim} label(s) but the array "
+                    f"'{name}' holds {have}: the metadata disagree with the data",
+                    advice="restore the store's metadata (zarr.json files) from a copy")
 
 
 def coordinate_sizes(path: PathLike) -> Sizes | None:

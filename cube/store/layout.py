@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 from zarr.codecs import Crc32cCodec, ZstdCodec
 
-from cube.errors import CubeError
+from cube.errors import CubeError, DamagedStoreError
 from cube.schema import (
     DEFAULT_ITERATE_VARS,
     DIMS,
@@ -34,6 +34,7 @@ from cube.schema import (
     RunKey,
     as_str_array,
     same_bound,
+    schema_version_problems,
     seed_label,
     utc_stamp,
 )
@@ -278,9 +279,18 @@ def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> 
         raise CubeError(f"{path} is not a saferl Zarr v3 store (no zarr.json); give the path of a results store")
     with reading_store(path, f"open {path}"):  # zarr raises many types for damaged metadata
         group = open_view(path, sizes, mode="r" if mode == "r" else "r+")
-    for name in (*DIMS, "reward", "cost"):
-        if name not in group:
-            raise CubeError(f"{path} lacks the array '{name}'; it is not a writable saferl cube")
+        version = schema_version_problems(group.attrs)
+        if version:
+            raise CubeError(f"{path} is not a store this saferl can read or write: {version[0]}")
+        for name in (*DIMS, "reward", "cost"):
+            if name not in group:
+                raise CubeError(f"{path} lacks the array '{name}'; it is not a writable saferl cube")
+        for name in ("reward", "cost"):
+            dtype = group[name].dtype
+            if dtype.kind != "f":
+                raise DamagedStoreError.found(f"open {path}", f"the array '{name}' says dtype {dtype} where a "
+                                              "cube holds floats: its metadata disagree with the data",
+                                              advice="restore its zarr.json from a copy")
     return group
 
 

@@ -282,7 +282,7 @@ def _write_intent(handle: IO[str], intent: Intent) -> None:
     handle.flush()
 
 
-def _read_seq(seq: zarr.Array, index: tuple[int, ...]) -> int:
+def read_seq(seq: zarr.Array, index: tuple[int, ...]) -> int:
     """A run's sequence as the writer sees it; a damaged chunk counts as an interrupted bracket (odd), so
     the write that follows both repairs the slots and rewrites the chunk."""
     try:
@@ -305,7 +305,7 @@ def publishing(path: PathLike, seq: zarr.Array | None, index: tuple[int, ...],
 
     with open(run_lock_path(path, index), "a+") as lock:  # one open file per write: sweeps of
         fcntl.flock(lock, fcntl.LOCK_EX)                   # thousands of runs stay under ulimit -n
-        start = _read_seq(seq, index)
+        start = read_seq(seq, index)
         dead = _read_intent(lock) if start % 2 else None
         _write_intent(lock, intent if dead is None else intent.union(dead))
         seq[index] = start + 1 + start % 2  # odd: a bracket is open

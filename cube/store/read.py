@@ -71,6 +71,19 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
     return rows
 
 
+def verify_run_arrays(path: PathLike, names: tuple[str, ...]) -> None:
+    """Read every chunk of the arrays `names` of the Zarr store `path` (those it has; one concurrent read
+    each): `DamagedStoreError` naming the first chunk that does not decode. For commands that stand on
+    per-run arrays without computing from them (a report beside its runs' env steps)."""
+    if not Path(path).is_dir() or not (Path(path) / "zarr.json").exists():
+        return
+    group = open_group(path, mode="r")
+    with reading_store(path, f"read {', '.join(names)} of {path}"):
+        for name in names:
+            if name in group:
+                group[name][...]
+
+
 # --------------------------------------------------------------------------------------------------
 # reading
 
@@ -130,7 +143,14 @@ def missing_coordinate_arrays(path: Path, ds: xr.Dataset) -> list[str]:
             "restore it from a copy" for dim in DIMS if not (path / dim / "zarr.json").exists()]
 
 
-def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: Sizes | None = None) -> xr.Dataset:
+NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
+"""The first bytes of a netCDF file (classic, 64-bit offset, CDF-5, netCDF-4/HDF5)."""
+
+
+def check_cube_path(path: PathLike) -> None:
+    """CubeError (one line) unless `path` can be a cube: a Zarr store directory or a netCDF file. Reads
+    nothing but the first bytes of a file; for a front door (`saferl-tui PATH`) to refuse at once."""
+    path = Path(path)
     if not path.exists():
         raise CubeError(f"{path} does not exist; give the path of a results store (.zarr directory or .nc file)")
     mode = path.stat().st_mode
@@ -138,6 +158,21 @@ def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: 
         kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) \
             else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
         raise CubeError(f"{path} is {kind}; give the path of a results store (.zarr directory or .nc file)")
+    if stat.S_ISDIR(mode) and not ((path / "zarr.json").exists() or (path / ".zgroup").exists()):
+        raise CubeError(f"{path} is a directory but not a Zarr store (no zarr.json); give a results store path")
+    if stat.S_ISREG(mode):
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(8)
+        except OSError as exc:
+            raise CubeError(f"cannot read {path} ({exc.strerror}); check its permissions") from None
+        if not head.startswith(NETCDF_MAGIC):
+            raise CubeError(f"cannot read {path}: it is a file but not a netCDF file; give a results store "
+                            "(.zarr directory) or a netCDF export (.nc)")
+
+
+def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: Sizes | None = None) -> xr.Dataset:
+    check_cube_path(path)
     dask_chunks = chunks if lazy else None
     try:
         if path.is_dir():

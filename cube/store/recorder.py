@@ -21,8 +21,15 @@ is serialised by a lock, and each run's episodes live in chunks of its own.
 A run that already holds data is refused unless `existing` says what to do: "resume" goes on after the
 last iterate a recorder finished (`rec.next_iterate`; what a killed recorder left beyond it is dropped),
 "replace" records the run anew (the old data stays readable until the new run's first iterate lands,
-and is never mixed with it). Failures of the file system (a full disk, a read-only store) are one
-`CubeError` line.
+and is never mixed with it: that first flush marks the run partial with no iterate done in a bracket of its
+own, then empties the old run and writes the new iterates in one bracket, so a kill anywhere leaves the old
+run or the new one's completed prefix, never a run marked complete without its episodes). Failures of the
+file system (a full disk, a read-only store) are one `CubeError` line.
+
+A recorder owns its run for its whole life: it claims the run when it opens (`cube.store.claims`, the
+claims `saferl train` and `saferl import --into` take too) and releases it when it closes; a second writer
+of the run gets `ClaimRefused`, one line naming the holder (host, pid, since when), whatever `existing`
+says. A claim whose process is provably dead (same host, pid gone) is taken over.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import numpy as np
 
 from cube.errors import CubeError
 from cube.schema import DEFAULT_ITERATE_VARS, MODES, RunKey, seed_label, utc_stamp
+from cube.store.claims import RunClaims, take_claims
 from cube.store.fs import store_write_error
 from cube.store.layout import MAX_ITERATES, check_iterate_var_name, create_store, extend_store, grow_store
 from cube.store.locks import EVERYTHING, Intent
@@ -79,6 +87,7 @@ class Recorder:
         self._running: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # mode -> per-env sums of unfinished episodes
         self._progress: dict[str, float] = {}  # iterates_done, env_steps: what the manifest says is written
         self._writer: CubeWriter | None = None
+        self._claims: RunClaims | None = None
         self._started = 0.0
 
     # ----------------------------------------------------------------------------------- lifecycle
@@ -91,30 +100,42 @@ class Recorder:
         self.close(complete=exc_type is None)
 
     def open(self) -> None:
-        """Create or grow the store for this run, apply `existing`, and mark the run partial (when
-        replacing, the old run stays as it is until the first flush)."""
+        """Create or grow the store for this run, claim the run (one writer for the recording's whole life:
+        `ClaimRefused`, one line naming the holder, while another live writer holds it), settle what a killed
+        writer left, apply `existing`, and mark the run partial (when replacing, the old run stays as it is
+        until the first flush)."""
         self._started = time.time()
         check_store_locks(self.path)  # before anything is created: locks that do not work are refused
         with self._one_line("open the run"):
             self._ensure_run()
-            writer = self._writer
-            assert writer is not None
-            start = writer.existing_run(self.key, self.existing, "record")
-            has_data = writer.recorded_iterates(self.key) > 0
-            if self.existing == "resume" and has_data:
-                self.next_iterate = start
-                self._progress["iterates_done"] = start
-                with writer.bracket(self.key):
-                    writer.clear_run(self.key, start)  # what a killed recorder left after its last flush
-                    self._set_status("partial")
-                return
-            self._replacing = self.existing == "replace" and has_data
-            if not self._replacing:
+            self._claims = take_claims(self.path, [self.key], "cube.Recorder")
+            try:
+                self._apply_existing()
+            except BaseException:
+                self._writer = None
+                self._release()
+                raise
+
+    def _apply_existing(self) -> None:
+        writer = self._writer
+        assert writer is not None
+        writer.repair_run(self.key)  # a killed writer's half-written bracket: blank before it is counted
+        start = writer.existing_run(self.key, self.existing, "record")
+        has_data = writer.recorded_iterates(self.key) > 0
+        if self.existing == "resume" and has_data:
+            self.next_iterate = start
+            self._progress["iterates_done"] = start
+            with writer.bracket(self.key):
+                writer.clear_run(self.key, start)  # what a killed recorder left after its last flush
                 self._set_status("partial")
+            return
+        self._replacing = self.existing == "replace" and has_data
+        if not self._replacing:
+            self._set_status("partial")
 
     def close(self, complete: bool = True) -> None:
-        """Write what is buffered; mark the run complete (or leave it partial after a failure). A replacing
-        recorder that recorded nothing leaves the old run as it was."""
+        """Write what is buffered; mark the run complete (or leave it partial after a failure); release the
+        run's claim. A replacing recorder that recorded nothing leaves the old run as it was."""
         if self._writer is None:
             return
         try:
@@ -126,6 +147,12 @@ class Recorder:
                         self._set_status("complete" if complete else "partial")
             finally:
                 self._writer = None
+                self._release()
+
+    def _release(self) -> None:
+        if self._claims is not None:
+            self._claims.release()
+            self._claims = None
 
     # ------------------------------------------------------------------------------------ recording
     def train_episodes(self, iterate: int, rewards: Any, costs: Any) -> None:
@@ -231,6 +258,9 @@ class Recorder:
             first = min([j for _, j in done_eps] + done_vars)
             intent = EVERYTHING if self._replacing else Intent(
                 ("reward", "cost", *names, "run_manifest", "run_status"), (first, need_iterates - 1))
+            if self._replacing:  # first its own bracket: partial, 0 iterates done (never complete and empty)
+                self._progress["iterates_done"] = 0
+                self._set_status("partial")
             with writer.bracket(self.key, intent):  # readers see the whole flush or none of it
                 if self._replacing:
                     writer.clear_run(self.key)  # the old run goes as the new one's first iterate lands

@@ -26,7 +26,7 @@ from cube.schema import (
 )
 from cube.store.fs import PathLike, refuse_links, side_folder, store_write_error
 from cube.store.layout import mode_index, open_group, read_coords, run_index
-from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing
+from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing, read_seq, read_write_seqs
 from cube.store.mounts import check_store_locks
 
 EXISTING = ("refuse", "resume", "replace")
@@ -56,6 +56,23 @@ def _check_episode_values(reward: np.ndarray, cost: np.ndarray, where: str) -> N
         if big.any():
             raise CubeError(f"{where}: {name} {values[big].flat[0]:g} does not fit the store's float32 (at most "
                             f"{limit:.4g}); it would be stored as infinite: {EPISODE_RULE_HINT}")
+
+
+def check_episode_block(reward: np.ndarray, cost: np.ndarray, where: str) -> None:
+    """Refuse a run's (iterate, episode, mode) block that breaks the cube's rules before it is written: a
+    reward without its cost, and every written episode's values (`cube.schema.EPISODE_RULES`)."""
+    present = ~np.isnan(cost)  # an episode exists where its cost does; its reward may be unknown (NaN)
+    if (~np.isnan(reward) & ~present).any():
+        raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
+    _check_episode_values(reward[present], cost[present], where)
+
+
+def manifest_text(key: RunKey, status: str, manifest: dict[str, Any] | None) -> str:
+    """The stored JSON of a run's manifest: its fields, the status and the run's labels."""
+    body = dict(manifest or {})
+    body["status"] = status
+    body.setdefault("run", key.as_dict())
+    return manifest_json(body)
 
 
 class CubeWriter:
@@ -184,18 +201,53 @@ class CubeWriter:
                         f"{self.run_status(key)}); to {what} it, choose existing='resume' (go on after iterate "
                         f"{done - 1}) or existing='replace' (replace the whole run)")
 
+    def repair_run(self, key: RunKey) -> bool:
+        """Blank, for good, what a writer that died inside a bracket of run `key` left half-written (the slots
+        its intent names; see `cube.store.locks`); True if there was such a bracket. Call it holding the
+        run's claim, before counting what the run holds."""
+        index = run_index(self.coords, key)
+        seq = self._seq()
+        if seq is None or read_seq(seq, index) % 2 == 0:
+            return False
+        with self._bracket(index, Intent((), (0, 0), ()), key):  # publishing repairs the dead bracket first
+            pass
+        return True
+
+    def repair_runs(self, keys: Sequence[RunKey]) -> None:
+        """`repair_run` of each run of `keys` in the grid whose write sequence is odd (read once for all)."""
+        seqs = read_write_seqs(self.path) if self._seq() is not None else None
+        if seqs is None:
+            return
+        for key in keys:
+            if key_in_grid(self.coords, key) and seqs[run_index(self.coords, key)] % 2:
+                self.repair_run(key)
+
+    def mark_replacing(self, key: RunKey, manifest: dict[str, Any] | None = None) -> None:
+        """Before a replacement empties run `key`: a run marked complete is marked partial with no iterate
+        done, in a bracket of its own, so a kill inside the replacement never leaves a run marked complete
+        without its episodes (and a resume after it starts again from iterate 0)."""
+        if self.run_status(key) == "complete":
+            self.set_run_manifest(key, status="partial", manifest={**(manifest or {}), "iterates_done": 0})
+
     def replace_run(self, key: RunKey, reward: np.ndarray, cost: np.ndarray,
                     iterate_vars: dict[str, np.ndarray] | None = None, *, status: str = "complete",
-                    manifest: dict[str, Any] | None = None) -> None:
-        """Replace run `key` as a whole in one bracket: readers see the old run or the new one, never a mix.
+                    manifest: dict[str, Any] | None = None, means_only: dict[str, bool] | None = None) -> None:
+        """Replace run `key` as a whole: readers see the old run or the new one, never a mix, and a kill at
+        any point leaves the old run, an empty partial one or the new one marked partial: a run marked
+        complete is first marked partial in a bracket of its own (`mark_replacing`); one bracket then
+        empties it and writes the new data; the status and manifest come last, in a bracket of their own
+        (a status written inside the data's bracket would stay behind when a kill blanks that bracket).
         reward, cost: (J, E, M) as in `write_run`; iterate_vars: {name: (J,) values}; every other
-        per-iterate variable of the run becomes NaN."""
+        per-iterate variable of the run becomes NaN; means_only: {mode: flag} set with the data."""
+        self.mark_replacing(key, manifest)
         with self.bracket(key, EVERYTHING):
             self.clear_run(key)
             self.write_run(key, reward, cost)
             if iterate_vars:
                 self.write_iterate_vars(key, 0, iterate_vars)
-            self.set_run_manifest(key, status=status, manifest=manifest)
+            for mode, flag in (means_only or {}).items():
+                self.set_means_only(key, mode, flag)
+        self.set_run_manifest(key, status=status, manifest=manifest)
 
     def write_episodes(
         self,
@@ -251,10 +303,7 @@ class CubeWriter:
         where = f"run {key}"
         if reward.shape != shape or cost.shape != shape:
             raise CubeError(f"{where}: arrays must have shape {shape} (iterate, episode, mode), got {reward.shape}")
-        present = ~np.isnan(cost)  # an episode exists where its cost does; its reward may be unknown (NaN)
-        if (~np.isnan(reward) & ~present).any():
-            raise CubeError(f"{where}: a reward without a cost; an episode needs its cost (NaN marks no episode)")
-        _check_episode_values(reward[present], cost[present], where)
+        check_episode_block(reward, cost, where)
         with self._bracket(index, Intent(("reward", "cost")), key):
             self._array("reward")[index] = reward
             self._array("cost")[index] = cost
@@ -293,11 +342,8 @@ class CubeWriter:
         if status not in RUN_STATUS:
             raise CubeError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUS)}")
         index = run_index(self.coords, key)
-        body = dict(manifest or {})
-        body["status"] = status
-        body.setdefault("run", key.as_dict())
         with self._bracket(index, Intent(("run_manifest", "run_status")), key):
-            self._array("run_manifest")[index] = manifest_json(body)
+            self._array("run_manifest")[index] = manifest_text(key, status, manifest)
             self._array("run_status")[index] = RUN_STATUS[status]
 
     def set_means_only(self, key: RunKey, mode: str, means_only: bool = True) -> None:
