@@ -16,10 +16,11 @@ import pytest
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-from train import losses as L  # noqa: E402
-from train.algorithms import algorithm  # noqa: E402
-from train.algorithms.base import LossInputs, d_step  # noqa: E402
+from train.algorithm import d_step  # noqa: E402
 from train.config import TrainConfig  # noqa: E402
+from train.onpolicy import losses as L  # noqa: E402
+from train.onpolicy.algorithms.base import LossInputs  # noqa: E402
+from train.registry import algorithm  # noqa: E402
 
 MEAN, D_STEP = 0.03, 0.0125  # the update's batch mean per-step cost; d/T
 V = MEAN - D_STEP  # 0.0175, the error every update moves on
