@@ -237,7 +237,8 @@ def test_every_output_says_not_available_for_means(tmp_path: Path, fmt: str, kin
         row = doc["rows"][0]
         assert doc["reasons"]["means-only"] == why
         if kind == "aggregate":
-            assert row["metrics"]["V"] == {"value": None, "ci_low": None, "ci_high": None, "reason": "means-only"}
+            assert row["metrics"]["V"] == {"value": None, "ci_low": None, "ci_high": None, "honest_low": None,
+                                           "honest_high": None, "reason": "means-only"}
             assert row["tier_reason"] == "means-only"
             assert row["metrics"]["C"]["value"] == pytest.approx(25.25)
         else:

@@ -106,6 +106,18 @@ def test_plot_refuses_a_window_beyond_the_iterates(small_demo_cube: Path, tmp_pa
     assert not out.exists()
 
 
+def test_plot_cuts_the_default_window_to_a_short_cube(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No --window on a cube of 3 iterates: the default 5 is cut to 3 (only a window given is refused)."""
+    from cube.io.demo import make_demo_cube
+
+    path = tmp_path / "short.zarr"
+    make_demo_cube(path, seed=1, algos=("ppo", "ppo_lag"), tasks=("goal",), bounds=(25.0,), n_seeds=2,
+                   n_iterates=3, n_train_episodes=4, n_eval_episodes=4)
+    out = tmp_path / "c.png"
+    assert main(["plot", str(path), "curves", "--out", str(out), "--boot", "20"]) == 0
+    assert out.stat().st_size > 0 and "error" not in capsys.readouterr().err
+
+
 def test_report_refuses_an_empty_out(small_demo_cube: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(small_demo_cube), "--out", ""]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -31,6 +31,7 @@ from pathlib import Path
 from cube.cli.report import add_cvar_argument, add_front_cost_argument
 from cube.errors import CubeError, CubeWarning
 from cube.outputs import figures_folder, write_text
+from cube.render.style import DEFAULT_WINDOW
 from cube.selection import (
     add_selection_arguments,
     add_statistics_arguments,
@@ -68,7 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "unconstrained algorithms, e.g. ppo), none, or an algorithm")
     p.add_argument("--xmax", default="2", help="cdf: right end of the x axis (default 2, as Figure 2); "
                    "none = up to where every curve reaches 1 (Figure A.1)")
-    p.add_argument("--window", type=int, default=5, help="curves: moving-average window in iterates (default 5)")
+    p.add_argument("--window", type=int, default=None,
+                   help=f"curves: moving-average window in iterates (default {DEFAULT_WINDOW}, at most the cube's)")
     p.add_argument("--var", default="multiplier", metavar="NAME",
                    help="curves: the per-iterate variable of the third row (default multiplier; e.g. pid_integral, "
                         "saute_budget, crpo_regime, alpha); list: print those the selection has")
@@ -102,22 +104,26 @@ def _pairs(items: list[str] | None) -> tuple[tuple[str, str], ...] | None:
 def _check(args: argparse.Namespace) -> None:
     check_statistics_arguments(args.boot, args.ci, args.rng_seed)
     check_alpha(args.cvar_alpha)
-    if args.window < 1 or args.bins < 1:
+    if (args.window is not None and args.window < 1) or args.bins < 1:
         raise CubeError("--window and --bins must be >= 1")
-    _check_window(args.path, args.window)
+    args.window = _window(args.path, args.window)
 
 
-def _check_window(path: str, window: int) -> None:
-    """CubeError when the moving-average window is longer than the cube's iterates (it would average each
-    curve into one flat line without a word); iterates read from the store's published grid."""
+def _window(path: str, window: int | None) -> int:
+    """The moving-average window: `window`, or DEFAULT_WINDOW cut to the cube's iterates when none was given.
+    CubeError when a given window is longer than the cube's iterates (it would average each curve into one
+    flat line without a word); iterates read from the store's published grid."""
     from cube.store.grid import published_sizes
     from cube.store.layout import MAX_ITERATES
 
     sizes = published_sizes(path) if Path(path).is_dir() else None
     most = sizes["iterate"] if sizes else MAX_ITERATES
+    if window is None:
+        return max(1, min(DEFAULT_WINDOW, most))
     if window > most:
         raise CubeError(f"--window {window:,} is longer than the {most:,} iterates "
                         f"{'of the cube' if sizes else 'a store holds'}: give at most {most:,}")
+    return window
 
 
 def _default_out(path: str, kind: str, fmt: str) -> Path:

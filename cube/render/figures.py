@@ -43,6 +43,7 @@ from cube.errors import CubeError
 from cube.outputs import atomic_output
 from cube.render.canvas import darker, focus_y, legend, line_band, mark_synthetic, new_figure, note_empty, order_algos
 from cube.render.style import (
+    DEFAULT_WINDOW,
     FORMATS,
     MULTIPLIER_SYMBOL,
     REFERENCE_COLOR,
@@ -134,7 +135,7 @@ def _full_range(cdf: xr.Dataset) -> float:
 
 # ------------------------------------------------------------------------------------------ curves
 def curves_figure(tc: xr.Dataset, mult: xr.Dataset | None = None, baseline: str | None = None,
-                  colors: Mapping[str, str] | None = None, style: str = "paper", window: int = 5,
+                  colors: Mapping[str, str] | None = None, style: str = "paper", window: int = DEFAULT_WINDOW,
                   synthetic: bool = False, x: xr.DataArray | None = None) -> Figure:
     """Per-condition training curves from `curves.training_curves` (vars R_mean, R_std, C_mean, C_std;
     dims algo, task, bound, iterate) and optionally `curves.multiplier_curves` (mult_mean, mult_std):

@@ -21,7 +21,7 @@ from cube.errors import CubeError
 from cube.render.aggregate_figures import aggregate_curve_figure, intervals_figure, poi_figure, poi_pairs
 from cube.render.figures import cdf_figure, curves_figure, hist_figure
 from cube.render.profile_front import front_figure, profile_figure
-from cube.render.style import KINDS, STYLES, algo_colors
+from cube.render.style import DEFAULT_WINDOW, KINDS, STYLES, algo_colors
 from cube.schema import same_bound
 from cube.stats.curves import hist_panels
 
@@ -46,7 +46,7 @@ class PlotOptions:
     ci: float = 0.95
     xmax: float | None = 2.0
     style: str = "paper"
-    window: int = 5
+    window: int = DEFAULT_WINDOW
     var: str = "multiplier"
     """curves: the per-iterate variable of the third row (`cube.stats.curves.iterate_var_names`)."""
     bins: int = 20

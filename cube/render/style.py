@@ -20,6 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
+DEFAULT_WINDOW = 5
+"""Curves: the trailing moving-average window in iterates when none is given (the paper's; `saferl plot` cuts it
+to a cube's iterates)."""
+
+
 KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "profile", "front")
 STYLES = ("paper", "screen")
 FORMATS = ("pdf", "png", "svg")
