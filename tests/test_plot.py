@@ -339,3 +339,26 @@ def test_means_only_cubes_say_not_available_on_the_figure_and_the_terminal(tmp_p
         for kind in ("cdf", "intervals", "aggregate-curve"):
             notes = [t for t in _by_gid(maker.figure(kind), "not-available") if "means only" in t.get_text()]
             assert notes, kind  # the empty panels (CDF; V and D_norm+) say why
+
+
+@pytest.mark.parametrize("width_in", [3.25, 7.0])
+def test_the_legend_fits_the_figure_width(width_in: float) -> None:
+    """A one-panel figure (a column of a two-column paper, 234 pt) wraps its legend into more rows instead
+    of cutting entries at both edges; a wide one keeps one row."""
+    from matplotlib.lines import Line2D
+
+    from cube.render.canvas import legend, new_figure
+
+    algos = ["ppo", "ppo_lag", "p3o", "focops"]
+    colors = style.algo_colors(algos)
+    with style.styled("paper"):
+        fig = new_figure("paper", width_in, 2.4)
+        fig.add_subplot().plot([0, 1], [0, 1])
+        extra = [(Line2D([], [], color="k"), "front (filled: on it; number: P(front))")]
+        legend(fig, algos, colors, extra, baseline="ppo")
+        fig.draw_without_rendering()
+        box = fig.legends[0].get_window_extent()
+        assert len(fig.legends) == 1
+        assert box.x0 >= 0 and box.x1 <= fig.bbox.width, (box, fig.bbox.width)
+        rows = {round(t.get_window_extent().y0) for t in fig.legends[0].get_texts()}
+        assert (len(rows) > 1) == (width_in < 5), rows

@@ -49,14 +49,19 @@ def note_empty(ax: Axes, values: Sequence, note: str) -> None:
 def legend(fig: Figure, algos: Sequence[str], colors: Mapping[str, str], extra=(),
            baseline: str | None = None, where: str = "upper") -> None:
     """One legend for the figure, outside the panels (`where`: "upper" or "lower"): a line per algorithm in its
-    colour (the baseline dashed), then `extra` (handle, label) pairs."""
+    colour (the baseline dashed), then `extra` (handle, label) pairs; in rows of at most 6 entries, fewer where
+    the figure is too narrow for them (a one-panel figure), so no entry is cut at the figure's edges."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[a], lw=2.0, ls="--" if a == baseline else "-") for a in algos]
     handles += [h for h, _ in extra]
     labels = [algo_label(a) for a in algos] + [lab for _, lab in extra]
-    fig.legend(handles, labels, loc=f"outside {where} center", ncols=min(len(labels), 6), handlelength=1.6,
-               columnspacing=1.2)
+    for ncols in range(min(len(labels), 6), 0, -1):  # as many columns as the figure's width holds
+        box = fig.legend(handles, labels, loc=f"outside {where} center", ncols=ncols, handlelength=1.6,
+                         columnspacing=1.2)
+        if ncols == 1 or box.get_window_extent().width <= 0.98 * fig.bbox.width:
+            break
+        box.remove()
 
 
 def line_band(ax: Axes, x, y, lo, hi, color: str, gid: str, baseline: bool = False, lw: float | None = None,
