@@ -1,7 +1,9 @@
 """Write a 1/8-paper-scale cube and report write throughput and store size.
 
 Grid: 4 algos x 4 tasks x 3 bounds x 30 seeds x 122 iterates x 256 training episodes, plus final
-expl/greedy x 100 episodes (1,440 runs). Usage: ``python bench/write_cube.py [OUT] [--keep]``.
+expl/greedy x 100 episodes (1,440 runs). Usage: ``python bench/write_cube.py [OUT] [--keep] [--scale 1/8|1/24]``;
+``--scale 1/24``: the same grid with 85 training episodes per iterate (2,048 / 24; bench/startup.py and
+bench/pass_floor.py use it).
 
 Times the store writes (``CubeWriter.write_run`` + per-iterate vars + manifest) apart from generating
 the synthetic numbers, and side by side writes the same arrays as raw ``.npy`` files (no compression,
@@ -23,7 +25,9 @@ from cube.io.demo import DEMO_ALGOS as ALGOS
 from cube.io.demo import DEMO_BOUNDS, synthetic_run
 from cube.io.demo import DEMO_TASKS as TASKS
 
-SCALE = {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 256, "n_eval_episodes": 100}
+SCALES = {"1/8": {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 256, "n_eval_episodes": 100},
+          "1/24": {"n_seeds": 30, "n_iterates": 122, "n_train_episodes": 2048 // 24, "n_eval_episodes": 100}}
+SCALE = SCALES["1/8"]
 
 
 def _size_bytes(path: Path) -> int:
@@ -34,8 +38,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", nargs="?", default="bench/out/eighth.zarr")
     parser.add_argument("--keep", action="store_true", help="keep the store (other benchmarks reuse it)")
+    parser.add_argument("--scale", choices=sorted(SCALES), default="1/8",
+                        help="episodes per iterate: 1/8 (256, default) or 1/24 (85) of the paper's 2,048")
     args = parser.parse_args()
-    out = Path(args.out)
+    write(Path(args.out), SCALES[args.scale], keep=args.keep)
+
+
+def write(out: Path, scale: dict[str, int], keep: bool = True) -> None:
+    """Write the synthetic cube of `scale` at `out` (replacing it) and print the timings."""
+    SCALE = scale  # noqa: N806 - the grid of this call
     if out.exists():
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +90,7 @@ def main() -> None:
     print(f"ratio store/npy time    : {t_store / t_npy:.2f}x")
     print(f"store size on disk      : {size / 2**20:.0f} MiB vs raw {npy_size / 2**20:.0f} MiB "
           f"(compression ratio {size / npy_size:.2f})")
-    if not args.keep:
+    if not keep:
         shutil.rmtree(out)
 
 

@@ -8,14 +8,34 @@ tools' results, the demo cube), ``cli`` (one module per command). This module re
 Never imports jax or textual, nor the trainer or the TUI (enforced by tests).
 """
 
-from cube import stats  # registers the ``ds.saferl`` accessor
-from cube.errors import CubeError
-from cube.schema import DIMS, MODES, RUN_DIMS, SCHEMA_VERSION, RunKey
-from cube.store.layout import create_store, extend_store, grow_store
-from cube.store.read import export_netcdf, open_cube, read_manifests
-from cube.store.recorder import Recorder
-from cube.store.validate import validate
-from cube.store.writer import CubeWriter, set_run_manifest, write_episodes, write_iterate_vars, write_run
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Lazy (PEP 562): `import cube` (and so every `cube.*` module, the command line's included) costs nothing; a
+# name below is imported from its module on first use, which also registers the ``ds.saferl`` accessor.
+_EXPORTS: dict[str, str] = {  # public name -> the module that defines it
+    "CubeError": "cube.errors",
+    "DIMS": "cube.schema",
+    "MODES": "cube.schema",
+    "RUN_DIMS": "cube.schema",
+    "SCHEMA_VERSION": "cube.schema",
+    "RunKey": "cube.schema",
+    "create_store": "cube.store.layout",
+    "extend_store": "cube.store.layout",
+    "grow_store": "cube.store.layout",
+    "export_netcdf": "cube.store.read",
+    "open_cube": "cube.store.read",
+    "read_manifests": "cube.store.read",
+    "Recorder": "cube.store.recorder",
+    "validate": "cube.store.validate",
+    "CubeWriter": "cube.store.writer",
+    "set_run_manifest": "cube.store.writer",
+    "write_episodes": "cube.store.writer",
+    "write_iterate_vars": "cube.store.writer",
+    "write_run": "cube.store.writer",
+}
 
 __all__ = [
     "DIMS",
@@ -39,3 +59,20 @@ __all__ = [
     "write_iterate_vars",
     "write_run",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`cube.stats` or a public name, imported on first use (registering the ``ds.saferl`` accessor)."""
+    if name == "stats":
+        return importlib.import_module("cube.stats")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cube' has no attribute {name!r}")
+    importlib.import_module("cube.stats.accessor")  # registers ``ds.saferl``
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS) | {"stats"})

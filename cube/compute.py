@@ -19,10 +19,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-import dask
-import dask.threaded
-from dask.callbacks import Callback
-
 from cube.errors import CubeError
 
 KEEP_FREED_BYTES = 1 << 31
@@ -182,6 +178,8 @@ def scheduler_context(address: str | None = None, timeout: float = CONNECT_TIMEO
     if address is None:
         yield None
         return
+    import dask
+
     client = connect(address, timeout)
     try:
         with dask.config.set(scheduler=client), client.as_current():
@@ -192,6 +190,8 @@ def scheduler_context(address: str | None = None, timeout: float = CONNECT_TIMEO
 
 def active_client() -> Any | None:
     """The distributed Client dask is configured to use (scheduler_context or a default Client), or None."""
+    import dask
+
     scheduler = dask.config.get("scheduler", None)
     if scheduler is None:
         return None
@@ -207,22 +207,26 @@ def active_client() -> Any | None:
     return None
 
 
-class _LocalProgress(Callback):
-    """Report finished tasks of the local scheduler to `progress(done, total)`."""
+def _local_progress(progress: Progress) -> Any:
+    """A dask callback that reports finished tasks of the local scheduler to `progress(done, total)` (the class
+    is made here, not at import: this module loads without dask, so commands that compute nothing start fast)."""
+    from dask.callbacks import Callback
 
-    def __init__(self, progress: Progress) -> None:
-        super().__init__()
-        self._progress = progress
-        self._done = 0
-        self._total = 0
+    class LocalProgress(Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self._done = 0
+            self._total = 0
 
-    def _start_state(self, dsk, state) -> None:
-        self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
-        self._progress(0, self._total)
+        def _start_state(self, dsk, state) -> None:
+            self._total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+            progress(0, self._total)
 
-    def _posttask(self, key, result, dsk, state, worker_id) -> None:
-        self._done += 1
-        self._progress(self._done, self._total)
+        def _posttask(self, key, result, dsk, state, worker_id) -> None:
+            self._done += 1
+            progress(self._done, self._total)
+
+    return LocalProgress()
 
 
 def compute(thing: Any, progress: Progress | None = None) -> Any:
@@ -231,16 +235,20 @@ def compute(thing: Any, progress: Progress | None = None) -> Any:
     `thing`: a dask collection or a list/tuple of them. `progress(done, total)` is called as work
     finishes: per task locally, per output chunk on a cluster.
     """
+    import dask
+    import dask.threaded
+
     client = active_client()
     if client is None:
         # the function, not the name "threads": a named scheduler makes dask import distributed (0.6 s) to
         # look for a Client, and active_client() has just looked
-        with dask.config.set(scheduler=dask.threaded.get), _LocalProgress(progress) if progress else nullcontext():
+        with dask.config.set(scheduler=dask.threaded.get), _local_progress(progress) if progress else nullcontext():
             return dask.compute(thing)[0]
     return _compute_on(client, thing, progress)
 
 
 def _compute_on(client: Any, thing: Any, progress: Progress | None) -> Any:
+    import dask
     from distributed import as_completed, futures_of
 
     with client.as_current():

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from cube.errors import CubeError
+
+if TYPE_CHECKING:  # xarray only in annotations: the command line parses its arguments without it
+    import xarray as xr
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +38,21 @@ MEANS_ONLY = "means_only"
 LEGACY_MEANS_ONLY = "aggregate_only"
 """The name of the means-only flag in stores written before 2026-11-26; renamed to MEANS_ONLY on open."""
 RUN_STATUS_NAMES = {code: name for name, code in RUN_STATUS.items()}
+
+# The grid's limits (`cube.store.layout` refuses a store beyond them; importers check sources against them).
+MAX_ITERATES = 1_000_000
+"""Iterates a store may hold: far above any training run (the paper's runs have ~1,000); a larger index
+is a unit mix-up (env steps given as the iterate), refused before anything is written."""
+MAX_EPISODE_SLOTS = 1_000_000
+"""Episode slots per (run, iterate, mode) a store may hold."""
+MAX_CHUNK_BYTES = 512 * 2**20
+"""One chunk of reward or cost must fit in memory with room to spare (every write of an iterate reads and
+rewrites its chunk)."""
+STALL_S = 600.0
+"""Default seconds without a write after which a running run is stalled (`cube.store.runstatus`)."""
+ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
+              "job", "last write", "flags")
+"""The fields of a run's row (`cube.store.runstatus.row_text`), in the order `saferl status` shows them."""
 
 # The kind of label each dimension holds: "str", "float" or "int".
 DIM_KINDS: dict[str, str] = {

@@ -24,9 +24,7 @@ import argparse
 
 from cube.errors import CubeError
 from cube.io.conventions import CONVENTIONS, conventions_of, conventions_text, difference_line, flag_dest
-from cube.io.importers import runs_without_violation
 from cube.io.registry import Importer, import_runs, importers
-from cube.io.writing import add_runs, write_runs
 
 
 def _common() -> argparse.ArgumentParser:
@@ -73,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cube.cli.console import progress_bar
+    from cube.io.writing import add_runs, write_runs  # the store's writers: loaded when the command runs
 
     if args.force and args.into:
         raise CubeError("--force replaces a whole store given with --out; with --into use --replace for runs")
@@ -109,6 +108,8 @@ def summary_line(runs: list, fmt: str, target: str, added: bool = False) -> str:
     means = sum(1 for r in runs if r.means_only)
     if means:
         line += f"; {means} hold only means of several episodes (no V, D_norm+, tiers or CDFs from those)"
+    from cube.io.importers import runs_without_violation
+
     no_violation = runs_without_violation(runs) if fmt == "saferl-eval" else 0
     if no_violation:
         line += (f"; {no_violation} run(s) have a final evaluation without a violating episode: their D_norm+ is 0 "

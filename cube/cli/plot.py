@@ -31,7 +31,7 @@ from pathlib import Path
 from cube.cli.report import add_cvar_argument, add_front_cost_argument
 from cube.errors import CubeError, CubeWarning
 from cube.outputs import figures_folder, write_text
-from cube.render.style import DEFAULT_WINDOW
+from cube.render.choices import DEFAULT_WINDOW, FIGURE_FORMATS, FIGURE_KINDS, FIGURE_STYLES
 from cube.selection import (
     add_selection_arguments,
     add_statistics_arguments,
@@ -43,8 +43,8 @@ from cube.selection import (
 )
 from cube.stats.tail import check_alpha
 
-KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "profile", "front", "all")
-FORMATS = ("pdf", "png", "svg")
+KINDS = (*FIGURE_KINDS, "all")
+FORMATS = FIGURE_FORMATS
 DATA_SUFFIXES = {".csv": "csv", ".json": "json"}
 MAX_BINS = 1000
 """More histogram bins than this are a typo (a panel is a few hundred points wide)."""
@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="file to write (.pdf, .png, .svg; aggregate-curve also .csv, .json); a directory for all "
                         "(default: <cube>-figures/ next to the cube)")
     p.add_argument("--format", choices=FORMATS, help="figure format (default: from --out's suffix; pdf for all)")
-    p.add_argument("--style", choices=("paper", "screen"), default="paper",
+    p.add_argument("--style", choices=FIGURE_STYLES, default="paper",
                    help="paper: serif, 8 pt, 3.25/6.75 in wide, fonts embedded (default); screen: larger")
     add_selection_arguments(p)
     add_cvar_argument(p)

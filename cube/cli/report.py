@@ -32,16 +32,13 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import xarray as xr
-from rich.progress import Progress
-
-from cube import stats
+from cube import stats  # a lazy facade: its names load their modules when a command runs, not at --help
 from cube.errors import CubeError, CubeWarning, DamagedStoreError
 from cube.io.reference import REFERENCES
 from cube.outputs import write_text
-from cube.render import latex
-from cube.render import text as export
+from cube.render.choices import LATEX_STYLES, TABLE_FORMATS, TABLE_KINDS
 from cube.schema import same_bound
 from cube.selection import (
     add_selection_arguments,
@@ -52,8 +49,11 @@ from cube.selection import (
     parse_settings,
     selection_from_args,
 )
-from cube.stats.cache import wait_for_cache_writes
-from cube.store.read import verify_run_arrays
+from cube.stats.tail import CVAR_ALPHAS, DEFAULT_CVAR_ALPHA
+
+if TYPE_CHECKING:  # the heavy modules load inside the command (`saferl --help` and argument errors stay fast)
+    import xarray as xr
+    from rich.progress import Progress
 
 SUFFIX_FORMAT = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex",
                  ".txt": "table"}
@@ -72,9 +72,9 @@ ALL = ("aggregate", "conditions", "cdf", "profile", "front")
 
 def add_cvar_argument(parser: argparse.ArgumentParser) -> None:
     """`--cvar-alpha`, shared by `saferl report` and `saferl plot`."""
-    parser.add_argument("--cvar-alpha", type=float, default=stats.DEFAULT_CVAR_ALPHA, metavar="ALPHA",
+    parser.add_argument("--cvar-alpha", type=float, default=DEFAULT_CVAR_ALPHA, metavar="ALPHA",
                         help="the CVaR column: the mean (c - d)/d of a run's worst ALPHA share of episodes (default "
-                             f"{stats.DEFAULT_CVAR_ALPHA:g}; {' and '.join(f'{a:g}' for a in stats.CVAR_ALPHAS)} "
+                             f"{DEFAULT_CVAR_ALPHA:g}; {' and '.join(f'{a:g}' for a in CVAR_ALPHAS)} "
                              "are computed in the one pass and cached, another alpha computes the pass once more)")
 
 
@@ -90,7 +90,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("report", help="the paper's metrics, CIs, safety tiers and CDFs of a cube",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results cube (Zarr directory or netCDF file)")
-    p.add_argument("--kind", choices=(*export.KINDS, "all"), default=None,
+    p.add_argument("--kind", choices=(*TABLE_KINDS, "all"), default=None,
                    help="table: aggregate (IQM, CI, tier; default), conditions, cdf, poi, gap, profile (run-level "
                         "performance profiles), front (the reward-cost front across bounds), or all (aggregate, "
                         "conditions, cdf, profile, front, plus poi/gap when asked for)")
@@ -100,7 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poi", metavar="X,Y", help="probability that algorithm X improves on Y (Mann-Whitney over seeds)")
     p.add_argument("--gap", action="store_true", help="greedy-minus-exploration gap of every final metric")
     add_front_cost_argument(p)
-    p.add_argument("--format", choices=export.FORMATS, default=None,
+    p.add_argument("--format", choices=TABLE_FORMATS, default=None,
                    help="output format (default: from --out's suffix, else table on screen)")
     add_selection_arguments(p)
     add_statistics_arguments(p, "the not-safe baseline, greyed and never 'best': auto (default: the unconstrained "
@@ -110,7 +110,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=count_at_most(10_000), default=None, metavar="COLUMNS",
                    help="lay the terminal table out for this many columns (default: the terminal's; piped: as "
                         "wide as it needs)")
-    p.add_argument("--style", choices=latex.STYLES, default="default",
+    p.add_argument("--style", choices=LATEX_STYLES, default="default",
                    help="LaTeX layout: default (fits \\textwidth of a two-column paper) or paper (Table 2 and "
                         "its appendix CI table)")
     p.add_argument("--reference", choices=REFERENCES,
@@ -137,7 +137,7 @@ def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
         asked.discard("poi")
     if "poi" in asked and args.poi is None:
         raise CubeError("--kind poi needs --poi X,Y: the two algorithms to compare")
-    return tuple(k for k in export.KINDS if k in asked) or ("aggregate",)
+    return tuple(k for k in TABLE_KINDS if k in asked) or ("aggregate",)
 
 
 def _format(args: argparse.Namespace, kinds: tuple[str, ...]) -> str:
@@ -276,6 +276,8 @@ def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compute and print (or write) the requested tables; returns the exit code. A new statistics
     cache is written in the background meanwhile, and waited for before returning."""
+    from cube.stats.cache import wait_for_cache_writes
+
     try:
         return _run(args)
     finally:
@@ -285,6 +287,8 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from cube.cli.console import err_console, print_recorded_warnings, progress_bar
     from cube.compute import scheduler_context
+    from cube.render import text as export
+    from cube.store.read import verify_run_arrays
 
     kinds = _kinds(args)
     fmt = _format(args, kinds)
@@ -354,6 +358,7 @@ def _print_rich(tables: dict[str, xr.Dataset], comparisons: dict[str, xr.Dataset
     from rich.console import Console
 
     from cube.render import compare
+    from cube.render import text as export
 
     if args.width is not None:
         console, width = Console(file=sys.stdout, width=args.width), args.width

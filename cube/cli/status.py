@@ -28,15 +28,17 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from cube.cli.console import err_console
-from cube.store.locks import SeqWatch, StoreGone
-from cube.store.runstatus import ROW_FIELDS, STALL_S, RunStatus, RunStatusReader, row_text, totals, totals_text
+from cube.schema import ROW_FIELDS, STALL_S
+
+if TYPE_CHECKING:  # the store's readers load when the command runs (`saferl --help` stays fast)
+    from cube.store.runstatus import RunStatus, RunStatusReader
 
 Hook = Callable[[dict[str, Any]], Any]
 MAX_INTERVAL_S = 86400.0
@@ -69,6 +71,7 @@ def set_status_hooks(sub: argparse._SubParsersAction, total_iterates: Hook | Non
 def run(args: argparse.Namespace) -> int:
     """Entry of `saferl status`: 0; 1 when a followed store is deleted; CubeError (one line) for bad input."""
     from cube.errors import CubeError
+    from cube.store.runstatus import RunStatusReader
 
     if not 0 < args.interval <= MAX_INTERVAL_S:
         raise CubeError(f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL_S:g} (a day), "
@@ -109,6 +112,8 @@ def watch(args: argparse.Namespace, reader: RunStatusReader, console: Console) -
     store (a zarr call, a lock file) is cut in the middle, and the command returns within one poll, however
     busy the machine; a second Ctrl-C interrupts at once."""
     from rich.live import Live
+
+    from cube.store.locks import SeqWatch, StoreGone
 
     seq_watch = SeqWatch(args.path)
     live = Live(console=console, auto_refresh=False, transient=False) if console.is_terminal else None
@@ -228,6 +233,8 @@ def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook |
 
 def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None) -> list[str]:
     """The cells of one run's row (RUN_COLUMNS)."""
+    from cube.store.runstatus import row_text
+
     text = {**row_text(r, now), "retries": str(r.retries or 0),
             "variant": _variant({**r.manifest, "algo": r.key.algo}, variant)}
     return [text[c] for c in RUN_COLUMNS]
@@ -248,6 +255,8 @@ def totals_table(runs: Sequence[RunStatus]) -> Table:
     """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
     table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
                   "env steps", "steps/s", "ETA", title="totals")
+    from cube.store.runstatus import totals, totals_text
+
     for g in totals(runs):
         text = totals_text(g)
         cells = (g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",

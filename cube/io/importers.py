@@ -44,8 +44,7 @@ from cube.io.sourcefiles import (
     read_csv,
     seed_value,
 )
-from cube.schema import MAX_SEED, MEANS_KEY, MODES, RunKey
-from cube.store.layout import MAX_ITERATES
+from cube.schema import MAX_ITERATES, MAX_SEED, MEANS_KEY, MODES, RunKey
 
 EPISODE_COLUMNS: tuple[str, ...] = ("algo", "task", "bound", "seed", "iterate", "mode", "reward", "cost")
 LABELS: tuple[str, ...] = ("algo", "task", "bound", "seed")

@@ -22,13 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from cube.errors import CubeError
 from cube.schema import same_bound
+
+if TYPE_CHECKING:  # xarray loads when a reference is built (`saferl --help` lists REFERENCES without it)
+    import xarray as xr
 
 __all__ = ["REFERENCES", "Reference", "load_reference", "METRICS", "SETTINGS", "CONDITION_VARS", "AGGREGATE_VARS"]
 
@@ -148,6 +150,8 @@ def _index(labels: Sequence, value, what: str) -> int:
 
 def _conditions(raw: Mapping[str, Any], tables: Mapping[str, Mapping], attrs: dict) -> xr.Dataset:
     """The per-condition tables as one condition table (algo, task, bound, setting)."""
+    import xarray as xr
+
     algos, tasks, bounds = _labels(raw)
     shape = (len(algos), len(tasks), len(bounds), len(SETTINGS))
     mean = {m: np.full(shape, np.nan) for m in METRICS}
@@ -178,6 +182,8 @@ def _conditions(raw: Mapping[str, Any], tables: Mapping[str, Mapping], attrs: di
 
 def _aggregate(raw: Mapping[str, Any], tables: Mapping[str, Mapping], attrs: dict) -> xr.Dataset:
     """The aggregate table: per setting, values and CIs from `aggregate_values`, tiers from `aggregate_tiers`."""
+    import xarray as xr
+
     parts, sources = [], []
     for s in SETTINGS:
         values, tiers = raw["aggregate_values"].get(s), raw["aggregate_tiers"].get(s)
@@ -196,6 +202,8 @@ def _aggregate_of(raw: Mapping[str, Any], chosen: Sequence[Mapping], attrs: dict
     """Aggregate-shaped Dataset (algo, setting, metric) of printed aggregate tables; only setting `keep` if given.
 
     A row's metric is a number (IQM; CIs NaN) or [IQM, ci_low, ci_high]."""
+    import xarray as xr
+
     raw_algos = list(raw["algos"])
     settings = [keep] if keep else list(SETTINGS)
     shape = (len(raw_algos), len(settings), len(METRICS))

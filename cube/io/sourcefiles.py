@@ -15,8 +15,7 @@ from typing import Any
 import numpy as np
 
 from cube.errors import CubeError
-from cube.schema import EPISODE_RULE_HINT, MEANS_KEY, RunKey, first_broken_episode, seed_label
-from cube.store.layout import MAX_ITERATES
+from cube.schema import EPISODE_RULE_HINT, MAX_ITERATES, MEANS_KEY, RunKey, first_broken_episode, seed_label
 
 CSV_BLOCK = 1 << 24
 """Bytes read at a time when counting a CSV's fields."""

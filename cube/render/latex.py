@@ -25,11 +25,12 @@ from collections.abc import Sequence
 import xarray as xr
 
 from cube.errors import CubeError
+from cube.render.choices import LATEX_STYLES
 from cube.render.claims import FEW_MARK, claims, conditions_claim_note, few_note, few_seeds, tier_cell
 from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, SETTING, best_label
 
-STYLES = ("default", "paper")
+STYLES = LATEX_STYLES
 PACKAGES = {"default": "booktabs,multirow,xcolor,amsmath",
             "paper": "booktabs,multirow,xcolor,amsmath,bm,graphicx,rotating"}
 PAPER_SETTINGS = ("train", "final_greedy")

@@ -12,6 +12,8 @@ import numpy as np
 import xarray as xr
 
 from cube.errors import CubeError
+from cube.render.choices import DEFAULT_WINDOW as DEFAULT_WINDOW  # re-exported: the figures use it
+from cube.render.choices import FIGURE_FORMATS, FIGURE_KINDS, FIGURE_STYLES
 from cube.stats.metrics import METRIC, SETTING
 from cube.stats.runs import cvar_alpha
 
@@ -20,14 +22,9 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
-DEFAULT_WINDOW = 5
-"""Curves: the trailing moving-average window in iterates when none is given (the paper's; `saferl plot` cuts it
-to a cube's iterates)."""
-
-
-KINDS = ("cdf", "curves", "hist", "intervals", "poi", "aggregate-curve", "profile", "front")
-STYLES = ("paper", "screen")
-FORMATS = ("pdf", "png", "svg")
+KINDS = FIGURE_KINDS
+STYLES = FIGURE_STYLES
+FORMATS = FIGURE_FORMATS
 INSTALL_HINT = "matplotlib is not installed; pip install 'saferl[plot]'"
 
 # Okabe & Ito's colour-blind-safe palette (black and yellow left out: black is for reference lines,

@@ -28,13 +28,14 @@ import xarray as xr
 
 from cube.errors import CubeError
 from cube.render import beyond, data, latex, terminal
+from cube.render.choices import TABLE_FORMATS, TABLE_KINDS
 from cube.render.claims import FEW_MARK, claim_notes, conditions_claim_note, few_note, few_seeds, tier_cell
 from cube.render.style import algo_label, table_cvar_note
 from cube.stats.metrics import METRIC, METRICS, SETTING, best_label, directions
 from cube.stats.reasons import reason_codes
 
-KINDS = ("aggregate", "conditions", "cdf", "poi", "gap", "profile", "front")
-FORMATS = ("table", "csv", "json", "markdown", "latex")
+KINDS = TABLE_KINDS
+FORMATS = TABLE_FORMATS
 CDF_TABLE_KAPPA = (-0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0)
 SYNTHETIC_MARK = {"markdown": "> SYNTHETIC DEMO DATA, not training results\n\n",
                   "latex": "% SYNTHETIC DEMO DATA, not training results\n",

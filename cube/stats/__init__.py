@@ -17,7 +17,8 @@ Everything exported here is defined in one of these modules and re-exported unch
 * `cube.stats.front`     the reward-cost front across bounds (`reward_cost_front`);
 * `cube.stats.planning`  how many seeds (`plan_seeds`, `plan_poi`, `plan_footer`);
 * `cube.stats.reasons`   why a number is missing (`REASONS`) and what a mark says (`MARKS`);
-* `cube.stats.accessor`  the `ds.saferl` Dataset accessor (registered by importing this module).
+* `cube.stats.accessor`  the `ds.saferl` Dataset accessor (registered by the first name taken from this facade
+                         or from `cube`).
 
 Below the facade: `suffvars` (the names of the sufficient statistics), `kernel` and `fused` (the numpy and
 compiled kernels), `cache`, `curves` (per-condition curves and histograms), `reasons` (why a number is
@@ -29,48 +30,69 @@ Definitions and the choices the paper leaves open: docs/statistics.md.
 
 from __future__ import annotations
 
-from cube.selection import Selection
-from cube.stats.accessor import SaferlAccessor
-from cube.stats.bootstrap import (
-    StatsWarning,
-    bootstrap_rng,
-    stratified_bootstrap_means,
-    stratified_bootstrap_weights,
-)
-from cube.stats.compare import greedy_expl_gap, probability_of_improvement
-from cube.stats.front import front_counts_frame, front_frame, reward_cost_front
-from cube.stats.honest import FEW_SEEDS, ICC_FLOOR, HonestTables, honest_frame, honest_tables, with_honest
-from cube.stats.learning_curves import aggregate_learning_curve
-from cube.stats.metrics import (
-    HIGHER_IS_BETTER,
-    METRICS,
-    PAPER_METRICS,
-    SETTINGS,
-    TIER_LABELS,
-    TIER_TOL,
-    iqm,
-    not_safe,
-    tier,
-)
-from cube.stats.planning import plan_footer, plan_frame, plan_poi, plan_seeds
-from cube.stats.profiles import performance_profiles, profile_frame, profile_metrics
-from cube.stats.reasons import MARKS, REASONS
-from cube.stats.runs import (
-    available_settings,
-    cvar_alpha,
-    iterate_metrics,
-    means_only_runs,
-    require_data,
-    run_metrics,
-    runs_without,
-    settings_arg,
-    some_labels,
-    with_cvar_alpha,
-)
-from cube.stats.subset import select
-from cube.stats.suffstats import load_suffstats
-from cube.stats.tables import Progress, aggregate_table, cdf_curves, condition_table
-from cube.stats.tail import CVAR_ALPHAS, DEFAULT_CVAR_ALPHA, check_alpha
+import importlib
+from typing import Any
+
+# The facade is lazy (PEP 562): `import cube.stats` or `from cube.stats.tail import ...` costs nothing, so the
+# command line parses its arguments without xarray, dask, zarr, pandas or scipy; a name is imported from its
+# module the first time it is used. Any use of the facade registers the ``ds.saferl`` accessor.
+_EXPORTS: dict[str, str] = {  # public name -> the module that defines it
+    "Selection": "cube.selection",
+    "SaferlAccessor": "cube.stats.accessor",
+    "StatsWarning": "cube.stats.bootstrap",
+    "bootstrap_rng": "cube.stats.bootstrap",
+    "stratified_bootstrap_means": "cube.stats.bootstrap",
+    "stratified_bootstrap_weights": "cube.stats.bootstrap",
+    "greedy_expl_gap": "cube.stats.compare",
+    "probability_of_improvement": "cube.stats.compare",
+    "front_counts_frame": "cube.stats.front",
+    "front_frame": "cube.stats.front",
+    "reward_cost_front": "cube.stats.front",
+    "FEW_SEEDS": "cube.stats.honest",
+    "ICC_FLOOR": "cube.stats.honest",
+    "HonestTables": "cube.stats.honest",
+    "honest_frame": "cube.stats.honest",
+    "honest_tables": "cube.stats.honest",
+    "with_honest": "cube.stats.honest",
+    "aggregate_learning_curve": "cube.stats.learning_curves",
+    "HIGHER_IS_BETTER": "cube.stats.metrics",
+    "METRICS": "cube.stats.metrics",
+    "PAPER_METRICS": "cube.stats.metrics",
+    "SETTINGS": "cube.stats.metrics",
+    "TIER_LABELS": "cube.stats.metrics",
+    "TIER_TOL": "cube.stats.metrics",
+    "iqm": "cube.stats.metrics",
+    "not_safe": "cube.stats.metrics",
+    "tier": "cube.stats.metrics",
+    "plan_footer": "cube.stats.planning",
+    "plan_frame": "cube.stats.planning",
+    "plan_poi": "cube.stats.planning",
+    "plan_seeds": "cube.stats.planning",
+    "performance_profiles": "cube.stats.profiles",
+    "profile_frame": "cube.stats.profiles",
+    "profile_metrics": "cube.stats.profiles",
+    "MARKS": "cube.stats.reasons",
+    "REASONS": "cube.stats.reasons",
+    "available_settings": "cube.stats.runs",
+    "cvar_alpha": "cube.stats.runs",
+    "iterate_metrics": "cube.stats.runs",
+    "means_only_runs": "cube.stats.runs",
+    "require_data": "cube.stats.runs",
+    "run_metrics": "cube.stats.runs",
+    "runs_without": "cube.stats.runs",
+    "settings_arg": "cube.stats.runs",
+    "some_labels": "cube.stats.runs",
+    "with_cvar_alpha": "cube.stats.runs",
+    "select": "cube.stats.subset",
+    "load_suffstats": "cube.stats.suffstats",
+    "Progress": "cube.stats.tables",
+    "aggregate_table": "cube.stats.tables",
+    "cdf_curves": "cube.stats.tables",
+    "condition_table": "cube.stats.tables",
+    "CVAR_ALPHAS": "cube.stats.tail",
+    "DEFAULT_CVAR_ALPHA": "cube.stats.tail",
+    "check_alpha": "cube.stats.tail",
+}
 
 __all__ = [
     "SETTINGS", "METRICS", "TIER_LABELS", "load_suffstats", "select", "run_metrics", "iterate_metrics",
@@ -85,3 +107,18 @@ __all__ = [
     "reward_cost_front", "front_frame", "front_counts_frame",
     "plan_seeds", "plan_poi", "plan_frame", "plan_footer", "REASONS", "MARKS",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The facade's name `name`, imported from its module on first use (and the accessor registered)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cube.stats' has no attribute {name!r}")
+    importlib.import_module("cube.stats.accessor")  # registers ``ds.saferl``
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,6 +1,7 @@
 """The `ds.saferl` Dataset accessor: the tables of `cube.stats` on a cube Dataset or on its suffstats.
 
-Registered when this module is imported (`import cube` does it, through `cube.stats`).
+Registered when this module is imported: the first name taken from `cube` or `cube.stats` does it (both are
+lazy facades, so that `import cube` alone loads no xarray).
 """
 
 from __future__ import annotations

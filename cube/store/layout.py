@@ -38,6 +38,9 @@ from cube.schema import (
     seed_label,
     utc_stamp,
 )
+from cube.schema import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES  # re-exported: the grid's limits
+from cube.schema import MAX_EPISODE_SLOTS as MAX_EPISODE_SLOTS
+from cube.schema import MAX_ITERATES as MAX_ITERATES
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
 from cube.store.grid import GRID_ATTR, Sizes, open_view, publish, published_sizes
@@ -388,14 +391,6 @@ def grow_store(path: PathLike, *, n_iterates: int = 0, n_episodes: int = 0,
     return True
 
 
-MAX_ITERATES = 1_000_000
-"""Iterates a store may hold: far above any training run (the paper's runs have ~1,000); a larger index
-is a unit mix-up (env steps given as the iterate), refused before anything is written."""
-MAX_EPISODE_SLOTS = 1_000_000
-"""Episode slots per (run, iterate, mode) a store may hold."""
-MAX_CHUNK_BYTES = 512 * 2**20
-"""One chunk of reward or cost must fit in memory with room to spare (every write of an iterate reads and
-rewrites its chunk)."""
 
 
 def check_grid_size(*, n_iterates: int = 0, n_episodes: int = 0, chunk_iterates: int | None = None,

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, RunKey, final_iterate, run_facts
+from cube.schema import ROW_FIELDS as ROW_FIELDS  # re-exported: the fields `row_text` gives
+from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, STALL_S, RunKey, final_iterate, run_facts
 from cube.store.claims import ClaimState, claim_state
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, pid_alive
@@ -47,10 +48,6 @@ from cube.store.read import read_manifests
 
 STATUSES = ("running", "stopped", "failed", "pending", "complete")
 """Run statuses in the order that needs attention first (`unknown`: a store without run status)."""
-STALL_S = 600.0
-"""Default seconds without a write after which a running run is stalled."""
-
-
 @dataclass
 class RunStatus:
     """One run's status now. Times are POSIX seconds; `iterates` counts the iterates written (the last
@@ -405,11 +402,6 @@ def wall_text(seconds: float) -> str:
         return ""
     s = max(int(round(seconds)), 0)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
-              "job", "last write", "flags")
-"""The fields of a run's row (`row_text`), in the order `saferl status` shows them."""
 
 
 def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
