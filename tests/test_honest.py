@@ -244,3 +244,24 @@ def test_episodes_behind_a_run_follow_the_setting_and_the_iterate_window():
     assert list(train) == list(have[:, :, :, 0].sum((1, 2)))
     assert list(window) == list(have[:, 1:3, :, 0].sum((1, 2)))
     assert list(greedy) == list(have[:, -1, :, 2].sum(1))  # the last iterate holds the final evaluation
+
+
+def test_quantiles_without_scipy_stats_are_scipy_stats_bit_for_bit() -> None:
+    """`beta_ppf`, `t_ppf`, `norm_ppf`, `norm_cdf` (scipy.special only) give scipy.stats' numbers exactly,
+    invalid shapes (0, negative, NaN) and infinite ones included."""
+    from scipy import stats as sps
+
+    from cube.stats.honest import beta_ppf, norm_cdf, norm_ppf, t_ppf
+
+    rng = np.random.default_rng(37)
+    edge = np.array([np.nan, -1.0, 0.0, 1e-300, 0.5, 1.0, 2.0, 1e6, np.inf])
+    a = np.concatenate([rng.uniform(0, 3, 3000), rng.uniform(0, 3000, 3000), np.repeat(edge, edge.size)])
+    b = np.concatenate([rng.uniform(0, 3, 3000), rng.uniform(0, 3000, 3000), np.tile(edge, edge.size)])
+    df = np.concatenate([rng.integers(1, 200, 500).astype(np.float64), edge])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for q in (0.005, 0.025, 0.3, 0.975, 0.995):
+            np.testing.assert_array_equal(beta_ppf(q, a, b), sps.beta.ppf(q, a, b), strict=True)
+            np.testing.assert_array_equal(t_ppf(q, df), sps.t.ppf(q, df), strict=True)
+            assert norm_ppf(q) == sps.norm.ppf(q)
+        for x in (-40.0, -1.96, 0.0, 0.3, 1.959963984540054, 9.0):
+            assert norm_cdf(x) == sps.norm.cdf(x)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import stats as sps
+from scipy import special
 
 from cube.compute import Progress
 from cube.errors import CubeError
@@ -58,6 +58,32 @@ case, have 1/11."""
 
 
 # ------------------------------------------------------------------------------------------ kernels
+# The quantiles of scipy.stats' beta, t and normal distributions, from the scipy.special functions those call:
+# the same numbers (tests/test_honest.py compares them bit for bit) without importing scipy.stats, which costs a
+# warm `saferl report` about a second of its start-up. Valid for 0 < q < 1; NaN where a shape is not > 0, as
+# scipy.stats gives (its `* scale + loc`, 1.0 and 0.0, is kept: it turns -0.0 into 0.0).
+def beta_ppf(q: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`scipy.stats.beta.ppf(q, a, b)` for 0 < q < 1."""
+    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return np.where((a > 0) & (b > 0), special.betaincinv(a, b, q), np.nan) * 1.0 + 0.0
+
+
+def t_ppf(q: float, df: np.ndarray) -> np.ndarray:
+    """`scipy.stats.t.ppf(q, df)` for 0 < q < 1."""
+    df = np.asarray(df, dtype=np.float64)
+    return np.where(df > 0, special.stdtrit(df, q), np.nan) * 1.0 + 0.0
+
+
+def norm_ppf(q: float) -> float:
+    """`scipy.stats.norm.ppf(q)` for 0 < q < 1."""
+    return float(special.ndtri(q) * 1.0 + 0.0)
+
+
+def norm_cdf(x: float) -> float:
+    """`scipy.stats.norm.cdf(x)`."""
+    return float(special.ndtr(x) * 1.0 + 0.0)
+
+
 def clopper_pearson(x: np.ndarray, n: np.ndarray, ci: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Exact binomial interval of x successes in n trials, x and n real (effective counts): lower
     Beta_{a}(x, n - x + 1) (0 at x = 0), upper Beta_{1-a}(x + 1, n - x) (1 at x = n), a = (1 - ci)/2."""
@@ -65,8 +91,8 @@ def clopper_pearson(x: np.ndarray, n: np.ndarray, ci: float = 0.95) -> tuple[np.
     a = (1.0 - ci) / 2.0
     pos, below = x > 0, x < n
     with np.errstate(invalid="ignore"):
-        lo = np.where(pos, sps.beta.ppf(a, np.where(pos, x, 1.0), np.where(pos, n - x + 1.0, 1.0)), 0.0)
-        hi = np.where(below, sps.beta.ppf(1.0 - a, x + 1.0, np.where(below, n - x, 1.0)), 1.0)
+        lo = np.where(pos, beta_ppf(a, np.where(pos, x, 1.0), np.where(pos, n - x + 1.0, 1.0)), 0.0)
+        hi = np.where(below, beta_ppf(1.0 - a, x + 1.0, np.where(below, n - x, 1.0)), 1.0)
     return lo, hi
 
 
@@ -88,7 +114,7 @@ def cluster_interval(v: np.ndarray, n: np.ndarray, ci: float = 0.95, icc_floor: 
         cap = n_tot / (1.0 + (n_tot / k - 1.0) * icc_floor)
         design = np.where(s2 > 0, p * (1.0 - p) * k / s2, np.inf)
         a = (1.0 - ci) / 2.0
-        shrink = (sps.norm.ppf(1.0 - a) / sps.t.ppf(1.0 - a, np.maximum(k - 1, 1))) ** 2
+        shrink = (norm_ppf(1.0 - a) / t_ppf(1.0 - a, np.maximum(k - 1, 1))) ** 2
         n_eff = np.minimum(design, cap) * shrink
         lo, hi = clopper_pearson(p * n_eff, n_eff, ci)
     few = k < 2
@@ -109,8 +135,8 @@ def iqm_level(n_conditions: int, ci: float = 0.95) -> float:
     """Level of the per-condition bounds whose IQM bounds IQM(V) at `ci`: 2 Phi(z / sqrt(m)) - 1 with z the
     two-sided normal quantile of `ci` and m = P - 2 floor(P/4) the conditions the IQM keeps (m = 1: ci)."""
     m = n_conditions - 2 * (n_conditions // 4)
-    z = sps.norm.ppf(0.5 + ci / 2.0)
-    return float(2.0 * sps.norm.cdf(z / math.sqrt(max(m, 1))) - 1.0)
+    z = norm_ppf(0.5 + ci / 2.0)
+    return float(2.0 * norm_cdf(z / math.sqrt(max(m, 1))) - 1.0)
 
 
 def honest_iqm_bounds(v: np.ndarray, n: np.ndarray, reps: np.ndarray, ci: float = 0.95,
