@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import dask
-import dask.array as da
 import numpy as np
 import xarray as xr
 
@@ -169,6 +167,9 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
     default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
     `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed)."""
+    import dask
+    import dask.array as da
+
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -221,6 +222,9 @@ def _read(thing, progress: Progress | None, source: str | None = None):
 def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Progress | None,
                  written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None) -> xr.Dataset:
     """Recompute the statistics of the runs at positions `runs` ((n, 4) indices) in place; returns ss."""
+    import dask
+    import dask.array as da
+
     bounds, spec = _check_bounds(ds), BlockSpec.of(ss, kernel)
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
@@ -251,7 +255,7 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
             if stale.shape[0] == 0:
                 return cached.drop_vars("run_fp")
             if stale.shape[0] <= run_fp.size // 2:
-                ss = _update_runs(cached.drop_vars("run_fp"), ds, stale, progress, written, kernel)
+                ss = _update_runs(cached.drop_vars("run_fp"), _dask_view(path, ds), stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
     ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
@@ -297,8 +301,16 @@ def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
     run_bytes = ds.sizes["iterate"] * ds.sizes["episode"] * ds.sizes["mode"] * ds["cost"].dtype.itemsize
     seeds = int(max(1, min(ds.sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
     if seeds == 1 or not path.is_dir():
-        return ds
+        return _dask_view(path, ds)
     return open_cube(path, chunks={"seed": seeds}, sizes=ds.encoding.get("saferl_grid"))  # the same grid
+
+
+def _dask_view(path: Path, ds: xr.Dataset) -> xr.Dataset:
+    """`ds` with dask arrays (one block per store chunk): itself when it has them, else the store at `path`
+    opened again with dask at the grid `ds` sees (`load_suffstats_at` opens a store without dask)."""
+    if ds["cost"].chunks is not None or not path.is_dir():
+        return ds
+    return open_cube(path, sizes=ds.encoding.get("saferl_grid"))
 
 
 
@@ -332,7 +344,9 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
         return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
                                 source), None
     path = Path(source)
-    ds = open_cube(path)  # one grid snapshot (`cube.store.grid`) for every read of this pass
+    # one grid snapshot (`cube.store.grid`) for every read of this pass; a store opens without dask: a fresh cache
+    # needs no graph (and no dask import), a pass opens its dask view of the same grid (`_dask_view`)
+    ds = open_cube(path, lazy=not path.is_dir())
     sizes = ds.encoding.get("saferl_grid")
     before = read_write_seqs(path, sizes)  # the writers' seqlock, read before any episode
     written = WrittenSince(path, before, sizes) if before is not None else None
