@@ -44,6 +44,14 @@ class HistogramsView(ConditionCycler):
     def compose_plots(self) -> ComposeResult:
         yield Grid(id="hist-grid", classes="plot-grid")
 
+    def view_options(self) -> dict:
+        return {**super().view_options(), "bins": self.bins}
+
+    def apply_view_options(self, options: dict) -> None:
+        super().apply_view_options(options)
+        if options.get("bins") is not None:
+            self.bins = int(options["bins"])
+
     def params(self) -> tuple:
         return (self.condition(), self.bins)
 
