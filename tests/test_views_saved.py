@@ -161,31 +161,30 @@ TABLE_KEYS = {"summary": "1", "conditions": "2", "cdf": "3", "learning": "7", "p
 FIGURE_ONLY = {"curves": "4", "histograms": "5"}
 
 
-def test_render_equals_the_tuis_export_for_every_view_and_format(cube_path: Path, tmp_path: Path) -> None:
-    """For each view: save it (S), export it (e: CSV + LaTeX), draw its figure (P: PDF) in the TUI; render the
-    saved file headless; every file the same bytes."""
+@pytest.mark.parametrize("view_id", [*TABLE_KEYS, *FIGURE_ONLY])
+def test_render_equals_the_tuis_export_for_every_view_and_format(view_id: str, cube_path: Path,
+                                                                  tmp_path: Path) -> None:
+    """Save the view (S), export it (e: CSV + LaTeX), draw its figure (P: PDF) in the TUI; render the saved
+    file headless; every file the same bytes."""
     exports = tmp_path / "tui"
+    key = {**TABLE_KEYS, **FIGURE_ONLY}[view_id]
 
-    async def scenario(pilot: Pilot, screen: MainScreen) -> dict:
-        made: dict[str, list[str]] = {}
-        for view_id, key in {**TABLE_KEYS, **FIGURE_ONLY}.items():
-            await press(pilot, key, "S") if view_id not in TABLE_KEYS else await press(pilot, key, "S", "e")
-            written = list(pilot.app.last_export)
-            await press(pilot, "P")
-            made[view_id] = written + list(pilot.app.last_export)
-        return made
+    async def scenario(pilot: Pilot, screen: MainScreen) -> list[str]:
+        await press(pilot, key, "S", *(("e",) if view_id in TABLE_KEYS else ()))
+        written = list(pilot.app.last_export)
+        await press(pilot, "P")
+        return written + list(pilot.app.last_export)
 
-    made = run(build_app(cube_path, boot=BOOT, export_dir=exports), scenario)
-    for view_id, files in made.items():
-        (saved,) = [f for f in exports.glob(f"{view_id}_*{SUFFIX}")]
-        tui_files = [Path(f) for f in files if not f.endswith(SUFFIX)]
-        assert {f.suffix for f in tui_files} == ({".csv", ".tex", ".pdf"} if view_id in TABLE_KEYS else {".pdf"})
-        out = tmp_path / "headless" / view_id
-        assert saferl_main(["render", str(saved), "--cube", str(cube_path), "--out-dir", str(out)]) == 0
-        for tui_file in tui_files:
-            gap = "_gap" if "summary_gap" in tui_file.name else ""
-            headless = out / f"{saved.name.removesuffix(SUFFIX)}{gap}{tui_file.suffix}"
-            assert headless.read_bytes() == tui_file.read_bytes(), f"{view_id}: {tui_file.name} != {headless.name}"
+    files = run(build_app(cube_path, boot=BOOT, export_dir=exports), scenario)
+    (saved,) = exports.glob(f"{view_id}_*{SUFFIX}")
+    tui_files = [Path(f) for f in files if not f.endswith(SUFFIX)]
+    assert {f.suffix for f in tui_files} == ({".csv", ".tex", ".pdf"} if view_id in TABLE_KEYS else {".pdf"})
+    out = tmp_path / "headless"
+    assert saferl_main(["render", str(saved), "--cube", str(cube_path), "--out-dir", str(out)]) == 0
+    for tui_file in tui_files:
+        gap = "_gap" if "summary_gap" in tui_file.name else ""
+        headless = out / f"{saved.name.removesuffix(SUFFIX)}{gap}{tui_file.suffix}"
+        assert headless.read_bytes() == tui_file.read_bytes(), f"{tui_file.name} != {headless.name}"
 
 
 def test_render_says_when_the_cube_changed_and_strict_refuses(cube_path: Path, tmp_path: Path, capsys) -> None:

@@ -100,7 +100,7 @@ class MainScreen(SavedViews, FollowMode, Screen):
                 id="selection.reference"),
         Binding("slash", "filter", "Filter the table (Conditions, Runs, Status)", id="table.filter"),
         Binding("w", "toggle_follow", "Follow the store being written on/off", id="follow.toggle"),
-        Binding("S", "save_view", "Save this view (.saferl-view.toml: --view, saferl render)", id="file.save_view"),
+        Binding("S", "save_view", "Save this view (.saferl-view.toml)", id="file.save_view"),
     ]
 
     def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
