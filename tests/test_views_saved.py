@@ -118,6 +118,25 @@ def test_a_saved_view_reopens_with_its_selection_and_options(cube_path: Path, tm
     assert notes == ["the cube lacks algos sac: the view shows the labels it has"]
 
 
+def test_a_hand_written_view_opens_and_renders_as_the_tui_exports_it(cube_path: Path, tmp_path: Path) -> None:
+    hand = tmp_path / f"cdf_goal{SUFFIX}"
+    hand.write_text(HAND_WRITTEN)
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> tuple:
+        await press(pilot, "e")
+        sel = screen.selection
+        return screen.active_view().VIEW_ID, sel.algos, sel.tasks, sel.setting, sel.not_safe, pilot.app.last_export
+
+    app = build_app(cube_path, boot=BOOT, export_dir=tmp_path / "tui", view_file=read_view(hand))
+    view_id, algos, tasks, setting, not_safe, exported = run(app, scenario)
+    assert (view_id, algos, tasks, setting, not_safe) == ("cdf", ("ppo_lag", "focops"), ("goal",), "final_greedy",
+                                                         ("ppo",))
+    out = tmp_path / "cdf.csv"
+    assert saferl_main(["render", str(hand), "--cube", str(cube_path), "--out", str(out)]) == 0
+    (csv_file,) = [Path(p) for p in exported if p.endswith(".csv")]
+    assert out.read_bytes() == csv_file.read_bytes()
+
+
 def test_the_palette_lists_saved_views(cube_path: Path, tmp_path: Path) -> None:
     (tmp_path / f"front_goal{SUFFIX}").write_text('view = "front"\n[selection]\ntasks = ["goal"]\n')
 

@@ -92,6 +92,12 @@ def render_one(path: str, view, cube: str | None, targets: list[Path], *, strict
     fitted, missing = view.against(*(tuple(x) for x in labels))
     if missing:
         say(f"{path}: {missing}")
+    if fitted.not_safe is None:  # as the TUI: the cube's unconstrained algorithms are never "best"
+        from dataclasses import replace
+
+        from cube.stats import not_safe
+
+        fitted = replace(fitted, not_safe=tuple(not_safe(tuple(labels[0]))))
     ss, _ = load_suffstats_at(source)
     out: list[Path] = []
     data = None
