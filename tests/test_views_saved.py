@@ -176,8 +176,9 @@ def test_deep_link_and_bad_view_file_from_the_command_line(cube_path: Path, tmp_
 
 
 # ------------------------------------------------------------------------------------------ render == export
-TABLE_KEYS = {"summary": "1", "conditions": "2", "cdf": "3", "learning": "7", "profile": "9", "front": "0"}
-FIGURE_ONLY = {"curves": "4", "histograms": "5"}
+TABLE_KEYS = {"summary": "1", "conditions": "2", "cdf": "3", "histograms": "5", "learning": "7", "profile": "9",
+              "front": "0"}
+FIGURE_ONLY = {"curves": "4"}
 
 
 @pytest.mark.parametrize("view_id", [*TABLE_KEYS, *FIGURE_ONLY])

@@ -110,7 +110,8 @@ def render_one(path: str, view, cube: str | None, targets: list[Path], *, strict
                                     f"(.pdf, .png, .svg) or use one of {', '.join(TABLE_VIEWS)}")
                 continue
             if data is None:
-                data = view_data(fitted, ss)
+                raw = open_cube(source, check=False, lazy=False) if fitted.view == "histograms" else None
+                data = view_data(fitted, ss, raw)
             try:
                 files = tables_of(fitted, data, (ext,))
             except CubeError:

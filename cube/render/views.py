@@ -34,7 +34,7 @@ from cube.stats.metrics import SETTINGS
 Files = list[tuple[str, str]]
 """(file name, text) pairs that a view exports: ``{what}.{csv,tex}``."""
 
-TABLE_VIEWS = ("summary", "conditions", "cdf", "profile", "front", "learning")
+TABLE_VIEWS = ("summary", "conditions", "cdf", "profile", "front", "learning", "histograms")
 """Views whose tables `view_tables` writes from `view_data` (headless as in the TUI)."""
 FIGURE_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "curves": "curves",
                 "histograms": "hist", "runs": "curves", "aggregate-curve": "aggregate-curve",
@@ -44,6 +44,7 @@ TABLE_FORMATS = {"csv": "csv", "tex": "latex", "json": "json", "md": "markdown",
 """File suffix -> `cube.render.text.render` format of a statistics table (plain tables: csv and tex)."""
 FIGURE_FORMATS = ("pdf", "png", "svg")
 DEFAULT_KAPPA_RANGE = (-1.0, 2.0)
+DEFAULT_BINS = 20
 
 
 # ---------------------------------------------------------------------------------------- file texts
@@ -109,6 +110,10 @@ def view_params(view: ViewFile) -> dict:
         return {"all_settings": bool(view.all_settings), "kappa_range": [lo, hi] if math.isfinite(hi) else "full"}
     if view.view == "front":
         return {"cost": view.cost or "Dnorm", "task": view.condition[0] if view.condition else None}
+    if view.view == "histograms":
+        cond = view.condition
+        return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]},
+                "bins": view.bins or DEFAULT_BINS}
     return {}
 
 
@@ -118,9 +123,48 @@ def cube_selection(view: ViewFile) -> Selection:
     return Selection(algos=view.algos, tasks=view.tasks, bounds=view.bounds, seeds=view.seeds, iterates=view.iterates)
 
 
-def view_data(view: ViewFile, ss: xr.Dataset) -> Any:
+def condition_histograms(cost: xr.DataArray, n: xr.DataArray, task: str, bound: float, algos: Sequence[str] | None,
+                          seeds: Sequence[int] | None, bins: int, not_safe: Sequence[str]) -> dict:
+    """Final-episode cost histograms of one condition: {algo: `cube.stats.curves.HistPanel`} (edges shared
+    by the algorithms, the not-safe ones on a scale of their own). cost: the cube's ``cost`` (all dims);
+    n: the statistics' episode counts."""
+    from cube.stats import curves
+
+    cost, n = cost.sel(task=task, bound=bound), n.sel(task=task, bound=bound)
+    if algos is not None:
+        cost, n = cost.sel(algo=list(algos)), n.sel(algo=list(algos))
+    if seeds is not None:
+        cost, n = cost.sel(seed=list(seeds)), n.sel(seed=list(seeds))
+    final = curves.final_episode_costs(cost, n)
+    if final is None:
+        return {}
+    final = final.expand_dims(task=[task], bound=[float(bound)])
+    panels = curves.hist_panels(final, bins, own_scale=tuple(not_safe))
+    return {a: p for (_t, _b, a), p in panels.items()}
+
+
+def histogram_files(condition: tuple[str, float], panels: dict, exts: Sequence[str] = ("csv", "tex")) -> Files:
+    """The Histograms view's table: per algorithm and bin, the expl and greedy counts."""
+    task, bound = condition
+    header = ["algo", "bin_low", "bin_high", "expl", "greedy"]
+    rows = [[a, float(p.edges[i]), float(p.edges[i + 1]),
+             *(int(p.counts[m][i]) if m in p.counts else 0 for m in ("expl", "greedy"))]
+            for a, p in panels.items() for i in range(len(p.edges) - 1)]
+    return table_files(f"hist_{task}_d{bound:g}", header, rows,
+                       f"Final episodic cost histogram, {task} d={bound:g} (counts)", exts)
+
+
+def view_data(view: ViewFile, ss: xr.Dataset, raw: xr.Dataset | None = None) -> Any:
     """What a table view shows, derived from the cube's sufficient statistics ``ss`` (unselected), as the
-    TUI's model derives it: the statistics of `cube.stats` with the view's bootstrap size, seed and CI."""
+    TUI's model derives it: the statistics of `cube.stats` with the view's bootstrap size, seed and CI.
+    raw: the cube (`open_cube`), for the views that read episodes (histograms)."""
+    if view.view == "histograms":
+        if raw is None:
+            raise CubeError("the histograms view reads episodes: give the opened cube")
+        cond = view.condition or ((view.tasks or ())[0], (view.bounds or ())[0])
+        panels = condition_histograms(raw["cost"], ss["n"], cond[0], cond[1], view.algos, view.seeds,
+                                      view.bins or DEFAULT_BINS, view.not_safe or ())
+        return cond, panels
     if view.view not in TABLE_VIEWS:
         raise CubeError(f"the {view.view} view has no headless table: views with tables are {', '.join(TABLE_VIEWS)}")
     sel = cube_selection(view)
@@ -169,6 +213,8 @@ def view_tables(view: ViewFile, data: Any, exts: Sequence[str] = ("csv", "tex"))
         return rendered_files("cdf", "cdf", shown, not_safe, exts)
     if view.view in ("profile", "front"):
         return rendered_files(view.view, view.view, data, not_safe, exts)
+    if view.view == "histograms":
+        return histogram_files(data[0], data[1], exts) if data is not None else []
     if view.view == "learning":
         header, rows = learning_curve_rows(data)
         return table_files("learning", header, rows, "Aggregate learning curves (IQM over conditions, 95% CI)", exts)
