@@ -138,7 +138,8 @@ def test_a_hand_written_view_opens_and_renders_as_the_tui_exports_it(cube_path: 
 
 
 def test_the_palette_lists_saved_views(cube_path: Path, tmp_path: Path) -> None:
-    (tmp_path / f"front_goal{SUFFIX}").write_text('view = "front"\n[selection]\ntasks = ["goal"]\n')
+    (tmp_path / f"front_goal{SUFFIX}").write_text('view = "front"\nfingerprint = "sha256:old"\n'
+                                                  '[selection]\ntasks = ["goal"]\n')
 
     async def scenario(pilot: Pilot, screen: MainScreen) -> tuple:
         from saferl_tui.commands import SaferlCommands
@@ -146,11 +147,13 @@ def test_the_palette_lists_saved_views(cube_path: Path, tmp_path: Path) -> None:
         names = [c[0] for c in SaferlCommands(screen, None)._commands()]
         screen.open_view_file(tmp_path / f"front_goal{SUFFIX}")
         await until_quiet(pilot)
-        return names, screen.active_view().VIEW_ID, screen.selection.tasks
+        return names, screen.active_view().VIEW_ID, screen.selection.tasks, screen.view_notes
 
-    names, view_id, tasks = run(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
+    names, view_id, tasks, notes = run(build_app(cube_path, boot=BOOT, export_dir=tmp_path), scenario)
     assert "Save this view (view file)" in names and f"Open view: front_goal{SUFFIX}" in names
     assert view_id == "front" and tasks == ("goal",)
+    assert len(notes) == 1 and notes[0].startswith(
+        "the cube changed since the view was saved (fingerprint sha256:old, now sha256:")
 
 
 def test_deep_link_and_bad_view_file_from_the_command_line(cube_path: Path, tmp_path: Path, capsys) -> None:

@@ -66,12 +66,16 @@ class SavedViews:
         sel = view.selection or self.selection
         if sel is None or self.model.info is None:
             return None
-        try:
-            fingerprint = cube_fingerprint(self.model.ds, self.model.path) if self.model.ds is not None else None
-        except (CubeError, OSError):
-            fingerprint = None
         return view_file_of(sel, view.VIEW_ID, view.view_options(), boot=self.model.boot,
-                            rng_seed=self.model.rng_seed, cube=str(self.model.path), fingerprint=fingerprint)
+                            rng_seed=self.model.rng_seed, cube=str(self.model.path),
+                            fingerprint=self.current_fingerprint())
+
+    def current_fingerprint(self) -> str | None:
+        """The fingerprint of the cube as opened (`cube.store.fingerprint`; None when it cannot be read)."""
+        try:
+            return cube_fingerprint(self.model.ds, self.model.path) if self.model.ds is not None else None
+        except (CubeError, OSError):
+            return None
 
     def action_save_view(self) -> None:
         """Save the view on screen as ``<view>_<tag>.saferl-view.toml`` in the export directory (never
@@ -131,9 +135,13 @@ class SavedViews:
         except CubeError as exc:
             self.notify_text(f"cannot open the view: {exc}", severity="error", title="Open view")  # type: ignore[attr-defined]
             return
-        if missing:
-            self.notify_text(missing, severity="warning", title="Open view", timeout=8)  # type: ignore[attr-defined]
-        self.view_notes = [missing] if missing else []
+        notes = [missing] if missing else []
+        now = self.current_fingerprint()
+        if vf.fingerprint is not None and now is not None and vf.fingerprint != now:
+            notes.append(f"the cube changed since the view was saved (fingerprint {vf.fingerprint}, now {now})")
+        for line in notes:
+            self.notify_text(line, severity="warning", title="Open view", timeout=8)  # type: ignore[attr-defined]
+        self.view_notes = notes
         view = self.view(vf.view)  # type: ignore[attr-defined]
         view.selection = sel
         view.apply_view_options({k: getattr(fitted, k) for k in view.view_options()})
