@@ -12,6 +12,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
+from cube.render.viewfile import ViewFile
 from cube.store.runstatus import STALL_S
 from saferl_tui.commands import SaferlCommands
 from saferl_tui.follow import DEFAULT_INTERVAL_S
@@ -36,13 +37,14 @@ class SaferlApp(App[str]):
 
     def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
                  scheduler: str | None = None, exit_after_load: bool = False, follow: bool | None = None,
-                 follow_interval: float = DEFAULT_INTERVAL_S) -> None:
+                 follow_interval: float = DEFAULT_INTERVAL_S, view_file: ViewFile | None = None) -> None:
         super().__init__()
         self.exit_after_load = exit_after_load
         """Exit once the first Summary is on screen (README's commands run non-interactively in CI)."""
         self.model = model
         self._first_screen = partial(MainScreen, model, export_dir=export_dir, demo_builder=demo_builder,
-                                     scheduler=scheduler, follow=follow, follow_interval=follow_interval)
+                                     scheduler=scheduler, follow=follow, follow_interval=follow_interval,
+                                     view_file=view_file)
         self.last_export: list[str] = []
         """The files the last export (``e``) or screenshot (``s``) wrote."""
 
@@ -70,7 +72,7 @@ def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: i
               demo_builder: DemoBuilder | None = None, scheduler: str | None = None,
               exit_after_load: bool = False, follow: bool | None = None,
               follow_interval: float = DEFAULT_INTERVAL_S, stall_s: float = STALL_S,
-              clock: Callable[[], float] = time.time) -> SaferlApp:
+              clock: Callable[[], float] = time.time, view_file: ViewFile | None = None) -> SaferlApp:
     """Create the app for a cube ``path``.
 
     ``boot``/``rng_seed``: bootstrap replicates and seed for CIs (paper: 2000). ``export_dir``: where
@@ -82,9 +84,11 @@ def build_app(path: str | Path, *, export_dir: str | Path | None = None, boot: i
     (``app.run()`` then returns a line saying so). ``follow``: follow the store as it is written (None: on
     when some run is partial or pending), polling every ``follow_interval`` seconds. ``stall_s``: seconds
     without a write after which the Status view flags a running run stalled. ``clock()``: the time now
-    (POSIX seconds; tests inject a fixed one).
+    (POSIX seconds; tests inject a fixed one). ``view_file``: a saved view (`cube.render.viewfile`) to
+    open once the cube is loaded (``--view``, ``--open``).
     """
     model = CubeModel(path, boot=boot, rng_seed=rng_seed, stall_s=stall_s, clock=clock)
     out = Path(export_dir) if export_dir is not None else None
     return SaferlApp(model, export_dir=out, demo_builder=demo_builder, scheduler=scheduler,
-                     exit_after_load=exit_after_load, follow=follow, follow_interval=follow_interval)
+                     exit_after_load=exit_after_load, follow=follow, follow_interval=follow_interval,
+                     view_file=view_file)

@@ -42,7 +42,10 @@ class SaferlCommands(Provider):
             ("Open another cube", main.action_open_path, "key o"),
             ("Help: key bindings", main.action_help, "key ?"),
             ("Filter the table (Conditions, Runs)", main.action_filter, "key /"),
+            ("Save this view (view file)", main.action_save_view, "key S"),
         ]
+        for path in main.saved_views():
+            cmds.append((f"Open view: {path.name}", partial(main.open_view_file, path), str(path.parent)))
         sel, info = main.selection, main.model.info
         if sel is None or info is None:
             return cmds

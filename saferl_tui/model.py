@@ -426,17 +426,10 @@ class CubeModel:
         key = ("hist", sel.algos, sel.seeds, task, float(bound), bins, sel.not_safe)
 
         def compute() -> dict:
-            cost, n = self._raw()["cost"].sel(task=task, bound=bound), self.ss["n"].sel(task=task, bound=bound)
-            if sel.algos is not None:
-                cost, n = cost.sel(algo=list(sel.algos)), n.sel(algo=list(sel.algos))
-            if sel.seeds is not None:
-                cost, n = cost.sel(seed=list(sel.seeds)), n.sel(seed=list(sel.seeds))
-            final = curves.final_episode_costs(cost, n)
-            if final is None:
-                return {}
-            final = final.expand_dims(task=[task], bound=[float(bound)])
-            panels = curves.hist_panels(final, bins, own_scale=sel.not_safe)
-            return {a: p for (_t, _b, a), p in panels.items()}
+            from cube.render.views import condition_histograms
+
+            return condition_histograms(self._raw()["cost"], self.ss["n"], task, bound, sel.algos, sel.seeds, bins,
+                                        sel.not_safe)
 
         return self.derived.get(key, lambda: self._read(compute))
 

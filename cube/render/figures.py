@@ -24,7 +24,7 @@ PDF fonts embedded as TrueType, Type 42) or ``"screen"``. Lines and bands carry 
 (``line:<algo>:<panel>``, ``band:<algo>:<panel>``) so tests and tools can find them.
 
 :class:`FigureMaker` computes what the figures need from a cube (path or Dataset) and a Selection, and
-:func:`figure_for_view` gives the TUI the figure of one of its views. matplotlib is an optional extra
+:func:`cube.render.views.figure_for_view` gives the TUI the figure of one of its views. matplotlib is an optional extra
 (``pip install 'saferl[plot]'``); it is imported only when a figure is made, so ``import cube`` never
 needs it, and :func:`require_matplotlib` raises a one-line ``CubeError`` when it is missing.
 """
@@ -69,8 +69,13 @@ def save_figure(fig: Figure, path: str | os.PathLike, fmt: str | None = None) ->
     fmt = (fmt or path.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
         raise CubeError(f"cannot write a figure as {fmt or 'a file without suffix'!r}: use .pdf, .png or .svg")
-    meta = {"Creator": "saferl plot"} if fmt in ("pdf", "svg") else {"Software": "saferl plot"}
-    with atomic_output(path) as tmp, styled(getattr(fig, "saferl_style", "paper")):
+    # No dates and no random ids: the same figure is the same bytes (saferl render == the TUI's export).
+    meta = {"pdf": {"Creator": "saferl plot", "Producer": "saferl plot", "CreationDate": None},
+            "svg": {"Creator": "saferl plot", "Date": None}}.get(fmt, {"Software": "saferl plot"})
+    import matplotlib as mpl
+
+    with atomic_output(path) as tmp, styled(getattr(fig, "saferl_style", "paper")), \
+            mpl.rc_context({"svg.hashsalt": "saferl"}):
         fig.savefig(tmp, format=fmt, metadata=meta)
     return path
 

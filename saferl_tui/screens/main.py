@@ -20,6 +20,8 @@ from textual.worker import get_current_worker
 from cube.compute import FractionProgress, Progress
 from cube.errors import CubeError
 from cube.outputs import figures_folder, write_text
+from cube.render.viewfile import ViewFile
+from cube.render.views import TABLE_VIEWS, export_meta, view_params, view_tables
 from cube.stats.metrics import SETTINGS
 from saferl_tui.exports import free_names, with_selection
 from saferl_tui.follow import DEFAULT_INTERVAL_S, Follower, FollowUpdate
@@ -40,6 +42,7 @@ from saferl_tui.model import CubeModel, load_model
 from saferl_tui.screens.following import FollowMode
 from saferl_tui.screens.help import HelpScreen, help_rows, key_text
 from saferl_tui.screens.open import OpenScreen
+from saferl_tui.screens.saved import SavedViews
 from saferl_tui.selection import UISelection
 from saferl_tui.views import VIEW_CLASSES, ResultView
 from saferl_tui.views.format import algo_palette
@@ -71,7 +74,7 @@ def display_path(path: str) -> str:
         return str(path)
 
 
-class MainScreen(FollowMode, Screen):
+class MainScreen(SavedViews, FollowMode, Screen):
     """The explorer: info bar, selection panel, the views in tabs, key bar.
 
     What it needs comes in through the constructor (attributes down): the model of the cube (loaded
@@ -97,12 +100,15 @@ class MainScreen(FollowMode, Screen):
                 id="selection.reference"),
         Binding("slash", "filter", "Filter the table (Conditions, Runs, Status)", id="table.filter"),
         Binding("w", "toggle_follow", "Follow the store being written on/off", id="follow.toggle"),
+        Binding("S", "save_view", "Save this view (.saferl-view.toml)", id="file.save_view"),
     ]
 
     def __init__(self, model: CubeModel, *, export_dir: Path | None, demo_builder: DemoBuilder | None = None,
                  scheduler: str | None = None, follow: bool | None = None,
-                 follow_interval: float = DEFAULT_INTERVAL_S) -> None:
+                 follow_interval: float = DEFAULT_INTERVAL_S, view_file: ViewFile | None = None) -> None:
         super().__init__()
+        self.pending_view = view_file
+        self.view_notes = []
         self.follow_choice = follow
         """Follow mode as asked (None: on when some run is partial or pending)."""
         self.follow_interval = float(follow_interval)
@@ -240,8 +246,11 @@ class MainScreen(FollowMode, Screen):
         if msg.info.synthetic:
             self.notify_text("This cube holds SYNTHETIC DEMO DATA, not training results.", title="Demo cube",
                         severity="warning", timeout=4)
-        self.request(self.active_view())
-        self.active_view().focus_body()
+        if self.pending_view is not None:
+            self.apply_view_file(self.pending_view)
+        else:
+            self.request(self.active_view())
+            self.active_view().focus_body()
         self._keys()
         self._start_following()
 
@@ -434,10 +443,10 @@ class MainScreen(FollowMode, Screen):
 
     def export_meta(self, view: ResultView) -> dict:
         """What an export records: the cube, view, selection, bootstrap settings and view parameters."""
-        sel = view.selection or self.selection
-        assert sel is not None
-        return {"view": view.VIEW_ID, **sel.as_dict(cube=str(self.model.path)), "boot": self.model.boot,
-                "rng_seed": self.model.rng_seed, "view_params": view.describe_params()}
+        vf = self.current_view_file()
+        assert vf is not None
+        params = view_params(vf) if vf.view in TABLE_VIEWS else view.describe_params()
+        return export_meta(vf, str(self.model.path), params)
 
     def action_export(self) -> None:
         """Write the current view's data to CSV and LaTeX in the export directory (never overwriting;
@@ -448,7 +457,9 @@ class MainScreen(FollowMode, Screen):
                         severity="warning", title="Export")
             return
         try:
-            files = view.export_tables()
+            vf = self.current_view_file()
+            files = (view_tables(vf, view.data) if vf is not None and vf.view in TABLE_VIEWS and view.data is not None
+                     else view.export_tables())
         except CubeError as exc:
             self.notify_text(str(exc), severity="error", title="Export")
             return
@@ -508,15 +519,16 @@ class MainScreen(FollowMode, Screen):
             self.notify_text("Nothing to draw yet: wait for the view to show data.", severity="warning", title="Figure")
             return
         self.notify_text("Drawing the figure …", title="Figure", timeout=3)
-        self._write_figure(view.VIEW_ID, view.selection, view.figure_condition(), view.figure_settings())
+        vf = self.current_view_file()
+        if vf is not None:
+            self._write_figure(replace(vf, condition=view.figure_condition()), view.selection)
 
     @work(thread=True, exclusive=True, group="figure")
-    def _write_figure(self, view_id: str, sel: UISelection, condition: tuple[str, float] | None,
-                      settings: tuple[str, ...] | None) -> None:
-        from cube.render.maker import PlotOptions
-        from saferl_tui.exports import figure_for_view, figure_kind
+    def _write_figure(self, vf: ViewFile, sel: UISelection) -> None:
+        """The figure of the view ``vf`` (`cube.render.views.view_figure`: what `saferl render` draws)."""
+        from cube.render.views import figure_kind, view_figure
 
-        cube_path = Path(self.model.path)
+        condition, view_id = vf.condition, vf.view
         folder = self.output_dir
         suffix = (f"_{condition[0]}_d{condition[1]:g}"
                   if condition and figure_kind(view_id) in ("curves", "hist") else "")
@@ -524,10 +536,7 @@ class MainScreen(FollowMode, Screen):
             folder.mkdir(parents=True, exist_ok=True)
             (out,) = free_names(folder,
                                 [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
-            options = PlotOptions(baseline=sel.not_safe[0] if sel.not_safe else None, settings=settings,
-                                  boot=self.model.boot, rng_seed=self.model.rng_seed)
-            path = figure_for_view(view_id, cube_path, sel.cube_selection(), out, ss=self.model.ss,
-                                   condition=condition, options=options)
+            path = view_figure(vf, Path(self.model.path), out, ss=self.model.ss)
         except (CubeError, OSError) as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", title="Figure")
             return

@@ -183,6 +183,13 @@ class ResultView(Vertical):
         """The settings a figure of this view draws (`P`): the ones on screen; None: all with episodes."""
         return None
 
+    def view_options(self) -> dict:
+        """The view's own options as `cube.render.viewfile.ViewFile` fields (saved with the view)."""
+        return {}
+
+    def apply_view_options(self, options: dict) -> None:
+        """Take the options of a saved view (`view_options`' keys; a None value keeps the view's own)."""
+
     def export_tables(self) -> Files:
         """(file name, text) pairs holding exactly what the view shows, in CSV and LaTeX."""
         return []

@@ -59,6 +59,16 @@ class CdfView(PlotView):
         return {"all_settings": self.all_panels, "kappa_range": [self.xrange[0], self.xrange[1]]
                 if math.isfinite(self.xrange[1]) else "full"}
 
+    def view_options(self) -> dict:
+        return {"all_settings": self.all_panels, "kappa_range": self.xrange}
+
+    def apply_view_options(self, options: dict) -> None:
+        if options.get("all_settings") is not None:
+            self.all_panels = bool(options["all_settings"])
+        wanted = options.get("kappa_range")
+        if wanted is not None and tuple(wanted) in XRANGES:
+            self.xrange = tuple(wanted)
+
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
         return model.cdf(sel, SETTINGS if params[0] else (sel.setting,))
@@ -148,4 +158,4 @@ class CdfView(PlotView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        return rendered_files("cdf", "cdf", self.shown(), self.selection)
+        return rendered_files("cdf", "cdf", self.shown(), self.selection.not_safe)

@@ -212,4 +212,4 @@ class ConditionsView(SortableTable, ResultView):
         if self.data is None or self.selection is None:
             return []
         s = self.selection.setting
-        return rendered_files("conditions", "conditions", self.data.sel(setting=[s]), self.selection)
+        return rendered_files("conditions", "conditions", self.data.sel(setting=[s]), self.selection.not_safe)

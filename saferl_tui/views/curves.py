@@ -63,6 +63,16 @@ class CurvesView(ConditionCycler):
     def params(self) -> tuple:
         return (self.window, self.mode(), self.var, self.listing)
 
+    def view_options(self) -> dict:
+        return {**super().view_options(), "window": self.window, "curve_var": self.var}
+
+    def apply_view_options(self, options: dict) -> None:
+        super().apply_view_options(options)
+        if options.get("window") is not None:
+            self.window = int(options["window"])
+        if options.get("curve_var") is not None:
+            self.var = str(options["curve_var"])
+
     def describe_params(self) -> dict:
         cond = self.condition()
         return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]}, "window": self.window,

@@ -67,6 +67,13 @@ class FrontView(PlotView):
     def describe_params(self) -> dict:
         return {"cost": self.cost, "task": self.task()}
 
+    def view_options(self) -> dict:
+        return {"cost": self.cost}
+
+    def apply_view_options(self, options: dict) -> None:
+        if options.get("cost") in COSTS:
+            self.cost = options["cost"]
+
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
         return model.front(sel, sel.setting, params[0])
@@ -181,4 +188,4 @@ class FrontView(PlotView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        return rendered_files("front", "front", self.data, self.selection)
+        return rendered_files("front", "front", self.data, self.selection.not_safe)

@@ -14,10 +14,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual_plotext import PlotextPlot
 
-from saferl_tui.exports import Files, table_files
+from cube.render.views import histogram_files
+from saferl_tui.exports import Files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
-from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label
+from saferl_tui.views.format import REF_COLOR, REF_RICH
 from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, set_ticks
 
 EXPL_MARK, GREEDY_MARK = "░", "▓"
@@ -43,6 +44,14 @@ class HistogramsView(ConditionCycler):
 
     def compose_plots(self) -> ComposeResult:
         yield Grid(id="hist-grid", classes="plot-grid")
+
+    def view_options(self) -> dict:
+        return {**super().view_options(), "bins": self.bins}
+
+    def apply_view_options(self, options: dict) -> None:
+        super().apply_view_options(options)
+        if options.get("bins") is not None:
+            self.bins = int(options["bins"])
 
     def params(self) -> tuple:
         return (self.condition(), self.bins)
@@ -125,10 +134,4 @@ class HistogramsView(ConditionCycler):
     def export_tables(self) -> Files:
         if self.data is None:
             return []
-        (task, bound), panels = self.data
-        header = ["algo", "bin_low", "bin_high", "expl", "greedy"]
-        rows = [[a, float(p.edges[i]), float(p.edges[i + 1]),
-                 *(int(p.counts[m][i]) if m in p.counts else 0 for m in ("expl", "greedy"))]
-                for a, p in panels.items() for i in range(len(p.edges) - 1)]
-        return table_files(f"hist_{task}_d{bound:g}", header, rows,
-                           f"Final episodic cost histogram, {condition_label(task, bound)} (counts)")
+        return histogram_files(*self.data)

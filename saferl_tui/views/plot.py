@@ -220,6 +220,15 @@ class ConditionCycler(PlotView):
     def figure_condition(self) -> tuple[str, float] | None:
         return self.condition()
 
+    def view_options(self) -> dict:
+        return {"condition": self.condition()}
+
+    def apply_view_options(self, options: dict) -> None:
+        cond = options.get("condition")
+        conds = self.conditions()
+        if cond is not None and (cond[0], float(cond[1])) in conds:
+            self.cond_index = conds.index((cond[0], float(cond[1])))
+
     def condition(self) -> tuple[str, float] | None:
         """The condition on screen."""
         conds = self.conditions()

@@ -118,4 +118,4 @@ class ProfileView(PlotView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        return rendered_files("profile", "profile", self.data, self.selection)
+        return rendered_files("profile", "profile", self.data, self.selection.not_safe)

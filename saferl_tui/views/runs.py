@@ -104,6 +104,9 @@ class RunsView(SortableTable, ResultView):
                          style="bold dark_orange" if differ else "")
         self.query_one("#runs-title", Static).update(title)
 
+    def view_options(self) -> dict:
+        return {"condition": self.figure_condition()}
+
     def figure_condition(self) -> tuple[str, float] | None:
         """The highlighted run's (task, bound): its curves, not every condition's (a figure a page long)."""
         rows = self.shown_rows()

@@ -303,9 +303,9 @@ class SummaryView(ResultView):
         if self.data is None or self.selection is None:
             return []
         agg, gap, _reference = self.data
-        files = rendered_files("summary", "aggregate", agg, self.selection)
+        files = rendered_files("summary", "aggregate", agg, self.selection.not_safe)
         if not isinstance(gap, str):
-            files += rendered_files("summary_gap", "gap", gap, self.selection)
+            files += rendered_files("summary_gap", "gap", gap, self.selection.not_safe)
         return files
 
 
