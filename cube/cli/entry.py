@@ -23,10 +23,10 @@ COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the cube's own subcommands: validate, demo, export, status (one module each)."""
-    from cube.cli import demo, export, status, validate
+    """Add the cube's own subcommands: validate, demo, export, status, publish (one module each)."""
+    from cube.cli import demo, export, publish, status, validate
 
-    for command in (validate, demo, export, status):
+    for command in (validate, demo, export, status, publish):
         command.register(sub)
 
 

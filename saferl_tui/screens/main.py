@@ -64,11 +64,23 @@ REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("w", "Follow"), ("R", "Paper"
 
 
 def display_path(path: str) -> str:
-    """The path as shown in the header: relative to the working directory when below it."""
+    """The path as shown in the header: relative to the working directory when below it; a URL without
+    its secrets (`cube.store.location.redact`)."""
+    if "://" in str(path):
+        from cube.store.location import redact
+
+        return redact(path)
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def display_cube(path: str) -> str:
+    """The cube as recorded in an export: its path, or its URL without user info or query (no secrets)."""
+    from cube.store.location import redact
+
+    return redact(path)
 
 
 class MainScreen(FollowMode, Screen):
@@ -436,7 +448,7 @@ class MainScreen(FollowMode, Screen):
         """What an export records: the cube, view, selection, bootstrap settings and view parameters."""
         sel = view.selection or self.selection
         assert sel is not None
-        return {"view": view.VIEW_ID, **sel.as_dict(cube=str(self.model.path)), "boot": self.model.boot,
+        return {"view": view.VIEW_ID, **sel.as_dict(cube=display_cube(self.model.path)), "boot": self.model.boot,
                 "rng_seed": self.model.rng_seed, "view_params": view.describe_params()}
 
     def action_export(self) -> None:
@@ -488,7 +500,7 @@ class MainScreen(FollowMode, Screen):
             out_dir.mkdir(parents=True, exist_ok=True)
             (path,) = free_names(out_dir, [f"saferl_{view.VIEW_ID}_{tag}.svg"])
             svg = self.app.export_screenshot(title=f"saferl-tui {view.TITLE}")
-            meta = self.export_meta(view) if view.selection is not None else {"cube": str(self.model.path)}
+            meta = self.export_meta(view) if view.selection is not None else {"cube": display_cube(self.model.path)}
             write_text(path, with_selection(path.name, svg, meta), replace=False)  # atomic, never overwrites
         except CubeError as exc:
             self.notify_text(str(exc), severity="error", title="Screenshot")
@@ -516,7 +528,7 @@ class MainScreen(FollowMode, Screen):
         from cube.render.maker import PlotOptions
         from saferl_tui.exports import figure_for_view, figure_kind
 
-        cube_path = Path(self.model.path)
+        cube_path = self.model.path if self.model.remote else Path(self.model.path)
         folder = self.output_dir
         suffix = (f"_{condition[0]}_d{condition[1]:g}"
                   if condition and figure_kind(view_id) in ("curves", "hist") else "")
