@@ -130,6 +130,28 @@ def test_publish_refuses_an_existing_destination(published_s3: str, local: Path,
     assert rc == 2 and "already holds a store" in err and len(err.strip().splitlines()) == 1
 
 
+def test_publish_keeps_complete_runs_only_unless_partial(local: Path, tmp_path: Path) -> None:
+    import numpy as np
+    import zarr
+
+    from cube import open_cube
+    from cube.schema import RUN_STATUS
+
+    source = tmp_path / "src.zarr"
+    shutil.copytree(local, source)
+    zarr.open_group(source, mode="r+")["run_status"][0, 1, 0, 2] = RUN_STATUS["partial"]
+    assert main(["publish", str(source), str(tmp_path / "complete.zarr")]) == 0
+    assert main(["publish", str(source), str(tmp_path / "all.zarr"), "--partial"]) == 0
+    want = open_cube(source).isel(algo=0, task=1, bound=0, seed=2)
+    left_out = open_cube(tmp_path / "complete.zarr").isel(algo=0, task=1, bound=0, seed=2)
+    kept = open_cube(tmp_path / "all.zarr").isel(algo=0, task=1, bound=0, seed=2)
+    assert np.isnan(left_out["cost"].values).all() and int(left_out["run_status"]) == RUN_STATUS["pending"]
+    np.testing.assert_array_equal(kept["cost"].values, want["cost"].values)
+    other = {"algo": 0, "task": 1, "bound": 0, "seed": 1}
+    np.testing.assert_array_equal(open_cube(tmp_path / "complete.zarr").isel(other)["cost"].values,
+                                  open_cube(source).isel(other)["cost"].values)
+
+
 # --------------------------------------------------------------------------------------------- readers
 def test_report_over_s3_equals_local_and_writes_nothing_there(local: Path, published_s3: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,9 +245,21 @@ def test_a_url_that_does_not_exist(env: dict[str, str], published_http: str,
     assert "does not exist" in one_line_error(capsys, "report", "s3://no-such-bucket-here/cube.zarr")
 
 
-def test_a_store_without_permission(http_root: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
-    line = one_line_error(capsys, "report", f"{http_root[1]}/private/cube.zarr")
-    assert "access denied" in line
+def test_a_bucket_without_permission(env: dict[str, str], local: Path, http_root: tuple[Path, str],
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
+    client.create_bucket(Bucket="locked")
+    client.put_object(Bucket="locked", Key="cube.zarr/zarr.json", Body=b"{}")
+    client.put_bucket_policy(Bucket="locked", Policy=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Principal": "*", "Action": "s3:*",
+         "Resource": ["arn:aws:s3:::locked", "arn:aws:s3:::locked/*"]}]}))
+    assert "access denied" in one_line_error(capsys, "report", "s3://locked/cube.zarr")
+    assert "access denied" in one_line_error(capsys, "publish", str(local), "s3://locked/new.zarr")
+    assert "access denied" in one_line_error(capsys, "report", f"{http_root[1]}/private/cube.zarr")
 
 
 def test_a_truncated_chunk_on_the_server(local: Path, http_root: tuple[Path, str], env: dict[str, str],
