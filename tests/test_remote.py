@@ -207,6 +207,30 @@ def test_tui_shows_the_local_numbers_over_http(local: Path, published_http: str)
     assert remote and remote == summary(local)
 
 
+def test_first_table_at_100ms_a_request(local: Path, published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Through a proxy adding 100 ms to every request: the report's chunk requests go out concurrently, and
+    its table equals the local one. The time to the first table is printed (bench/remote_latency.py
+    measures it on the demo cube and the remote / local ratio at 1/24 scale)."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.latency_proxy import LatencyProxy
+
+    expected = report_csv(capsys, str(local))
+    base, name = published_http.rsplit("/", 1)
+    with LatencyProxy(base, delay_s=0.1) as proxy:  # the reader in a process of its own, as a user runs it
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "cube.cli", "report", f"{proxy.url}/{name}", "--format", "csv",
+                               "--boot", "200", "--no-cache"], capture_output=True, text=True, timeout=300)
+        seconds = time.perf_counter() - start
+    assert done.returncode == 0 and done.stdout == expected, done.stderr
+    assert proxy.max_in_flight >= 8, f"chunk requests went out {proxy.max_in_flight} at a time"
+    with capsys.disabled():
+        print(f"\nfirst table over 100 ms/request: {seconds:.1f} s ({proxy.requests} requests, "
+              f"{proxy.max_in_flight} at once at most)")
+
+
 # --------------------------------------------------------------------------------------------- errors
 def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     rc, _, err = run_cli(capsys, *argv)

@@ -1,13 +1,14 @@
 """`saferl publish`: a consistent, immutable snapshot of a local cube in a local folder or at an S3/GCS URL.
 
 The snapshot is the store's published grid (`cube.store.grid`) with complete runs only (all runs with
-``partial``): every chunk is copied byte for byte (its CRC-32C kept), runs left out keep the fill values
-(no episodes, status pending). What only local writers need is left behind (the seqlock, locks, claims,
-the statistics cache). Runs a writer wrote while they were copied (their write sequence moved) are copied
-again until they hold still, else left out with a note. The root ``zarr.json`` is written last, carrying
-the snapshot's content id (`cube.store.location.SNAPSHOT_ATTR`) and, with ``consolidate``, every array's
-metadata, so opening the snapshot is one request (HTTP cannot list folders).
-"""
+``partial``): the episode chunks (reward, cost) are copied byte for byte (their CRC-32C kept); the small
+per-run arrays (status, manifest, per-iterate variables) are rewritten as one chunk each with the same
+codecs, since no writer will ever write one run of a snapshot: a reader's one request instead of one per
+run. Runs left out keep the fill values (no episodes, status pending). What only local writers need is
+left behind (the seqlock, locks, claims, the statistics cache). Runs a writer wrote while they were copied
+(their write sequence moved) are copied again until they hold still (else one error line). The root
+``zarr.json`` is written last, carrying the snapshot's id (`cube.store.location.SNAPSHOT_ATTR`) and, with
+``consolidate``, every array's metadata, so opening the snapshot is one request (HTTP cannot list folders)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ from cube.store.fs import staged_store
 from cube.store.grid import Sizes, cut_metadata, published_sizes
 from cube.store.location import SNAPSHOT_ATTR, filesystem, is_remote, local_path, redact, remote_error, scheme_of
 from cube.store.locks import WRITE_SEQ, read_write_seqs, runs_written_since
+
+EPISODE_ARRAYS = ("reward", "cost")
+"""Copied chunk by chunk, byte for byte; every other per-run array (status, manifest, per-iterate variables)
+is small and rewritten as one chunk: a reader's one request instead of one per run."""
 
 COPY_TRIES = 10
 """Copies of a run a writer keeps writing before it is left out of the snapshot."""
@@ -130,18 +135,24 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         keep &= before % 2 == 0  # a writer inside: never half a write in a snapshot
     metas = _array_metas(src, sizes)
     digest = hashlib.sha256()
-    total = sum(len(_chunk_keys(m, m["shape"])) for m in metas.values())
+    total = sum(len(_chunk_keys(m, m["shape"])) for n, m in metas.items() if n in EPISODE_ARRAYS)
     done = 0
+    whole = [n for n, m in metas.items() if _is_run_array(m) and n not in EPISODE_ARRAYS]
+    for name in whole:
+        with reading_store(src, f"publish {src}"):
+            metas[name] = _put_whole(group[name], name, keep, sink, digest)
     for name, meta in metas.items():
+        if name in whole:
+            continue
         sink.put(f"{name}/zarr.json", json.dumps(meta).encode())
         for coords, key in _chunk_keys(meta, meta["shape"]):
-            done += 1
+            done += name in EPISODE_ARRAYS
             if _is_run_array(meta) and not keep[coords[: len(RUN_DIMS)]]:
                 continue
             _copy_chunk(src, sink, f"{name}/{key}", digest)
             if progress is not None and done % 64 == 0:
                 progress(done, total)
-    notes = _recopy_moved(src, sink, sizes, metas, keep, before)
+    notes = _recopy_moved(src, sink, sizes, metas, keep, before, group)
     root = json.loads((src / "zarr.json").read_bytes())
     root.pop("consolidated_metadata", None)
     digest.update(uuid.uuid4().bytes)  # runs copied again are not in the digest: each snapshot its own id
@@ -155,6 +166,35 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
     if progress is not None:
         progress(total, total)
     return int(keep.sum()), int(keep.size), ident, notes
+
+
+def _put_whole(arr: Any, name: str, keep: np.ndarray, sink: _Sink, digest: Any) -> dict[str, Any]:
+    """Write the per-run array `arr` (a zarr array of the source, cut to the grid) into `sink` as one chunk, the
+    runs not kept at its fill value, with the source's codecs (CRC-32C); returns its new metadata."""
+    import tempfile
+
+    import zarr
+
+    from cube.store.layout import CHUNK_COMPRESSORS
+
+    values = np.asarray(arr[...])
+    text = values.dtype.kind in "OTUS"
+    fill = "" if text else arr.fill_value
+    values[~keep] = fill
+    with tempfile.TemporaryDirectory(prefix="saferl-publish-") as tmp:
+        group = zarr.open_group(tmp, mode="w", zarr_format=3)
+        out = group.create_array(name, shape=values.shape, chunks=values.shape, dtype=str if text else arr.dtype,
+                                 fill_value=fill, dimension_names=arr.metadata.dimension_names,
+                                 compressors=CHUNK_COMPRESSORS, attributes=dict(arr.attrs))
+        out[...] = values.astype(object) if text else values
+        for file in sorted(Path(tmp, name).rglob("*")):
+            if file.is_file():
+                data = file.read_bytes()
+                key = file.relative_to(tmp).as_posix()
+                if file.name != "zarr.json":
+                    digest.update(key.encode() + b"\0" + hashlib.sha256(data).digest())
+                sink.put(key, data)
+        return json.loads(Path(tmp, name, "zarr.json").read_bytes())
 
 
 def _array_metas(src: Path, sizes: Sizes) -> dict[str, dict[str, Any]]:
@@ -184,7 +224,7 @@ def _copy_chunk(src: Path, sink: _Sink, key: str, digest: Any) -> None:
 
 
 def _recopy_moved(src: Path, sink: _Sink, sizes: Sizes, metas: dict[str, dict[str, Any]], keep: np.ndarray,
-                  before: np.ndarray | None) -> list[str]:
+                  before: np.ndarray | None, group: Any) -> list[str]:
     """Copy again the kept runs a writer wrote while they were copied, until their write sequences hold
     still and even (at most COPY_TRIES times; CubeError when they never do). Notes name the runs copied again."""
     notes: list[str] = []
@@ -197,9 +237,13 @@ def _recopy_moved(src: Path, sink: _Sink, sizes: Sizes, metas: dict[str, dict[st
         if not moved:
             return notes
         notes.append(f"{len(moved)} run(s) written while copied were copied again")
+        for name in metas:
+            if name not in EPISODE_ARRAYS and _is_run_array(metas[name]):
+                with reading_store(src, f"publish {src}"):
+                    _put_whole(group[name], name, keep, sink, hashlib.sha256())
         for run in moved:
             for name, meta in metas.items():
-                if _is_run_array(meta):
+                if name in EPISODE_ARRAYS:
                     for coords, key in _chunk_keys(meta, meta["shape"]):
                         if coords[: len(RUN_DIMS)] == run:
                             _copy_chunk(src, sink, f"{name}/{key}", hashlib.sha256())
