@@ -293,4 +293,8 @@ def test_a_truncated_chunk_on_the_server(local: Path, http_root: tuple[Path, str
     chunk = next(p for p in sorted((root / "cut.zarr" / "cost").rglob("*")) if p.is_file() and p.name != "zarr.json")
     chunk.write_bytes(chunk.read_bytes()[:5])
     line = one_line_error(capsys, "report", f"{base}/cut.zarr", "--no-cache")
-    assert "cannot" in line
+    assert f"chunk cost/{chunk.relative_to(root / 'cut.zarr' / 'cost').as_posix()}" in line and "damaged" in line
+
+
+def test_status_watch_refuses_a_snapshot(published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "never changes" in one_line_error(capsys, "status", published_http, "--watch")

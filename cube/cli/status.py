@@ -69,12 +69,16 @@ def set_status_hooks(sub: argparse._SubParsersAction, total_iterates: Hook | Non
 def run(args: argparse.Namespace) -> int:
     """Entry of `saferl status`: 0; 1 when a followed store is deleted; CubeError (one line) for bad input."""
     from cube.errors import CubeError
+    from cube.store.location import is_remote, redact
 
     if not 0 < args.interval <= MAX_INTERVAL_S:
         raise CubeError(f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL_S:g} (a day), "
                         f"got {args.interval:g}")
     if not (math.isfinite(args.stall_after) and args.stall_after > 0):
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
+    if args.watch and is_remote(args.path):
+        raise CubeError(f"{redact(args.path)} is a published snapshot (it never changes): --watch has nothing to "
+                        "follow; watch the local store being written instead")
     reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
     console = _console()
     if not args.watch:
