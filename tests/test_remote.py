@@ -175,6 +175,10 @@ def test_report_over_http_equals_local_then_comes_from_the_local_cache(
     assert report_csv(capsys, published_http) == expected
 
 
+def test_file_url_is_the_local_store(local: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert report_csv(capsys, local.as_uri()) == report_csv(capsys, str(local))
+
+
 def test_validate_status_plot_export_over_http(published_http: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_cli(capsys, "validate", published_http)

@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(exc)
         return 2
     args = parser.parse_args(argv)
+    if isinstance(getattr(args, "path", None), str):
+        from cube.store.location import local_path
+
+        args.path = local_path(args.path)  # file:///x is the local store /x: its locks and seqlock apply
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
