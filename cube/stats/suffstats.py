@@ -50,7 +50,14 @@ from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_
 from cube.stats.tail import cvar_alphas as tail_alphas
 from cube.store.damage import damaged_store_error, reading_store
 from cube.store.grid import Sizes
-from cube.store.location import REMOTE_BLOCK_RUNS, is_remote, local_path, remote_blocks, remote_cache_folder
+from cube.store.location import (
+    REMOTE_BLOCK_RUNS,
+    REMOTE_WORKERS,
+    is_remote,
+    local_path,
+    remote_blocks,
+    remote_cache_folder,
+)
 from cube.store.locks import read_runs, read_write_seqs, runs_written_since
 from cube.store.read import open_cube
 
@@ -369,7 +376,8 @@ def _remote_suffstats(url: str, progress: Progress | None, kappa: np.ndarray, ca
     if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
         ss = cached.drop_vars("run_fp", errors="ignore")
     else:
-        ss = compute_suffstats(open_cube(url, chunks=blocks), kappa, progress, None, kernel, cvar_alphas)
+        with dask.config.set(num_workers=REMOTE_WORKERS):  # tasks wait on the network: more of them at once
+            ss = compute_suffstats(open_cube(url, chunks=blocks), kappa, progress, None, kernel, cvar_alphas)
         if folder is not None:
             write_cache(folder, ss, {"grid": grid, "store": folder.name}, None)
     return _attach_run_info(ss, ds)

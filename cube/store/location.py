@@ -32,8 +32,11 @@ REMOTE_CONCURRENCY = 64
 """Chunk requests one zarr read keeps in flight against a remote store (zarr's default, 10, suits disks: at
 100 ms a round trip, 64 make a demo cube's report a few seconds instead of a minute and a half)."""
 
-REMOTE_BLOCK_RUNS = 512
+REMOTE_BLOCK_RUNS = 30
 """Runs per dask block of a pass over a remote store: one task's chunks are one concurrent zarr read."""
+
+REMOTE_WORKERS = 16
+"""Dask threads of a pass over a remote store: while some tasks wait for their chunks, others compute."""
 
 EXTRA_HINT = "install the remote extra: pip install 'saferl[remote]'"
 
