@@ -179,6 +179,14 @@ def test_file_url_is_the_local_store(local: Path, capsys: pytest.CaptureFixture[
     assert report_csv(capsys, local.as_uri()) == report_csv(capsys, str(local))
 
 
+def test_credentials_in_a_url_are_never_printed(published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with_secret = published_http.replace("http://", "http://reader:s3cret@")
+    for argv in (("validate", with_secret), ("status", with_secret), ("report", with_secret, "--boot", "50")):
+        rc, out, err = run_cli(capsys, *argv)
+        assert rc == 0 and "s3cret" not in out + err, err
+        assert argv[0] == "report" or "http://127.0.0.1" in out  # the URL is shown, without its user info
+
+
 def test_validate_status_plot_export_over_http(published_http: str, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = run_cli(capsys, "validate", published_http)

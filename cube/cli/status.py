@@ -203,6 +203,9 @@ def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant
 
 def summary(path: Any, runs: Sequence[RunStatus]) -> str:
     """'PATH: N runs: a complete, b partial, c pending; ...' (stored statuses, then what runs now)."""
+    from cube.store.location import redact
+
+    path = redact(path)
     stored = {s: sum(r.stored == s for r in runs) for s in ("complete", "partial", "pending")}
     now = {s: sum(r.status == s for r in runs) for s in ("running", "stopped", "failed")}
     stalled = sum(r.stalled for r in runs)
