@@ -34,6 +34,9 @@ EPISODE_ARRAYS = ("reward", "cost")
 """Copied chunk by chunk, byte for byte; every other per-run array (status, manifest, per-iterate variables)
 is small and rewritten as one chunk: a reader's one request instead of one per run."""
 
+SINK_BATCH = 256
+"""Files sent to a remote destination in one concurrent batch."""
+
 COPY_TRIES = 10
 """Copies of a run a writer keeps writing before it is left out of the snapshot."""
 
@@ -50,18 +53,27 @@ class Published:
 
 
 class _Sink:
-    """Where the snapshot's files go: a local folder (`put` writes files) or a remote file system."""
+    """Where the snapshot's files go: a local folder (`put` writes files) or a remote file system (puts are
+    sent SINK_BATCH at a time, concurrently; `flush` sends what is left)."""
 
     def __init__(self, root: str, fs: Any = None) -> None:
         self.root, self.fs = root.rstrip("/"), fs
+        self.pending: dict[str, bytes] = {}
 
     def put(self, key: str, data: bytes) -> None:
         if self.fs is None:
             target = Path(self.root) / key
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        else:
-            self.fs.pipe_file(f"{self.root}/{key}", data)
+            return
+        self.pending[f"{self.root}/{key}"] = data
+        if len(self.pending) >= SINK_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.fs is not None and self.pending:
+            self.fs.pipe(self.pending)
+            self.pending = {}
 
 
 def _chunk_keys(meta: dict[str, Any], shape: list[int]) -> list[tuple[tuple[int, ...], str]]:
@@ -162,7 +174,9 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         "complete_only": not partial}
     if consolidate:
         root["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": metas}
+    sink.flush()
     sink.put("zarr.json", json.dumps(root).encode())  # last: before it, there is no store at the destination
+    sink.flush()
     if progress is not None:
         progress(total, total)
     return int(keep.sum()), int(keep.size), ident, notes
