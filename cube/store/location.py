@@ -129,9 +129,84 @@ def open_remote_store(url: str) -> Any:
     if zarr.config.get("async.concurrency") < REMOTE_CONCURRENCY:
         zarr.config.set({"async.concurrency": REMOTE_CONCURRENCY})  # requests wait on the network, not the CPU
     try:
-        return FsspecStore.from_url(url.rstrip("/"), storage_options=storage_options(url) or None, read_only=True)
+        store = FsspecStore.from_url(url.rstrip("/"), storage_options=storage_options(url) or None, read_only=True)
     except ImportError:
         raise _missing_package(url) from None
+    return SnapshotStore(store, url)
+
+
+SMALL_OBJECT_BYTES = 1 << 20
+"""Objects of a remote snapshot up to this size are kept in memory once read (metadata, coordinates, the
+one-chunk per-run arrays): a snapshot never changes, and each later open or read of them costs no request."""
+
+_KEPT: dict[tuple[str, str], bytes] = {}
+
+
+def _snapshot_store_class() -> type:
+    from zarr.storage import WrapperStore
+
+    class Snapshot(WrapperStore):
+        """A remote snapshot's store: small objects kept once read (`SMALL_OBJECT_BYTES`)."""
+
+        def __init__(self, store: Any, url: str) -> None:
+            super().__init__(store)
+            self.url = url
+
+        def _with_store(self, store: Any) -> Any:
+            return type(self)(store, self.url)
+
+        def __reduce__(self) -> tuple[Any, ...]:  # dask ships the store to its workers
+            return (SnapshotStore, (self._store, self.url))
+
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            if byte_range is None and (self.url, key) in _KEPT:
+                return prototype.buffer.from_bytes(_KEPT[(self.url, key)])
+            buf = await self._store.get(key, prototype, byte_range)
+            if buf is not None and byte_range is None and len(buf) <= SMALL_OBJECT_BYTES:
+                _KEPT[(self.url, key)] = buf.to_bytes()
+            return buf
+
+    return Snapshot
+
+
+def SnapshotStore(store: Any, url: str) -> Any:  # noqa: N802 - a class made on first use (zarr imported late)
+    """`store` (an FsspecStore of the snapshot at `url`) keeping its small objects once read."""
+    global _SNAPSHOT_CLASS
+    if _SNAPSHOT_CLASS is None:
+        _SNAPSHOT_CLASS = _snapshot_store_class()
+    return _SNAPSHOT_CLASS(store, url)
+
+
+_SNAPSHOT_CLASS: type | None = None
+
+
+def prefetch_small(url: str, store: Any, meta: dict[str, Any]) -> None:
+    """Read, concurrently in one batch, every one-chunk array of the snapshot (coordinates, per-run arrays
+    written whole by `saferl publish`) named in its consolidated metadata `meta`: opening it then costs one
+    round trip for them all instead of one per array."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    keys = []
+    for name, array in ((meta.get("consolidated_metadata") or {}).get("metadata") or {}).items():
+        try:
+            shape, chunks = array["shape"], array["chunk_grid"]["configuration"]["chunk_shape"]
+            one = all(int(c) >= int(n) for n, c in zip(shape, chunks, strict=True))
+            default = (array.get("chunk_key_encoding") or {}).get("name") == "default"
+        except (KeyError, TypeError, ValueError):
+            continue
+        key = f"{name}/" + "/".join(["c", *["0"] * len(shape)])
+        if one and default and (url, key) not in _KEPT:
+            keys.append(key)
+
+    async def fetch() -> None:  # inside zarr's event loop, where the store's session lives
+        prototype = default_buffer_prototype()
+        await asyncio.gather(*(store.get(key, prototype) for key in keys), return_exceptions=True)
+
+    if keys:
+        sync(fetch())
 
 
 @functools.lru_cache(maxsize=32)
@@ -200,6 +275,7 @@ def open_remote_dataset(url: str, chunks: dict[str, int], lazy: bool = True) -> 
         raise CubeError(f"cannot read {redact(url)}: a store served over HTTP needs consolidated metadata (HTTP "
                         "cannot list folders); publish it with `saferl publish CUBE DEST --consolidate`")
     store = open_remote_store(url)
+    prefetch_small(url, store, meta)
     try:
         with quiet_consolidated():
             return xr.open_zarr(store, consolidated=consolidated, chunks=chunks if lazy else None, zarr_format=3)
