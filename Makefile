@@ -17,7 +17,7 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 
 # Adds jax + crax-bench for training and its tests.
 $(VENV)/.train-installed: pyproject.toml $(VENV)/.dev-installed
-	$(BIN)/python -m pip install -q -e '.[dev,train,plot,parquet]'
+	$(BIN)/python -m pip install -q -e '.[dev,train,plot,parquet,remote]'
 	touch $@
 
 $(DEMO): | $(VENV)/.dev-installed

@@ -109,6 +109,9 @@ def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 
 def figures_folder(cube: str | os.PathLike[str]) -> Path:
     """Where figures of a cube go by default: `<cube>-figures/` next to it (`results.zarr` ->
-    `results-figures/`). Not created here."""
-    src = Path(cube)
+    `results-figures/`; a cube at a URL: in the current folder). Not created here."""
+    text = str(cube)
+    if "://" in text:  # a URL (s3://, https://): the store's last name, without a query string
+        text = text.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1] or "cube"
+    src = Path(text)
     return src.parent / f"{src.name.removesuffix('.zarr').removesuffix('.nc')}-figures"

@@ -132,13 +132,14 @@ def view_from_args(args: argparse.Namespace) -> ViewFile | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``saferl-tui`` console script: one error boundary, one line per failure."""
     from cube.cli.console import drain_zarr_io_at_exit, print_error
+    from cube.store.location import is_remote, local_path
     from cube.store.read import check_cube_path
 
     args = parser().parse_args(argv)
     if args.path is None:
         path, builder = demo_path(), build_demo
     else:
-        path, builder = Path(args.path), None
+        path, builder = (args.path if is_remote(args.path) else Path(local_path(args.path))), None
     drain_zarr_io_at_exit()  # reads a closing app left in zarr's loop end before zarr's exit hook closes it
     try:
         view_file = view_from_args(args)

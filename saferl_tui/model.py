@@ -28,6 +28,7 @@ from cube.stats.metrics import SETTINGS
 from cube.stats.subset import select_runs
 from cube.stats.suffstats import load_suffstats_at
 from cube.store import summary
+from cube.store.location import is_remote
 from saferl_tui.derived import DerivedCache
 from saferl_tui.selection import CubeInfo, UISelection, info_of
 
@@ -69,6 +70,7 @@ class CubeModel:
     def __init__(self, path: str | Path, boot: int = 2000, rng_seed: int = 0, stall_s: float = 600.0,
                  clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
+        self.remote = is_remote(self.path)  # a published snapshot at a URL: read-only, nothing to follow
         self.stall_s = float(stall_s)
         """Seconds without a write after which a running run is stalled (Status view)."""
         self.clock = clock
@@ -94,7 +96,7 @@ class CubeModel:
         """
         from cube import open_cube
 
-        if not Path(self.path).exists():
+        if not self.remote and not Path(self.path).exists():
             raise CubeError(f"{self.path} does not exist: give the path of a results cube (.zarr or .nc)")
         ds = self._read(lambda: open_cube(self.path))  # a damaged store: one DamagedStoreError line
         self.ds = ds
@@ -147,9 +149,9 @@ class CubeModel:
         from cube.store.runstatus import RunStatusReader
 
         self._check(sel)
-        if not Path(self.path).exists():
+        if not self.remote and not Path(self.path).exists():
             raise CubeError(f"{self.path} is gone (deleted or moved away): there is no run status to show")
-        if not Path(self.path).is_dir():
+        if not self.remote and not Path(self.path).is_dir():
             raise CubeError(f"{self.path} is a netCDF file: run status is read from a zarr store being written")
         with self._lock:
             if self._status_reader is None:
@@ -390,7 +392,7 @@ class CubeModel:
         def open_raw() -> xr.Dataset:
             from cube import open_cube
 
-            if not Path(self.path).is_dir():  # netCDF: keep the one dask-backed handle (HDF5 is not thread-safe)
+            if not self.remote and not Path(self.path).is_dir():  # netCDF: one dask-backed handle (HDF5: no threads)
                 assert self.ds is not None
                 return self.ds
             return open_cube(self.path, check=False, lazy=False, sizes=self.ds.encoding.get("saferl_grid"))
@@ -406,7 +408,7 @@ class CubeModel:
     def _read(self, fn: Callable[[], Any]) -> Any:
         """Run a store read; reads of netCDF files are serialised (the HDF5 library is not thread-safe
         and a cancelled worker may still be reading when the next one starts)."""
-        if Path(self.path).is_dir():
+        if self.remote or Path(self.path).is_dir():  # zarr reads are thread-safe
             return fn()
         with _NETCDF_LOCK:
             return fn()

@@ -267,6 +267,7 @@ def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: 
 
 def run(args: argparse.Namespace) -> int:
     """Entry of `saferl train`: plan (no jax), store, then the runs through the chosen executor."""
+    from cube.store.location import refuse_url
     from train.executors import executor_from_args, read_cluster_table, record_outcome
     from train.grouping import make_units, split_outcome
     from train.offpolicy.family import check_offpolicy_plan
@@ -275,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
     from train.sweep import check_store_config
     from train.sweep_run import SweepRun
 
+    refuse_url(args.out, "train into")
     plan = build_plan(args)
     check_offpolicy_plan(plan.config, plan.algos)  # a batch larger than the replay buffer fails here
     executor = executor_from_args(args, read_cluster_table(args.config))

@@ -47,7 +47,9 @@ def check_demo_size(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from cube.io.demo import make_demo_cube
     from cube.store.fs import staged_store
+    from cube.store.location import refuse_url
 
+    refuse_url(args.path, "write a demo cube at")
     check_demo_size(args)
 
     # Written beside the target and swapped in only once complete (see `staged_store`).

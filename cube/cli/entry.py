@@ -23,10 +23,10 @@ COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add the cube's own subcommands: validate, demo, export, status (one module each)."""
-    from cube.cli import demo, export, status, validate
+    """Add the cube's own subcommands: validate, demo, export, status, publish (one module each)."""
+    from cube.cli import demo, export, publish, status, validate
 
-    for command in (validate, demo, export, status):
+    for command in (validate, demo, export, status, publish):
         command.register(sub)
 
 
@@ -68,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(exc)
         return 2
     args = parser.parse_args(argv)
+    if isinstance(getattr(args, "path", None), str):
+        from cube.store.location import local_path
+
+        args.path = local_path(args.path)  # file:///x is the local store /x: its locks and seqlock apply
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

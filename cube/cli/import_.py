@@ -72,7 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from cube.cli.console import progress_bar
     from cube.io.writing import add_runs, write_runs  # the store's writers: loaded when the command runs
+    from cube.store.location import refuse_url
 
+    refuse_url(args.into or args.out, "import into")
     if args.force and args.into:
         raise CubeError("--force replaces a whole store given with --out; with --into use --replace for runs")
     if args.replace and args.out:

@@ -71,6 +71,7 @@ def set_status_hooks(sub: argparse._SubParsersAction, total_iterates: Hook | Non
 def run(args: argparse.Namespace) -> int:
     """Entry of `saferl status`: 0; 1 when a followed store is deleted; CubeError (one line) for bad input."""
     from cube.errors import CubeError
+    from cube.store.location import is_remote, redact
     from cube.store.runstatus import RunStatusReader
 
     if not 0 < args.interval <= MAX_INTERVAL_S:
@@ -78,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
                         f"got {args.interval:g}")
     if not (math.isfinite(args.stall_after) and args.stall_after > 0):
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
+    if args.watch and is_remote(args.path):
+        raise CubeError(f"{redact(args.path)} is a published snapshot (it never changes): --watch has nothing to "
+                        "follow; watch the local store being written instead")
     reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
     console = _console()
     if not args.watch:
@@ -204,6 +208,9 @@ def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant
 
 def summary(path: Any, runs: Sequence[RunStatus]) -> str:
     """'PATH: N runs: a complete, b partial, c pending; ...' (stored statuses, then what runs now)."""
+    from cube.store.location import redact
+
+    path = redact(path)
     stored = {s: sum(r.stored == s for r in runs) for s in ("complete", "partial", "pending")}
     now = {s: sum(r.status == s for r in runs) for s in ("running", "stopped", "failed")}
     stalled = sum(r.stalled for r in runs)

@@ -16,19 +16,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cube.cli.console import print_warning
+    from cube.store.location import redact
     from cube.store.summary import describe
     from cube.store.validate import validate
 
     episode_counts: dict[str, int] = {}
     notes: list[str] = []
     problems = validate(args.path, episode_counts, notes)
+    shown = redact(args.path)  # a URL without user info or query: no secret is printed
     for note in notes:
-        print_warning(f"{args.path}: {note}")
+        print_warning(f"{shown}: {note}")
     if problems:
         for problem in problems:
-            print(f"{args.path}: {problem}", file=sys.stderr)
-        print(f"{args.path}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
+            print(f"{shown}: {problem}", file=sys.stderr)
+        print(f"{shown}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
         return 1
     Console().print(describe(args.path, episode_counts))
-    print(f"{args.path}: valid saferl cube")
+    print(f"{shown}: valid saferl cube")
     return 0

@@ -48,6 +48,14 @@ from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_
 from cube.stats.tail import cvar_alphas as tail_alphas
 from cube.store.damage import damaged_store_error, reading_store
 from cube.store.grid import Sizes
+from cube.store.location import (
+    REMOTE_BLOCK_RUNS,
+    REMOTE_WORKERS,
+    is_remote,
+    local_path,
+    remote_blocks,
+    remote_cache_folder,
+)
 from cube.store.locks import read_runs, read_write_seqs, runs_written_since
 from cube.store.read import open_cube
 
@@ -343,7 +351,9 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     if isinstance(source, xr.Dataset):
         return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
                                 source), None
-    path = Path(source)
+    if is_remote(source):
+        return _remote_suffstats(str(source), progress, kappa, cache, kernel, cvar_alphas), None
+    path = Path(local_path(source))
     # one grid snapshot (`cube.store.grid`) for every read of this pass; a store opens without dask: a fresh cache
     # needs no graph (and no dask import), a pass opens its dask view of the same grid (`_dask_view`)
     ds = open_cube(path, lazy=not path.is_dir())
@@ -363,6 +373,30 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
         for index in interrupted:  # a run holding an interrupted write is partial, whatever it says
             ss["run_status"].values[index] = min(int(ss["run_status"].values[index]), RUN_STATUS["partial"])
     return ss, before
+
+
+def _remote_suffstats(url: str, progress: Progress | None, kappa: np.ndarray, cache: bool, kernel: str | None,
+                      cvar_alphas: Sequence[float] | None) -> xr.Dataset:
+    """The statistics of a published store at `url`: no seqlock to settle (a snapshot is immutable); cached in a
+    local folder keyed by the snapshot's id (`cube.store.location.remote_cache_folder`), so a second report of
+    the URL costs what a local repeated report costs. Dask blocks of several seeds: one task's store chunks
+    are requested concurrently."""
+    ds = open_cube(url)
+    run_bytes = ds.sizes["iterate"] * ds.sizes["episode"] * ds.sizes["mode"] * ds["cost"].dtype.itemsize
+    blocks = remote_blocks(dict(ds.sizes), max(1, min(REMOTE_BLOCK_RUNS, FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
+    folder = remote_cache_folder(url) if cache else None
+    grid = grid_fingerprint(ds, kappa)
+    cached = read_cache(folder) if folder is not None else None
+    if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
+        ss = cached.drop_vars("run_fp", errors="ignore")
+    else:
+        import dask
+
+        with dask.config.set(num_workers=REMOTE_WORKERS):  # tasks wait on the network: more of them at once
+            ss = compute_suffstats(open_cube(url, chunks=blocks), kappa, progress, None, kernel, cvar_alphas)
+        if folder is not None:
+            write_cache(folder, ss, {"grid": grid, "store": folder.name}, None)
+    return _attach_run_info(ss, ds)
 
 
 def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray,

@@ -33,6 +33,7 @@ from pathlib import Path
 from cube.errors import CubeError
 from cube.schema import RunKey, utc_stamp
 from cube.store.fs import pid_alive, process_start, side_folder, store_write_error
+from cube.store.location import is_remote
 from cube.store.mounts import check_store_locks
 
 CLAIMS_DIR = "_claims"
@@ -114,7 +115,10 @@ def holder_alive(holder: dict[str, object]) -> bool:
 
 
 def claim_state(store: str | os.PathLike, key: RunKey) -> ClaimState:
-    """The state of a run's claim (see `ClaimState`); reading it never raises for a damaged file."""
+    """The state of a run's claim (see `ClaimState`); reading it never raises for a damaged file. A store at
+    a URL is a published snapshot: no writer, no claim."""
+    if is_remote(store):
+        return ClaimState("free")
     try:
         text = claim_path(store, key).read_text(errors="replace")
     except (FileNotFoundError, NotADirectoryError):

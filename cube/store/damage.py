@@ -20,6 +20,7 @@ from cube.compute import Cancelled
 from cube.errors import CubeError, DamagedStoreError
 from cube.schema import RUN_DIMS, RunKey
 from cube.store.grid import open_view
+from cube.store.location import is_remote, open_remote_group
 
 
 @contextmanager
@@ -95,19 +96,21 @@ def damaged_chunks(source: str | Path | None, first_only: bool = False, skip: tu
     that cannot be read, one line each ('chunk cost/c/0/1/0/2/0/0/0 of run ppo/goal/d=15/seed=2 is damaged (checksum
     mismatch)'), and chunk keys that are not plain files (a folder or a link where a chunk should be).
     Reads every chunk: for validate and error messages, not hot paths."""
-    if source is None or not (Path(source) / "zarr.json").exists():
+    remote = is_remote(source)
+    if source is None or not (remote or (Path(source) / "zarr.json").exists()):
         return []
-    broken = [f"{line}; restore that file from a copy" for line in metadata_problems(source)]
+    broken = [] if remote else [f"{line}; restore that file from a copy" for line in metadata_problems(source)]
     if broken:
         return broken[:1] if first_only else broken
-    group = open_view(source)
+    group = open_remote_group(str(source)) if remote else open_view(source)
     try:
         labels = {d: np.asarray(group[d][:]) for d in RUN_DIMS}
     except Exception:  # noqa: BLE001 - a damaged coordinate is reported below
         labels = None
     problems: list[str] = []
     for name, arr in sorted(group.arrays(), key=lambda item: item[0]):
-        problems.extend(odd_chunk_files(Path(source), name, arr.ndim))
+        if not remote:
+            problems.extend(odd_chunk_files(Path(source), name, arr.ndim))
         if name in skip:
             continue
         try:

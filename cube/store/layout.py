@@ -44,6 +44,7 @@ from cube.schema import MAX_ITERATES as MAX_ITERATES
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
 from cube.store.grid import GRID_ATTR, Sizes, open_view, publish, published_sizes
+from cube.store.location import is_remote, local_path, open_remote_group, redact, refuse_url
 from cube.store.locks import WRITE_SEQ, grid_lock
 
 # Every chunk is zstd-compressed (zarr's default) and then carries a CRC-32C checksum, so a flipped bit
@@ -121,7 +122,8 @@ def create_store(
     ``chunk_episodes`` slots (default: all of them, one chunk per run). Smaller chunks suit stores that
     grow while recorded (`cube.Recorder`): growing adds chunks and never rewrites one.
     """
-    path = Path(path)
+    refuse_url(path, "create a store at")
+    path = Path(local_path(path))
     labels = {
         "algo": clean_labels("algo", algos),
         "task": clean_labels("task", tasks),
@@ -275,13 +277,28 @@ def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> 
     """The store's root group seen through its published grid (`cube.store.grid.GridView`; `sizes`: a
     snapshot taken earlier). The grid's sizes change only through `extend_store` / `grow_store`. CubeError
     for a missing, foreign or corrupt store."""
-    path = Path(path)
+    if is_remote(path):
+        if mode != "r":
+            refuse_url(path, "write into")
+        group = open_remote_group(str(path))
+    else:
+        group = _open_local_group(Path(local_path(path)), mode, sizes)
+    _check_group(group, redact(path))
+    return group
+
+
+def _open_local_group(path: Path, mode: str, sizes: Sizes | None) -> zarr.Group:
     if not path.exists():
         raise CubeError(f"{path} does not exist; create it first (saferl demo / saferl train)")
     if not (path / "zarr.json").exists():
         raise CubeError(f"{path} is not a saferl Zarr v3 store (no zarr.json); give the path of a results store")
     with reading_store(path, f"open {path}"):  # zarr raises many types for damaged metadata
-        group = open_view(path, sizes, mode="r" if mode == "r" else "r+")
+        return open_view(path, sizes, mode="r" if mode == "r" else "r+")
+
+
+def _check_group(group: zarr.Group, path: str) -> None:
+    """CubeError unless `group` holds a saferl cube of a schema this saferl reads."""
+    with reading_store(None if "://" in path else path, f"open {path}"):
         version = schema_version_problems(group.attrs)
         if version:
             raise CubeError(f"{path} is not a store this saferl can read or write: {version[0]}")
@@ -294,7 +311,6 @@ def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> 
                 raise DamagedStoreError.found(f"open {path}", f"the array '{name}' says dtype {dtype} where a "
                                               "cube holds floats: its metadata disagree with the data",
                                               advice="restore its zarr.json from a copy")
-    return group
 
 
 def read_coords(group: zarr.Group) -> dict[str, np.ndarray]:

@@ -32,6 +32,7 @@ from cube.store.damage import damaged_store_error, odd_chunk_files, reading_stor
 from cube.store.fs import PathLike
 from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
 from cube.store.layout import open_group, read_coords
+from cube.store.location import is_remote, local_path, open_remote_dataset, redact, remote_root_meta
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 
 
@@ -106,9 +107,14 @@ def open_cube(
     While writers write, a lazy read guarantees one grid but nothing across variables: use
     ``ds.saferl.load()`` (`load_consistent`) for every run as one writer state.
     """
+    remote = is_remote(source)
+    source = local_path(source)
     if isinstance(source, xr.Dataset):
         ds = source
         where = "dataset"
+    elif remote:
+        ds = open_remote_dataset(str(source), chunks or {}, lazy)
+        where = redact(source)
     else:
         path = Path(source)
         with reading_store(path, f"read {path}"):
@@ -118,7 +124,7 @@ def open_cube(
         where = str(source)
     if check:
         problems = structure_problems(ds)
-        if not isinstance(source, xr.Dataset):
+        if not isinstance(source, xr.Dataset) and not remote:
             problems += missing_coordinate_arrays(Path(source), ds)
         if problems:
             more = (f" (and {len(problems) - 1} more problem(s); run `saferl validate {where}`)"
@@ -129,6 +135,8 @@ def open_cube(
     ds.attrs.pop(GRID_ATTR, None)
     if not isinstance(source, xr.Dataset):
         ds.encoding["saferl_source"] = str(source)  # lets ``ds.saferl`` reuse the store's cached statistics
+        if remote:
+            ds.encoding["saferl_remote"] = True
         if sizes:
             ds.encoding["saferl_grid"] = dict(sizes)
     return ds
@@ -150,7 +158,10 @@ NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
 def check_cube_path(path: PathLike) -> None:
     """CubeError (one line) unless `path` can be a cube: a Zarr store directory or a netCDF file. Reads
     nothing but the first bytes of a file; for a front door (`saferl-tui PATH`) to refuse at once."""
-    path = Path(path)
+    if is_remote(path):
+        remote_root_meta(str(path))  # missing, forbidden, not a store: one line
+        return
+    path = Path(local_path(path))
     if not path.exists():
         raise CubeError(f"{path} does not exist; give the path of a results store (.zarr directory or .nc file)")
     mode = path.stat().st_mode

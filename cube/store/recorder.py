@@ -52,6 +52,7 @@ from cube.schema import DEFAULT_ITERATE_VARS, MODES, RunKey, seed_label, utc_sta
 from cube.store.claims import RunClaims, take_claims
 from cube.store.fs import store_write_error
 from cube.store.layout import MAX_ITERATES, check_iterate_var_name, create_store, extend_store, grow_store
+from cube.store.location import local_path, refuse_url
 from cube.store.locks import EVERYTHING, Intent
 from cube.store.mounts import check_store_locks
 from cube.store.writer import EXISTING, CubeWriter
@@ -73,7 +74,8 @@ class Recorder:
                  manifest: dict[str, Any] | None = None, existing: str = "refuse") -> None:
         if existing not in EXISTING:
             raise CubeError(f"existing={existing!r} is not a choice: use one of {', '.join(EXISTING)}")
-        self.path = Path(path)
+        refuse_url(path, "record into")
+        self.path = Path(local_path(path))
         self.key = RunKey(str(algo), str(task), float(bound), seed_label(seed))
         self.existing = existing
         self.next_iterate = 0

@@ -43,6 +43,7 @@ from cube.store.damage import reading_store
 from cube.store.fs import PathLike, pid_alive
 from cube.store.grid import published_sizes
 from cube.store.layout import open_group, read_coords
+from cube.store.location import is_remote, local_path
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 from cube.store.read import read_manifests
 
@@ -115,7 +116,7 @@ class RunStatusReader:
 
     def __init__(self, path: PathLike, stall_s: float = STALL_S,
                  total_iterates: Callable[[dict[str, Any]], int | None] | None = None) -> None:
-        self.path = Path(path)
+        self.path = path if is_remote(path) else Path(local_path(path))
         self.stall_s = float(stall_s)
         self.total_iterates = total_iterates
         self._facts: dict[tuple[int, ...], _Facts] = {}

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS_NAMES, final_iterate
+from cube.store.location import redact
 from cube.store.read import open_cube
 
 
@@ -22,7 +23,7 @@ def describe(source: str | Path, episode_counts: dict[str, int] | None = None) -
     """
     ds = open_cube(source)
     synthetic = bool(ds.attrs.get("synthetic", False))
-    title = Text(str(source))  # paths and labels are data, never rich markup
+    title = Text(redact(source))  # paths and labels are data, never rich markup; a URL without its secrets
     if synthetic:
         title.append("  SYNTHETIC DEMO DATA", style="bold yellow")
     table = Table(title=title, show_header=True, header_style="bold")

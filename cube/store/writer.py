@@ -26,6 +26,7 @@ from cube.schema import (
 )
 from cube.store.fs import PathLike, refuse_links, side_folder, store_write_error
 from cube.store.layout import mode_index, open_group, read_coords, run_index
+from cube.store.location import local_path, refuse_url
 from cube.store.locks import EVERYTHING, WRITE_SEQ, Intent, publishing, read_seq, read_write_seqs
 from cube.store.mounts import check_store_locks
 
@@ -83,7 +84,8 @@ class CubeWriter:
     """
 
     def __init__(self, path: PathLike) -> None:
-        self.path = Path(path)
+        refuse_url(path, "write into")
+        self.path = Path(local_path(path))
         self._open_brackets: set[tuple[int, ...]] = set()
         self.refresh()
         check_store_locks(self.path)

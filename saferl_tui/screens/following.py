@@ -33,7 +33,7 @@ class FollowMode:
 
     def _start_following(self) -> None:
         """Follow a zarr store: on when asked, or by default when some run is partial or pending."""
-        if not Path(self.model.path).is_dir() or self.model.seqs is None:
+        if self.model.remote or not Path(self.model.path).is_dir() or self.model.seqs is None:
             return
         self.follower = Follower(self.model)
         self.following = (self.follow_choice if self.follow_choice is not None

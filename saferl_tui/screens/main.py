@@ -67,11 +67,23 @@ REST_KEYS = (("t", "Setting"), ("b", "Baseline"), ("w", "Follow"), ("R", "Paper"
 
 
 def display_path(path: str) -> str:
-    """The path as shown in the header: relative to the working directory when below it."""
+    """The path as shown in the header: relative to the working directory when below it; a URL without
+    its secrets (`cube.store.location.redact`)."""
+    if "://" in str(path):
+        from cube.store.location import redact
+
+        return redact(path)
     try:
         return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def display_cube(path: str) -> str:
+    """The cube as recorded in an export: its path, or its URL without user info or query (no secrets)."""
+    from cube.store.location import redact
+
+    return redact(path)
 
 
 class MainScreen(SavedViews, FollowMode, Screen):
@@ -446,7 +458,7 @@ class MainScreen(SavedViews, FollowMode, Screen):
         vf = self.current_view_file()
         assert vf is not None
         params = view_params(vf) if vf.view in TABLE_VIEWS else view.describe_params()
-        return export_meta(vf, str(self.model.path), params)
+        return export_meta(vf, display_cube(self.model.path), params)
 
     def action_export(self) -> None:
         """Write the current view's data to CSV and LaTeX in the export directory (never overwriting;
@@ -499,7 +511,7 @@ class MainScreen(SavedViews, FollowMode, Screen):
             out_dir.mkdir(parents=True, exist_ok=True)
             (path,) = free_names(out_dir, [f"saferl_{view.VIEW_ID}_{tag}.svg"])
             svg = self.app.export_screenshot(title=f"saferl-tui {view.TITLE}")
-            meta = self.export_meta(view) if view.selection is not None else {"cube": str(self.model.path)}
+            meta = self.export_meta(view) if view.selection is not None else {"cube": display_cube(self.model.path)}
             write_text(path, with_selection(path.name, svg, meta), replace=False)  # atomic, never overwrites
         except CubeError as exc:
             self.notify_text(str(exc), severity="error", title="Screenshot")
@@ -529,6 +541,7 @@ class MainScreen(SavedViews, FollowMode, Screen):
         from cube.render.views import figure_kind, view_figure
 
         condition, view_id = vf.condition, vf.view
+        cube_path = self.model.path if self.model.remote else Path(self.model.path)
         folder = self.output_dir
         suffix = (f"_{condition[0]}_d{condition[1]:g}"
                   if condition and figure_kind(view_id) in ("curves", "hist") else "")
@@ -536,7 +549,7 @@ class MainScreen(SavedViews, FollowMode, Screen):
             folder.mkdir(parents=True, exist_ok=True)
             (out,) = free_names(folder,
                                 [f"{figure_kind(view_id).replace('-', '_')}{suffix}_{sel.tag(self.model.info)}.pdf"])
-            path = view_figure(vf, Path(self.model.path), out, ss=self.model.ss)
+            path = view_figure(vf, cube_path, out, ss=self.model.ss)
         except (CubeError, OSError) as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", title="Figure")
             return

@@ -1,0 +1,108 @@
+"""A report over HTTP at 100 ms a request beside the same report of the local cube, side by side in one run.
+
+    .venv/bin/python bench/remote_latency.py [--scale 24] [--delay 0.1] [--demo] [--out DIR] [--keep]
+
+Writes a synthetic cube at 1/SCALE of the paper's training episodes (4 algos x 4 tasks x 3 bounds x 30 seeds x
+122 iterates; 2048/SCALE training episodes per iterate, 100 final expl/greedy; with --demo: the `saferl demo`
+cube instead), publishes it (`saferl publish`) into a folder that Python's HTTP server serves, behind a proxy
+adding DELAY seconds to every request (tests/latency_proxy.py), each in a process of its own. Then, each in a
+child process, timed from start to exit (the first table is the report's output):
+
+1. `saferl report LOCAL --no-cache` and `saferl report URL --no-cache` (a cold statistics pass each), and
+   their ratio remote / local;
+2. the same reports again with the statistics cache (the local store's `_derived`, the URL's local cache
+   folder keyed by the snapshot id), and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAFERL = [sys.executable, "-m", "cube.cli"]
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed: {done.stderr.strip()}")
+    return seconds
+
+
+def write_cube(path: Path, scale: int, demo: bool) -> None:
+    if demo:
+        subprocess.run([*SAFERL, "demo", str(path)], check=True, capture_output=True, cwd=ROOT)
+        return
+    sys.path.insert(0, str(ROOT))
+    from cube.io.demo import make_demo_cube
+
+    make_demo_cube(path, seed=0, n_seeds=30, n_iterates=122, n_train_episodes=max(1, 2048 // scale),
+                   n_eval_episodes=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=24, help="1/SCALE of the paper's training episodes (24)")
+    parser.add_argument("--delay", type=float, default=0.1, help="seconds the proxy adds to each request (0.1)")
+    parser.add_argument("--demo", action="store_true", help="the `saferl demo` cube instead of the scaled one")
+    parser.add_argument("--out", help="working folder (default: a temporary one)")
+    parser.add_argument("--keep", action="store_true", help="keep the working folder")
+    args = parser.parse_args()
+    work = Path(args.out or tempfile.mkdtemp(prefix="saferl-remote-"))
+    www = work / "www"
+    www.mkdir(parents=True, exist_ok=True)
+    local = work / "cube.zarr"
+    servers: list[subprocess.Popen] = []
+    try:
+        if not local.exists():
+            start = time.perf_counter()
+            write_cube(local, args.scale, args.demo)
+            print(f"wrote {local} in {time.perf_counter() - start:.0f} s")
+        shutil.rmtree(www / "cube.zarr", ignore_errors=True)
+        subprocess.run([*SAFERL, "publish", str(local), str(www / "cube.zarr")], check=True, capture_output=True,
+                       cwd=ROOT)
+        servers.append(subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1",
+                                         "--directory", str(www)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True))
+        line = servers[0].stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://127.0.0.1:N/) ..."
+        upstream = line.split("(")[1].split(")")[0].rstrip("/")
+        servers.append(subprocess.Popen([sys.executable, str(ROOT / "tests" / "latency_proxy.py"), upstream,
+                                         str(args.delay)], stdout=subprocess.PIPE, text=True))
+        url = f"{servers[1].stdout.readline().strip()}/cube.zarr"
+        env = {**os.environ, "SAFERL_CACHE_DIR": str(work / "cache")}
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        shutil.rmtree(local / "_derived", ignore_errors=True)
+        what = "the demo cube" if args.demo else f"a 1/{args.scale}-scale cube"
+        print(f"{what}, HTTP with {args.delay * 1000:.0f} ms a request (python -m http.server behind a proxy)")
+        rows = []
+        for label, extra in (("cold (--no-cache)", ["--no-cache"]), ("cached (2nd report)", [])):
+            if extra == []:  # fill both caches first
+                timed([*SAFERL, "report", str(local)], env)
+                timed([*SAFERL, "report", url], env)
+            t_local = timed([*SAFERL, "report", str(local), *extra], env)
+            t_remote = timed([*SAFERL, "report", url, *extra], env)
+            rows.append((label, t_local, t_remote))
+        print(f"{'report':22s} {'local s':>8s} {'remote s':>9s} {'remote/local':>13s}")
+        for label, t_local, t_remote in rows:
+            print(f"{label:22s} {t_local:8.1f} {t_remote:9.1f} {t_remote / t_local:13.2f}")
+        print("(each: a child process from start to exit, the table its output; one machine serves, proxies and "
+              "computes)")
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait()
+        if not args.keep and not args.out:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
