@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             stem = name[: -len(SUFFIX)] if name.endswith(SUFFIX) else Path(path).stem
             targets = [Path(args.out_dir) / f"{stem}.{f}" for f in formats]
         written += render_one(path, view, args.cube, targets, strict=args.strict, explicit=args.out is not None,
-                              say=lambda line: err_console.print(line, markup=False, highlight=False))
+                              say=lambda line: err_console.print(line, markup=False, highlight=False, soft_wrap=True))
     for p in written:
         print(p)
     return 0
