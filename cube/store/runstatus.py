@@ -409,7 +409,9 @@ def wall_text(seconds: float) -> str:
 
 ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
               "job", "last write", "flags")
-"""The fields of a run's row (`row_text`), in the order `saferl status` shows them."""
+"""The fields of a run's row (`row_text`), in the order `saferl status --wide` shows them."""
+NARROW_FIELDS = ("algo", "task", "bound", "seed", "phase", "iterates", "steps/s", "ETA", "last write")
+"""The fields of a run's row that `saferl status` shows by default: the ones that fit 80 columns."""
 
 
 def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
@@ -418,12 +420,15 @@ def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
     iterates written of the total ('3/40'), env steps ('1.2M'), env steps per second of the latest attempt
     ('12,345'), the ETA ('4m'), the wall time of the latest attempt ('0:12:05'), the host ('host?' where its
     process cannot be checked from here), the SLURM job, the time since the last write ('15m ago') and what
-    needs attention. `now`: POSIX seconds (default: the time now)."""
+    needs attention; and "phase", what the run does now in one word (its status alone, 'stalled' for a
+    running run that stopped writing), the status of the narrow row. `now`: POSIX seconds (default: the
+    time now)."""
     now = time.time() if now is None else now
     stored, status = r.stored, r.status
     shown = status if status == stored or stored in ("unknown", "pending") else f"{stored} ({status})"
     return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": f"{r.key.bound:g}", "seed": str(r.key.seed),
-            "status": shown, "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
+            "status": shown, "phase": "stalled" if r.stalled else status,
+            "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
             "env steps": steps_text(r.env_steps), "steps/s": rate_text(r.steps_per_s), "ETA": duration(r.eta_s),
             "wall": wall_text(r.wall_s), "host": r.host_text(), "job": r.slurm_job_id or "",
             "last write": "" if r.last_write is None else f"{duration(max(now - r.last_write, 0.0))} ago",
@@ -432,6 +437,18 @@ def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
 
 def totals_text(group: dict[str, Any]) -> dict[str, str]:
     """A group of `totals` as text: runs and each status's count, stalled, env steps, steps/s, ETA (the
-    same formats as `row_text`)."""
+    same formats as `row_text`), and "statuses", the counts in one line ('2 running (1 stalled), 1 pending':
+    only the statuses some run has)."""
     return {**{k: str(group[k]) for k in ("runs", *STATUSES, "stalled")}, "env steps": steps_text(group["env_steps"]),
-            "steps/s": rate_text(group["steps_per_s"]), "ETA": duration(group["eta_s"])}
+            "steps/s": rate_text(group["steps_per_s"]), "ETA": duration(group["eta_s"]),
+            "statuses": statuses_text(group)}
+
+
+def statuses_text(group: dict[str, Any]) -> str:
+    """A group's runs per status in one line, attention first: '2 running (1 stalled), 1 pending'."""
+    parts = []
+    for s in STATUSES:
+        if group.get(s):
+            stalled = f" ({group['stalled']} stalled)" if s == "running" and group.get("stalled") else ""
+            parts.append(f"{group[s]} {s}{stalled}")
+    return ", ".join(parts)
