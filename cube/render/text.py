@@ -368,7 +368,7 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
     if note:
         text += {"markdown": "\n", "latex": "% "}[fmt] + note + "\n"
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
-        text = SYNTHETIC_MARK[fmt] + text
+        text = SYNTHETIC_MARK[fmt] + (latex.mark_synthetic(text) if fmt == "latex" else text)
     return text
 
 
