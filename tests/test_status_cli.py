@@ -155,7 +155,7 @@ def test_status_fits_80_columns_with_long_labels(tmp_path: Path) -> None:
     from rich.console import Console
 
     from cube.cli.status import render
-    from cube.store.runstatus import read_run_status
+    from cube.store.runstatus import rate_text, read_run_status
 
     algo, task = "ppo_lagrangian_with_pid_and_cost_critic", "velocity_walker2d_l3_with_a_much_longer_name"
     path = tmp_path / "long.zarr"
@@ -169,7 +169,8 @@ def test_status_fits_80_columns_with_long_labels(tmp_path: Path) -> None:
         "pid": os.getpid(), "host": socket.gethostname(), "started": "2026-11-26T10:00:00+00:00",
         "iterates_done": 120, "env_steps": 1.2e7})
     console = Console(width=80, record=True, color_system=None)
-    console.print(render(path, read_run_status(path), show_all=True))
+    runs = read_run_status(path)
+    console.print(render(path, runs, show_all=True))
     lines = [ln.rstrip() for ln in console.export_text().splitlines()]
     assert "…" not in "\n".join(lines) and max(len(ln) for ln in lines) <= 80, "\n".join(lines)
     top = next(i for i, ln in enumerate(lines) if ln.startswith("algo"))  # below the summary (wrapped)
@@ -184,8 +185,11 @@ def test_status_fits_80_columns_with_long_labels(tmp_path: Path) -> None:
     end = table[0].index(" 12.5 ")  # the bound column, right-aligned
     assert "".join(ln[at:end].strip() for ln in table) == task * 4
     totals = lines[lines.index("totals") + 3:]
-    assert totals[0].split()[-6:] == ["2", "1", "running,", "1", "108", "3d00h"], totals
-    assert totals[1].split()[-1] == "pending", totals
+    rate = rate_text(sum(r.steps_per_s or 0.0 for r in runs))  # over the attempt's wall time: moves with the clock
+    # ETA unknown ('—'): a pending run's compile and iterates, and nothing measured them yet
+    assert totals[0].split()[-6:] == ["2", "1", "running,", "1", rate, "—"], totals
+    assert totals[1].split()[-1] == "pending" and totals[3].split()[-3:] == ["2", "pending", "—"], totals
+    assert lines[-3].startswith("steps/s: env steps/s over each run's last 5 iterates"), lines[-3:]
 
 
 @pytest.mark.parametrize("argv", [["--interval", "0"], ["--stall-after", "-1"]])

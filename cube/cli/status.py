@@ -1,6 +1,6 @@
 """`saferl status`: every run of a results store with its status, and totals per algorithm and task.
 
-    saferl status results.zarr [--all] [--wide] [--stall-after S]
+    saferl status results.zarr [--all] [--wide] [--format table|json] [--stall-after S]
     saferl status results.zarr --watch [--interval S] [--stall-after S]
 
 Per run (`cube.store.runstatus.RunStatusReader`, each row in the text the TUI's Status view shows,
@@ -15,6 +15,13 @@ failed with its error, damaged claim); and a column per status and env steps in 
 Tables are plain columns (no box lines); a label wider than its column wraps, a number never does.
 --wide printed once is as wide as its columns need; --wide --watch is cut to the terminal.
 
+--format json prints every run (complete ones too) and the totals as one JSON object: the numbers the
+tables show, unrounded (phase, iterates, steps_per_s and what it is measured over, eta_s; None unknown).
+
+Steps/s, in every tool (the trainer's display, this command, the TUI): env steps per wall second over the
+run's last 5 iterates, compile and evaluation excluded (`cube.store.progress`); no ETA ('—') while a run
+compiles or before its second iterate; a group's ETA counts its pending runs' compiles.
+
 --watch redraws the tables whenever a run writes (a `cube.store.locks.SeqWatch` polled every --interval
 seconds: stat calls, and only the sequence chunks of folders that changed) and at least every --interval
 seconds for the clocks; Ctrl-C (or SIGTERM) ends it after the poll under way (exit 0); a store deleted
@@ -28,6 +35,7 @@ iterates of a run and the name of its formulation, both from its manifest row.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import signal
 import threading
@@ -42,6 +50,7 @@ from rich.text import Text
 
 from cube.cli.console import err_console
 from cube.store.locks import SeqWatch, StoreGone
+from cube.store.progress import ETA_NOTE, RATE_OVER
 from cube.store.runstatus import (
     NARROW_FIELDS,
     ROW_FIELDS,
@@ -67,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--wide", action="store_true",
                    help="every column (stored status, env steps, wall, host, job, retries, variant, flags); "
                         "the default fits 80 columns")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or json: every run and the totals as one JSON object")
     p.add_argument("--watch", action="store_true", help="redraw as runs write, until Ctrl-C")
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="seconds between looks at the store with --watch (default 1)")
@@ -94,6 +105,11 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.stall_after) and args.stall_after > 0):
         raise CubeError(f"--stall-after must be a positive number of seconds, got {args.stall_after:g}")
     reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
+    if getattr(args, "format", "table") == "json":
+        if args.watch:
+            raise CubeError("--format json prints once; leave out --watch")
+        print(json.dumps(as_json(args.path, reader.read()), indent=1))
+        return 0
     console = _console(args.wide and not args.watch)
     if not args.watch:
         console.print(render(args.path, reader.read(), args.all, args.status_variant, wide=args.wide))
@@ -206,6 +222,22 @@ def state(runs: Sequence[RunStatus]) -> tuple:
     return tuple((r.status, r.stored, r.iterates, r.env_steps, r.stalled, r.claim.state, r.error) for r in runs)
 
 
+def as_json(path: Any, runs: Sequence[RunStatus], now: float | None = None) -> dict[str, Any]:
+    """Every run and the totals per algorithm and task as plain JSON values (what --format json prints)."""
+    now = time.time() if now is None else now
+    out = []
+    for r in runs:
+        p = r.progress
+        out.append({**r.key.as_dict(), "status": r.status, "stored": r.stored, "phase": r.phase,
+                    "phase_s": None if p is None else p.phase_s, "stalled": r.stalled, "iterates": r.iterates,
+                    "n_iterates": r.n_iterates, "env_steps": r.env_steps, "steps_per_s": r.steps_per_s,
+                    "rate_over_iterates": None if p is None else p.over, "eta_s": r.eta_s,
+                    "last_write_s_ago": None if r.last_write is None else max(now - r.last_write, 0.0),
+                    "host": r.host_text() or None, "slurm_job_id": r.slurm_job_id, "error": r.error,
+                    "text": row_text(r, now)})
+    return {"store": str(path), "steps_per_s_over": RATE_OVER, "runs": out, "totals": totals(runs)}
+
+
 # ------------------------------------------------------------------------------------------ rendering
 def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
            now: float | None = None, wide: bool = False) -> Group:
@@ -217,6 +249,8 @@ def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant
     if table.row_count:
         parts.append(table)
     parts.append(totals_table(runs, wide))
+    parts.append(Text(f"steps/s: {RATE_OVER}; {ETA_NOTE}; a group's ETA counts its pending runs' compiles",
+                      style="dim", overflow="fold"))
     return Group(*parts)
 
 
