@@ -59,6 +59,33 @@ def test_progress_log_round_trips_through_the_store(tmp_path: Path) -> None:
     assert stored.steps_per_s == pytest.approx(10.0) and stored.compile_s == pytest.approx(30.0)
 
 
+def test_compiler_messages_go_to_a_log_named_on_screen_during_the_live_display(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """XLA writes its `slow_operation_alarm` to fd 2 from C++: the live display sends fd 2 to `<out>.stderr.log`
+    (named on screen) and keeps the terminal (the fd 2 it found) for itself; an empty log is removed at the end."""
+    import os
+
+    from rich.console import Console
+
+    from cube.schema import RunKey
+    from train.cli import SweepProgress
+    from train.config import TrainConfig
+
+    for alarm in (b"E slow_operation_alarm.cc:140] Very slow compile?\n", b""):
+        progress = SweepProgress([RunKey("ppo", "toy", 1.0, 0)], TrainConfig(), out=tmp_path / "x.zarr")
+        progress.plain, progress.console = False, Console(stderr=True, force_terminal=True, width=200)
+        progress.bar.live.console = progress.console
+        with progress:
+            os.write(2, alarm)
+        screen = capfd.readouterr().err
+        assert "all runs" in screen and "slow_operation_alarm" not in screen, screen
+        if alarm:
+            assert progress.log_path.read_bytes() == alarm
+            assert f"compiler messages (XLA) go to {progress.log_path}" in screen
+            progress.log_path.unlink()
+    assert not progress.log_path.exists(), "an empty log is removed"
+
+
 # ---------------------------------------------------------------------------------------- the toy sweep
 pytest.importorskip("jax")
 

@@ -23,7 +23,7 @@ from rich.text import Text
 
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
-from cube.store.progress import Progress
+from cube.store.progress import WINDOW, Progress
 from train.algorithm import OFFPOLICY
 from train.config import TrainConfig
 from train.overrides import load_toml, with_overrides
@@ -174,7 +174,7 @@ class SweepProgress:
         self.plain = plain or not self.console.is_terminal
         self.out, self.config, self.keys = Path(out), config, list(keys)
         self.log_path = self.out.with_name(self.out.name + ".stderr.log")
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=12),
                             TextColumn("{task.completed:.0f}/{task.total:.0f}{task.fields[unit]}"),
                             _LiveColumn(self), console=self.console, refresh_per_second=2)
         self.overall = self.bar.add_task("all runs", total=len(keys), unit=" runs", info="")
@@ -190,7 +190,9 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         self.console.print("starting: each task builds its env, then compiles its program (a first compile on a "
-                           "CPU takes minutes; later ones come from the cache)", highlight=False, soft_wrap=True)
+                           "CPU takes minutes; later ones come from the cache). steps/s: over each run's last "
+                           f"{WINDOW} iterates, compile excluded; the all-runs ETA counts pending runs' compiles",
+                           highlight=False, soft_wrap=True)
         if not self.plain:
             self._quiet_stderr()
             self.bar.start()
@@ -229,6 +231,14 @@ class SweepProgress:
         self._saved_fd = None
         self.console.file.close()
         self.console.file = sys.stderr
+        try:
+            if self.log_path.stat().st_size == 0:
+                self.log_path.unlink()
+            else:
+                self.console.print(f"compiler messages (XLA) of this sweep: {self.log_path}", highlight=False,
+                                   soft_wrap=True)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------------ the model, read from the store
     def state(self, now: float | None = None) -> dict[str, Progress]:
@@ -262,10 +272,11 @@ class SweepProgress:
         from cube.store.runstatus import eta_text, phase_text, rate_text
 
         if tid == self.overall:
+            if len(self.done) >= len(self.keys):
+                return "done"
             p = self.sweep()
             rate = rate_text(p.steps_per_s)
-            return (f"{rate + ' steps/s' if rate else ''}  ETA {eta_text(p.eta_s, True)} "
-                    "(incl. pending runs' compiles)")
+            return f"{rate + ' steps/s · ' if rate else ''}ETA {eta_text(p.eta_s, True)}"
         keys = self.active.get(tid)
         if keys is None:
             return ""
@@ -275,8 +286,8 @@ class SweepProgress:
             return "starting"
         p = combine(runs)
         rate = rate_text(p.steps_per_s)
-        rate = f"{rate} steps/s over last {p.over} it" if rate else "steps/s from the 2nd iterate"
-        return f"{phase_text(p.phase, p.phase_s)}  {rate}  ETA {eta_text(p.eta_s, True)}"
+        rate = f"{rate} steps/s (last {p.over} it)" if rate else "steps/s after 2 it"
+        return f"{phase_text(p.phase, p.phase_s)} · {rate} · ETA {eta_text(p.eta_s, True)}"
 
     # ------------------------------------------------------------------ the runner's hooks
     def start_run(self, key: RunKey | GroupLabel, config: TrainConfig) -> int:
@@ -285,7 +296,7 @@ class SweepProgress:
         keys = list(getattr(key, "keys", [key]))
         record = read_record(self.out, keys[0]) or {}
         first = int(record.get("first") or 0)  # a resumed run's bar starts where it stands
-        unit = " it" if len(keys) == 1 else f" it x{len(keys)} runs"
+        unit = " it"
         tid = self.bar.add_task(f"    {key}", total=config.n_iterates, completed=first, unit=unit, info="")
         self.active[tid] = keys
         if self.plain:
