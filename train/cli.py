@@ -274,6 +274,8 @@ class SweepProgress:
         if tid == self.overall:
             if len(self.done) >= len(self.keys):
                 return "done"
+            if not self.active:
+                return "starting the next runs: building the env, compiling"
             p = self.sweep()
             rate = rate_text(p.steps_per_s)
             return f"{rate + ' steps/s · ' if rate else ''}ETA {eta_text(p.eta_s, True)}"

@@ -228,12 +228,13 @@ class Runner:
         from cube.store.progress import ProgressLog
 
         cfg = self.config
+        shown = [k for k in keys if k in written]
+        log = ProgressLog(self.out, shown, cfg.n_iterates, 0, {}, started)  # compiling from here on
         program = self.program_for([k.algo for k in keys], len(keys))
         t0 = time.perf_counter()
         state, start = self._start(program, keys, results)
+        log.start_at(start, {k: results[k].env_steps for k in shown})
         evals = set(eval_iterates(cfg))
-        shown = [k for k in keys if k in written]
-        log = ProgressLog(self.out, shown, cfg.n_iterates, start, {k: results[k].env_steps for k in shown}, started)
         label = shown[0] if len(shown) == 1 else GroupLabel(shown)
         task_id = progress.start_run(label, cfg) if progress else None
         for j in range(start, cfg.n_iterates):

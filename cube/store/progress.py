@@ -175,6 +175,13 @@ class ProgressLog:
                         for k in self.keys}
         self._write()
 
+    def start_at(self, first: int, env_steps: dict[RunKey, float]) -> None:
+        """The attempt starts at iterate `first` (a resume point's next; the log was made before it was known),
+        with each run's env steps before it."""
+        for k, r in self.records.items():
+            r.update(first=int(first), iterates=[[first - 1, float(env_steps.get(k, 0.0)), 0.0]] if first > 0 else [])
+        self._write()
+
     def phase(self, phase: str) -> None:
         """The runs now `phase` (one of ACTIVE_PHASES)."""
         now = time.time()
