@@ -89,6 +89,27 @@ def test_compiler_messages_go_to_a_log_named_on_screen_during_the_live_display(
     assert not progress.log_path.exists(), "an empty log is removed"
 
 
+def test_a_remote_sweeps_display_reads_the_records_its_workers_write(tmp_path: Path) -> None:
+    """Dask and SLURM workers call no display hooks here: the display reads every unfinished run's record
+    written since the sweep began (an older attempt's record is not shown as training), and its sweep ETA
+    counts the pending run's compile and iterates as measured on the running one."""
+    from cube.schema import RunKey
+    from train.cli import SweepProgress
+    from train.config import TrainConfig
+
+    keys = [RunKey("ppo", "toy", 1.0, s) for s in range(3)]
+    ProgressLog(tmp_path, keys[2:], 4, 0, {}, "an old attempt").phase("training")
+    progress = SweepProgress(keys, TrainConfig(), out=tmp_path, remote=True)
+    progress.t_start += 1e-6
+    log = ProgressLog(tmp_path, keys[:1], 4, 0, {}, "now")
+    log.iterate(0, {keys[0]: 10.0}, 5.0)
+    log.iterate(1, {keys[0]: 20.0}, 1.0)
+    assert set(progress.state()) == {str(keys[0])}
+    sweep = progress.sweep()
+    assert sweep.steps_per_s == pytest.approx(10.0)
+    assert sweep.eta_s == pytest.approx(2 * 1.0 + 2 * (5.0 + 4 * 1.0)), "2 iterates left, then 2 runs one by one"
+
+
 # ---------------------------------------------------------------------------------------- the toy sweep
 pytest.importorskip("jax")
 

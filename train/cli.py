@@ -166,7 +166,8 @@ class SweepProgress:
     While the live display runs, the process's stderr (XLA's compile alarms) goes to `log_path`, named on screen.
     """
 
-    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False, out: str | Path = "") -> None:
+    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False, out: str | Path = "",
+                 remote: bool = False) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn
 
@@ -186,6 +187,7 @@ class SweepProgress:
         self.active: dict[int, list[RunKey]] = {}
         self.done: set[RunKey] = set()
         self.measured_run_s: float | None = None
+        self.remote, self.t_start = remote, time.time()
         self._saved_fd: int | None = None
 
     def __enter__(self) -> SweepProgress:
@@ -242,27 +244,30 @@ class SweepProgress:
 
     # ------------------------------------------------------------------ the model, read from the store
     def state(self, now: float | None = None) -> dict[str, Progress]:
-        """{str(run): its progress now} of every run training in this process (its store record)."""
+        """{str(run): its progress now} of every run training (its store record): those of this process (the
+        runner's hooks), or with `remote` (dask, SLURM: no hooks here) every unfinished run whose record
+        changed since this sweep began."""
         from cube.store.progress import read_record, run_progress
 
+        keys = ([k for k in self.keys if k not in self.done] if self.remote
+                else [k for ks in self.active.values() for k in ks])
         out = {}
-        for keys in self.active.values():
-            for k in keys:
-                record = read_record(self.out, k)
-                if record is not None:
-                    out[str(k)] = run_progress(record, now)
+        for k in keys:
+            record = read_record(self.out, k)
+            if record is not None and (not self.remote or float(record.get("since") or 0.0) >= self.t_start):
+                out[str(k)] = run_progress(record, now)
         return out
 
     def sweep(self, now: float | None = None) -> Progress:
-        """The sweep now: steps/s of the runs training, iterates of none, the ETA of all runs left
-        (`cube.store.progress.sweep_eta`: pending runs' compiles counted)."""
+        """The sweep now: steps/s of the runs training, the ETA of all runs left (`cube.store.progress.sweep_eta`:
+        pending runs' compiles counted)."""
         from cube.store.progress import combine, run_seconds, sweep_eta
 
-        runs = list(self.state(now).values())
+        state = self.state(now)
+        runs = list(state.values())
         for p in runs:
             self.measured_run_s = run_seconds(p) or self.measured_run_s
-        started = {k for keys in self.active.values() for k in keys}
-        pending = sum(k not in self.done and k not in started for k in self.keys)
+        pending = sum(k not in self.done and str(k) not in state for k in self.keys)
         whole = combine(runs) if runs else Progress("pending")
         return replace(whole, eta_s=sweep_eta(runs, pending, self.measured_run_s))
 
@@ -274,7 +279,7 @@ class SweepProgress:
         if tid == self.overall:
             if len(self.done) >= len(self.keys):
                 return "done"
-            if not self.active:
+            if not self.active and not self.remote:
                 return "starting the next runs: building the env, compiling"
             p = self.sweep()
             rate = rate_text(p.steps_per_s)
@@ -372,6 +377,7 @@ def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: 
         from train.offpolicy.family import offpolicy_group_fit
         from train.sweep import make_env
 
+        print(f"building the env of {len(plan.tasks)} task(s) to size the replay buffers...", flush=True)
         envs = [make_env(t, plan.config.episode_length) for t in plan.tasks]
         return min(min(offpolicy_group_fit(plan.config, e.obs_size, e.action_size, args.parallel_runs,
                                            budget or memory_budget()), largest) for e in envs)
@@ -420,7 +426,8 @@ def run(args: argparse.Namespace) -> int:
     local = executor.name == "local"
     t0 = time.perf_counter()
     outcomes: list[RunOutcome] = []
-    with SweepProgress(todo, plan.config, plain=args.no_progress, out=args.out) as progress, executor:
+    with SweepProgress(todo, plan.config, plain=args.no_progress, out=args.out, remote=not local) as progress, \
+            executor:
         # the live display shows the run training in this process (local executor only)
         run_one = SweepRun(str(args.out), config_to_dict(plan.config), claims=local,
                            progress=progress if local else None, write=frozenset(todo) if riders else None)
