@@ -381,6 +381,8 @@ def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: 
         envs = [make_env(t, plan.config.episode_length) for t in plan.tasks]
         return min(min(offpolicy_group_fit(plan.config, e.obs_size, e.action_size, args.parallel_runs,
                                            budget or memory_budget()), largest) for e in envs)
+    print(f"sizing the vmapped groups: building the env of {len(plan.tasks)} task(s) and tracing its program "
+          "(no compile)...", flush=True)
     return min(parallel_runs(plan.config, task, args.parallel_runs, largest, budget) for task in plan.tasks)
 
 
