@@ -188,6 +188,7 @@ class SweepProgress:
         self.done: set[RunKey] = set()
         self.measured_run_s: float | None = None
         self.remote, self.t_start = remote, time.time()
+        self.idle_since = self.t_start  # since when no run trains in this process
         self._saved_fd: int | None = None
 
     def __enter__(self) -> SweepProgress:
@@ -274,13 +275,13 @@ class SweepProgress:
     def cell(self, tid: int) -> str:
         """The live text of a bar: phase and elapsed time, steps/s over what, ETA (the cube's formatter)."""
         from cube.store.progress import combine
-        from cube.store.runstatus import eta_text, phase_text, rate_text
+        from cube.store.runstatus import duration, eta_text, phase_text, rate_text
 
         if tid == self.overall:
             if len(self.done) >= len(self.keys):
                 return "done"
             if not self.active and not self.remote:
-                return "starting the next runs: building the env, compiling"
+                return f"next runs: building env, compiling {duration(time.time() - self.idle_since)}"
             p = self.sweep()
             rate = rate_text(p.steps_per_s)
             return f"{rate + ' steps/s · ' if rate else ''}ETA {eta_text(p.eta_s, True)}"
@@ -321,6 +322,7 @@ class SweepProgress:
     def finish_run(self, tid: int) -> None:
         self.bar.remove_task(tid)
         self.active.pop(tid, None)
+        self.idle_since = time.time()
 
     def run_done(self, outcome: RunOutcome) -> None:
         """Count a finished run (any executor) and print one line about it."""
