@@ -52,7 +52,9 @@ STALL_S = 600.0
 """Default seconds without a write after which a running run is stalled (`cube.store.runstatus`)."""
 ROW_FIELDS = ("algo", "task", "bound", "seed", "status", "iterates", "env steps", "steps/s", "ETA", "wall", "host",
               "job", "last write", "flags")
-"""The fields of a run's row (`cube.store.runstatus.row_text`), in the order `saferl status` shows them."""
+"""The fields of a run's row (`cube.store.runstatus.row_text`), in the order `saferl status --wide` shows them."""
+NARROW_FIELDS = ("algo", "task", "bound", "seed", "phase", "iterates", "steps/s", "ETA", "last write")
+"""The fields of a run's row that `saferl status` shows by default: the ones that fit 80 columns."""
 
 # The kind of label each dimension holds: "str", "float" or "int".
 DIM_KINDS: dict[str, str] = {

@@ -8,8 +8,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.text import Text
 from textual.app import ComposeResult
@@ -52,17 +53,33 @@ KeyList = Sequence[tuple[str, str]]
 
 class KeyBar(Static):
     """The footer: the keys a newcomer needs first (? help, f selection, e export, q quit), then the keys
-    of what has focus, then the rest; cut at the right edge, so ``?`` is always visible."""
+    of what has focus, then the rest; only whole entries (a key with its label) that fit the width, so ``?``
+    is always visible and no key stands at the right edge without its label."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._groups: tuple[KeyList, ...] = ()
 
     def show(self, first: KeyList, local: KeyList, rest: KeyList) -> None:
+        self._groups = (first, local, rest)
+        self.update(self.keys_text(self.size.width))
+
+    def on_resize(self) -> None:
+        if self._groups:
+            self.update(self.keys_text(self.size.width))
+
+    def keys_text(self, width: int) -> Text:
+        """The entries that fit in `width` cells (all of them while the width is unknown: 0)."""
         text = Text(no_wrap=True, overflow="crop")
-        for group_i, group in enumerate((first, local, rest)):
-            if group_i and group:
-                text.append("│", style="dim")
-            for key, label in group:
+        for group_i, group in enumerate(self._groups):
+            for entry_i, (key, label) in enumerate(group):
+                sep = "│" if group_i and entry_i == 0 and text.cell_len else ""
+                if width and text.cell_len + len(sep) + cell_len(key) + cell_len(label) + 4 > width:
+                    return text
+                text.append(sep, style="dim")
                 text.append(f" {key} ", style="bold reverse")
                 text.append(f" {label} ")
-        self.update(text)
+        return text
 
 
 class LoadingPanel(Vertical):

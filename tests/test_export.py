@@ -96,15 +96,29 @@ def test_latex_default_has_booktabs_bold_stacked_cis_and_grey_baseline():
 
 def test_latex_paper_style_is_table_2_and_its_ci_table():
     tex = export.render(agg_fixture(), "aggregate", "latex", baseline="ppo", style="paper")
-    main, appendix = tex.split(r"\end{table}")
+    main, appendix = tex.split(r"\end{table*}")
+    assert r"\begin{table*}[t]" in main  # both columns of a two-column paper (a `table` runs into the other)
     assert r"\resizebox{\textwidth}{!}{%" in main and r"\begin{tabular}{l" + "c" * 12 + "}" in main
     assert r"\cmidrule(lr){2-3} \cmidrule(lr){4-5}" in main and r"\cmidrule(lr){12-13}" in main
     assert " & Train & Final & Train & Final" in main and "PPO-Lag" not in main  # lag is not a known name
     rows = [line for line in main.splitlines() if line.startswith(("lag", r"\textcolor{gray}{PPO}", "P3O"))]
     assert len(rows) == 3 and all(line.count(" & ") == 12 for line in rows)
     assert r"$\bm{2.00}$" in main and r"\bm{9" not in main and "scriptscriptstyle" not in main  # no CIs
-    assert r"\begin{sidewaystable}" in appendix and r"$\bm{2.00}_{\scriptscriptstyle[1.50,2.50]}$" in appendix
+    assert r"\begin{sidewaystable*}" in appendix and r"$\bm{2.00}_{\scriptscriptstyle[1.50,2.50]}$" in appendix
     assert "bm" in tex.splitlines()[0] and "rotating" in tex.splitlines()[0]
+
+
+@pytest.mark.parametrize("style", ["default", "paper"])
+def test_latex_of_a_synthetic_cube_says_so_in_every_caption(style):
+    """SYNTHETIC on the page (each caption opens with it), not only in a `%` comment; never for real data."""
+    real = export.render(agg_fixture(), "aggregate", "latex", baseline="ppo", style=style)
+    fake = export.render(agg_fixture().assign_attrs(synthetic=True), "aggregate", "latex", baseline="ppo",
+                         style=style)
+    captions = [line for line in fake.splitlines() if r"\caption{" in line]
+    assert len(captions) == (2 if style == "paper" else 1)
+    assert all(r"\caption{\textbf{SYNTHETIC demo data, not training results.} " in c for c in captions), captions
+    assert "SYNTHETIC" not in real
+    assert fake.startswith("% SYNTHETIC")
 
 
 def cvar_fixture(alpha: float = 0.05) -> xr.Dataset:
@@ -260,8 +274,10 @@ def test_latex_tables_compile_and_fit_the_page(small_demo_cube, tmp_path):
     log = _compile(tmp_path, body)
     assert "Overfull \\hbox" not in log, [line for line in log.splitlines() if "Overfull" in line]
     paper = export.render(tables["aggregate"], "aggregate", "latex", baseline="ppo", style="paper")
-    log = _compile(tmp_path, paper, columns="onecolumn")  # the paper's own layout: one column, \\textwidth
-    assert "Overfull \\hbox" not in log, [line for line in log.splitlines() if "Overfull" in line]
+    for columns in ("onecolumn", "twocolumn"):  # the paper's own layout, and a two-column paper's page width
+        log = _compile(tmp_path, paper, columns=columns)
+        assert "Overfull \\hbox" not in log, (columns, [line for line in log.splitlines() if "Overfull" in line])
+    assert "SYNTHETIC demo data" in (tmp_path / "t.aux").read_text()  # in the caption, on the page
 
 
 def test_not_safe_algorithms_are_one_rule_with_the_baseline():

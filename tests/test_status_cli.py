@@ -52,7 +52,7 @@ class Watch:
     def __init__(self, path: Path, *extra: str, limit: float = 180) -> None:
         code = ("import sys; from cube.cli import main; rc = main(sys.argv[1:]); "
                 "assert 'jax' not in sys.modules, 'jax imported'; sys.exit(rc)")
-        self.proc = subprocess.Popen([sys.executable, "-c", code, "status", str(path), "--watch", "--all",
+        self.proc = subprocess.Popen([sys.executable, "-c", code, "status", str(path), "--watch", "--all", "--wide",
                                       "--interval", "0.05", *extra], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.timer = threading.Timer(limit, self.proc.kill)
@@ -80,8 +80,8 @@ class Watch:
 
 
 def _is_row(line: str, seed: int) -> bool:
-    cells = [c.strip() for c in line.split("│")]
-    return len(cells) > 5 and cells[1:5] == ["a", "t", "10", str(seed)]
+    cells = line.split()
+    return len(cells) > 4 and cells[:4] == ["a", "t", "10", str(seed)]
 
 
 def test_watch_follows_a_writer_and_tells_when_it_is_killed(tmp_path: Path) -> None:
@@ -136,14 +136,60 @@ def test_status_shows_progress_failures_and_totals(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert "2 runs: 1 complete, 1 partial, 0 pending; 0 running, 1 failed" in out
     assert not any(_is_row(ln, 0) for ln in out.splitlines())  # complete runs only with --all
+    assert next(ln for ln in out.splitlines() if _is_row(ln, 1)).split()[4:6] == ["failed", "1/4"]
+    assert ["a", "t", "2", "1", "failed,", "1", "complete"] in [ln.split() for ln in out.splitlines()]
+    assert main(["status", str(path), "--wide"]) == 0
+    out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if _is_row(ln, 1))
     assert "partial (failed)" in row and "1/4" in row and "1,000" in row and "failed: ValueError: boom" in row
-    total = next(ln for ln in out.splitlines() if ln.split("│")[1:3] and "totals" not in ln
-                 and [c.strip() for c in ln.split("│")][1:4] == ["a", "t", "2"])
-    assert [c.strip() for c in total.split("│")][4:10] == ["0", "0", "0", "1", "0", "1"]
-    assert main(["status", str(path), "--all"]) == 0
+    total = next(ln.split() for ln in out.splitlines() if ln.split()[:3] == ["a", "t", "2"])
+    assert total[3:9] == ["0", "0", "0", "1", "0", "1"]  # running stalled stopped failed pending complete
+    assert main(["status", str(path), "--all", "--wide"]) == 0
     row = next(ln for ln in capsys.readouterr().out.splitlines() if _is_row(ln, 0))
     assert "complete" in row and "3/4" in row and "777" in row and "mine" in row
+
+
+def test_status_fits_80_columns_with_long_labels(tmp_path: Path) -> None:
+    """At 80 columns (a tmux pane) the default tables cut no cell: no '…', every line within 80, numbers
+    and statuses whole; a long label wraps inside its column (its pieces, read down the column, spell it)."""
+    from rich.console import Console
+
+    from cube.cli.status import render
+    from cube.store.runstatus import rate_text, read_run_status
+
+    algo, task = "ppo_lagrangian_with_pid_and_cost_critic", "velocity_walker2d_l3_with_a_much_longer_name"
+    path = tmp_path / "long.zarr"
+    create_store(path, algos=[algo, "ppo_saute"], tasks=[task], bounds=[12.5], seeds=[0, 1234567], n_iterates=400,
+                 n_episodes=1)
+    writer = CubeWriter(path)
+    key = RunKey(algo, task, 12.5, 1234567)
+    for j in range(120):
+        writer.write_episodes(key, "train", j, [1.0], [2.0])
+    writer.set_run_manifest(key, status="partial", manifest={
+        "pid": os.getpid(), "host": socket.gethostname(), "started": "2026-11-26T10:00:00+00:00",
+        "iterates_done": 120, "env_steps": 1.2e7})
+    console = Console(width=80, record=True, color_system=None)
+    runs = read_run_status(path)
+    console.print(render(path, runs, show_all=True))
+    lines = [ln.rstrip() for ln in console.export_text().splitlines()]
+    assert "…" not in "\n".join(lines) and max(len(ln) for ln in lines) <= 80, "\n".join(lines)
+    top = next(i for i, ln in enumerate(lines) if ln.startswith("algo"))  # below the summary (wrapped)
+    head = lines[top]
+    assert head.split() == ["algo", "task", "d", "seed", "status", "it/J", "steps/s", "ETA", "last", "write"], head
+    row = next(ln.split() for ln in lines if " 1234567 " in ln)
+    assert row[2:6] == ["12.5", "1234567", "running", "120/400"] and row[-1] == "ago", row
+    table = lines[top + 2:lines.index("totals")]
+    at = head.index("task")
+    column = "".join(ln[:at].strip() for ln in table)
+    assert column == (algo + algo + "ppo_saute" * 2), column
+    end = table[0].index(" 12.5 ")  # the bound column, right-aligned
+    assert "".join(ln[at:end].strip() for ln in table) == task * 4
+    totals = lines[lines.index("totals") + 3:]
+    rate = rate_text(sum(r.steps_per_s or 0.0 for r in runs))  # over the attempt's wall time: moves with the clock
+    # ETA unknown ('—'): a pending run's compile and iterates, and nothing measured them yet
+    assert totals[0].split()[-6:] == ["2", "1", "running,", "1", rate, "—"], totals
+    assert totals[1].split()[-1] == "pending" and totals[3].split()[-3:] == ["2", "pending", "—"], totals
+    assert lines[-3].startswith("steps/s: env steps/s over each run's last 5 iterates"), lines[-3:]
 
 
 @pytest.mark.parametrize("argv", [["--interval", "0"], ["--stall-after", "-1"]])

@@ -109,7 +109,7 @@ def test_status_lists_runs_without_jax(tmp_path: Path) -> None:
                                "end_time": "2026-01-01T01:02:03+00:00"})
     set_run_manifest(out, RunKey("ppo", "goal", 15.0, 1), status="partial",
                      manifest={"config": cfg, "iterates_done": 1, "env_steps": 160.0, "host": "node8"})
-    code = ("import sys; from cube.cli import main; rc = main(['status', sys.argv[1], '--all']); "
+    code = ("import sys; from cube.cli import main; rc = main(['status', sys.argv[1], '--all', '--wide']); "
             "assert 'jax' not in sys.modules, 'jax imported'; sys.exit(rc)")
     res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -152,6 +152,6 @@ def test_status_tells_stopped_runs_from_running_ones(tmp_path: Path, capsys: pyt
     rows = {r.key.seed: r for r in read_run_status(out)}
     assert rows[0].status == "stopped" and rows[0].wall_s == 3600.0  # its claim's process is gone
     assert rows[1].status == "running" and rows[1].wall_s > 3600 * 24
-    assert main(["status", str(out)]) == 0
+    assert main(["status", str(out), "--wide"]) == 0
     text = capsys.readouterr().out
     assert "1 partial run(s) stopped (no live process)" in text and "partial (stopped)" in text

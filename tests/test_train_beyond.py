@@ -95,7 +95,7 @@ def test_manifests_status_and_report_show_them(cli_store: Path, capsys: pytest.C
     variants = {r["algo"]: status_variant(r) for r in rows}  # what `saferl status` shows
     assert variants == {"ppo_pid": "crax", "crpo": "crax", "ppo_saute": "saute.gamma_b=1 saute.reset=episode"}
     assert all(r["config"]["ppo_saute"]["budget_discount"] == 1.0 for r in rows)  # the choice is in the manifest
-    assert main(["status", str(cli_store), "--all"]) == 0
+    assert main(["status", str(cli_store), "--all", "--wide"]) == 0
     assert "saute.gamma_b=1" in capsys.readouterr().out
     assert main(["report", str(cli_store)]) == 0
     text = capsys.readouterr().out

@@ -83,7 +83,13 @@ def agg_for(path: Path, sel: Selection) -> Any:
 
 
 def f2(x: float) -> str:
-    return "–" if not np.isfinite(x) else f"{x:.2f}"
+    """A value as the TUI shows it: 2 decimals, a zero unsigned (never -0.00)."""
+    return "–" if not np.isfinite(x) else "0.00" if abs(x) < 0.005 else f"{x:.2f}"
+
+
+def f2_signed(x: float) -> str:
+    """A difference as the TUI shows it: signed with the ASCII minus, a zero unsigned."""
+    return "0.00" if abs(x) < 0.005 else f"{x:+.2f}"
 
 
 N_METRICS = len(stats.METRICS)  # the Summary's and Conditions' metric columns: the paper's five and CVaR
@@ -157,7 +163,7 @@ def test_summary_equals_saferl_report_json(cube_path: Path, tmp_path: Path) -> N
         for row in gap["rows"]:
             v = row["value"] if "value" in row else row["metrics"][row["metric"]]["value"]
             cell = gap_rows[row["algo"]][1 + stats.METRICS.index(row["metric"])]
-            assert cell.split()[0].replace("−", "-") == f"{v:+.2f}"
+            assert cell.split()[0] == f2_signed(v)
 
     run_app(build_app(cube_path, boot=BOOT), scenario)
 
@@ -525,7 +531,7 @@ def test_baseline_gives_deltas_and_best_skips_not_safe(cube_path: Path) -> None:
         assert [name(r[0]) for r in delta if r[0]] == ["ppo", "p3o", "focops"]
         d = float(agg["value"].sel(algo="ppo", setting="train", metric="R") -
                   agg["value"].sel(algo="ppo_lag", setting="train", metric="R"))
-        assert delta[0][2].replace("−", "-") == f"{d:+.2f}"
+        assert delta[0][2] == f2_signed(d)
         # mark ppo safe in the selection panel: it may now be best
         await press(pilot, "f")
         screen.query_one("#sel-not_safe").focus()
@@ -748,6 +754,8 @@ def test_key_bar_puts_help_first(cube_path: Path, size: tuple[int, int]) -> None
             await press(pilot, key)
             text = str(screen.query_one("#keybar").render())
             assert text.lstrip().startswith("?  Help") and " f " in text and " e " in text and " q " in text
+            # only whole entries: the bar never ends in a key without its label (a bare `b` at 80x24)
+            assert len(text.rstrip()) <= size[0] and len(text.split()[-1]) > 2, text
 
     run_app(build_app(cube_path, boot=BOOT), scenario, size=size)
 
@@ -1046,3 +1054,14 @@ def test_derived_cache_never_keeps_a_result_of_older_statistics() -> None:
     assert cache.get(("table",), slow) == 0 and ("table",) not in cache
     assert cache.get(("table",), lambda: stats_now["gen"]) == 1 and ("table",) in cache
     assert ("reference", "paper") in cache
+
+
+def test_numbers_on_screen_have_no_negative_zero_and_one_minus_sign() -> None:
+    """A value or difference that rounds to zero shows as 0.00 (never -0.00); differences use the ASCII
+    minus of every other number on screen, so one row never mixes '-' and '−'."""
+    from saferl_tui.views.format import fmt, fmt_signed
+
+    assert (fmt(-0.001), fmt(-0.006), fmt(0.0), fmt(-1e-9, 3)) == ("0.00", "-0.01", "0.00", "0.000")
+    assert (fmt_signed(-0.001), fmt_signed(-0.3), fmt_signed(1.2), fmt_signed(-0.04, 1)) == \
+        ("0.00", "-0.30", "+1.20", "0.0")
+    assert fmt(float("nan")) == fmt_signed(float("inf")) == "–"

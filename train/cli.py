@@ -14,11 +14,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.progress import ProgressColumn, Task
+from rich.text import Text
+
 from cube.errors import CubeError
 from cube.selection import parse_floats, parse_ints, parse_names
+from cube.store.progress import WINDOW, Progress
 from train.algorithm import OFFPOLICY
 from train.config import TrainConfig
 from train.overrides import load_toml, with_overrides
@@ -152,78 +157,182 @@ def build_plan(args: argparse.Namespace) -> Plan:
 
 
 class SweepProgress:
-    """Rich live display of a sweep: all runs (done, aggregate env steps/s, ETA), one bar per task group,
-    and the run training in this process (local executor).
+    """Rich live display of a sweep, read from the store's progress records (`cube.store.progress`, the model
+    `saferl status` and the TUI read too): all runs (done of total, steps/s of the runs training now, the
+    sweep's ETA counting pending runs' compiles), one bar of runs done per task, and one bar of iterates per
+    run or vmapped group training (phase with its elapsed time, steps/s and what it is measured over, ETA).
 
     `start_run`/`advance`/`finish_run` are the Runner's hooks; `run_done(outcome)` counts a finished run.
+    While the live display runs, the process's stderr (XLA's compile alarms) goes to `log_path`, named on screen.
     """
 
-    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False) -> None:
+    def __init__(self, keys: list[RunKey], config: TrainConfig, plain: bool = False, out: str | Path = "",
+                 remote: bool = False) -> None:
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import BarColumn, Progress, TextColumn
 
         self.console = Console(stderr=True)
         self.plain = plain or not self.console.is_terminal
-        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                            TimeRemainingColumn(), TextColumn("{task.fields[info]}"), console=self.console)
-        self.overall = self.bar.add_task("all runs", total=len(keys), rate="", info="")
+        self.out, self.config, self.keys = Path(out), config, list(keys)
+        self.log_path = self.out.with_name(self.out.name + ".stderr.log")
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=12),
+                            TextColumn("{task.completed:.0f}/{task.total:.0f}{task.fields[unit]}"),
+                            _LiveColumn(self), console=self.console, refresh_per_second=2)
+        self.overall = self.bar.add_task("all runs", total=len(keys), unit=" runs", info="")
         self.groups: dict[str, int] = {}
         for key in keys:
             if key.task not in self.groups:
                 n = sum(k.task == key.task for k in keys)
-                self.groups[key.task] = self.bar.add_task(f"  {key.task}", total=n, rate="", info="")
-        self.t0 = time.perf_counter()
-        self.steps_done = 0.0
-        self.live_steps = 0.0
-        self.config = config
+                self.groups[key.task] = self.bar.add_task(f"  {key.task}", total=n, unit=" runs", info="")
+        self.active: dict[int, list[RunKey]] = {}
+        self.done: set[RunKey] = set()
+        self.measured_run_s: float | None = None
+        self.remote, self.t_start = remote, time.time()
+        self.idle_since = self.t_start  # since when no run trains in this process
+        self._saved_fd: int | None = None
 
     def __enter__(self) -> SweepProgress:
+        self.console.print("starting: each task builds its env, then compiles its program (a first compile on a "
+                           "CPU takes minutes; later ones come from the cache). steps/s: over each run's last "
+                           f"{WINDOW} iterates, compile excluded; the all-runs ETA counts pending runs' compiles",
+                           highlight=False, soft_wrap=True)
         if not self.plain:
+            self._quiet_stderr()
             self.bar.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if not self.plain:
             self.bar.stop()
+            self._restore_stderr()
 
-    def _rate(self) -> str:
-        dt = time.perf_counter() - self.t0
-        return f"{(self.steps_done + self.live_steps) / dt:,.0f} steps/s" if dt > 0 else ""
+    def _quiet_stderr(self) -> None:
+        """Send fd 2 (XLA's `slow_operation_alarm` and other C++ logs) to `log_path`; the display keeps the terminal."""
+        import os
+        import sys
 
+        try:
+            log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            return
+        sys.stderr.flush()
+        self._saved_fd = os.dup(2)
+        self.console.file = os.fdopen(os.dup(self._saved_fd), "w")
+        os.dup2(log, 2)
+        os.close(log)
+        self.console.print(f"compiler messages (XLA) go to {self.log_path}", highlight=False, soft_wrap=True)
+
+    def _restore_stderr(self) -> None:
+        import os
+        import sys
+
+        if self._saved_fd is None:
+            return
+        sys.stderr.flush()
+        os.dup2(self._saved_fd, 2)
+        os.close(self._saved_fd)
+        self._saved_fd = None
+        self.console.file.close()
+        self.console.file = sys.stderr
+        try:
+            if self.log_path.stat().st_size == 0:
+                self.log_path.unlink()
+            else:
+                self.console.print(f"compiler messages (XLA) of this sweep: {self.log_path}", highlight=False,
+                                   soft_wrap=True)
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ the model, read from the store
+    def state(self, now: float | None = None) -> dict[str, Progress]:
+        """{str(run): its progress now} of every run training (its store record): those of this process (the
+        runner's hooks), or with `remote` (dask, SLURM: no hooks here) every unfinished run whose record
+        changed since this sweep began."""
+        from cube.store.progress import read_record, run_progress
+
+        keys = ([k for k in self.keys if k not in self.done] if self.remote
+                else [k for ks in self.active.values() for k in ks])
+        out = {}
+        for k in keys:
+            record = read_record(self.out, k)
+            if record is not None and (not self.remote or float(record.get("since") or 0.0) >= self.t_start):
+                out[str(k)] = run_progress(record, now)
+        return out
+
+    def sweep(self, now: float | None = None) -> Progress:
+        """The sweep now: steps/s of the runs training, the ETA of all runs left (`cube.store.progress.sweep_eta`:
+        pending runs' compiles counted)."""
+        from cube.store.progress import combine, run_seconds, sweep_eta
+
+        state = self.state(now)
+        runs = list(state.values())
+        for p in runs:
+            self.measured_run_s = run_seconds(p) or self.measured_run_s
+        pending = sum(k not in self.done and str(k) not in state for k in self.keys)
+        whole = combine(runs) if runs else Progress("pending")
+        return replace(whole, eta_s=sweep_eta(runs, pending, self.measured_run_s))
+
+    def cell(self, tid: int) -> str:
+        """The live text of a bar: phase and elapsed time, steps/s over what, ETA (the cube's formatter)."""
+        from cube.store.progress import combine
+        from cube.store.runstatus import duration, eta_text, phase_text, rate_text
+
+        if tid == self.overall:
+            if len(self.done) >= len(self.keys):
+                return "done"
+            if not self.active and not self.remote:
+                return f"next runs: building env, compiling {duration(time.time() - self.idle_since)}"
+            p = self.sweep()
+            rate = rate_text(p.steps_per_s)
+            return f"{rate + ' steps/s · ' if rate else ''}ETA {eta_text(p.eta_s, True)}"
+        keys = self.active.get(tid)
+        if keys is None:
+            return ""
+        state = self.state()
+        runs = [state[str(k)] for k in keys if str(k) in state]
+        if not runs:
+            return "starting"
+        p = combine(runs)
+        rate = rate_text(p.steps_per_s)
+        rate = f"{rate} steps/s (last {p.over} it)" if rate else "steps/s after 2 it"
+        return f"{phase_text(p.phase, p.phase_s)} · {rate} · ETA {eta_text(p.eta_s, True)}"
+
+    # ------------------------------------------------------------------ the runner's hooks
     def start_run(self, key: RunKey | GroupLabel, config: TrainConfig) -> int:
-        total = config.n_iterates * config.num_envs * config.episode_length
-        self.live_steps = 0.0
-        return self.bar.add_task(f"    {key}", total=total, rate="compiling...", info="")
+        from cube.store.progress import read_record
+
+        keys = list(getattr(key, "keys", [key]))
+        record = read_record(self.out, keys[0]) or {}
+        first = int(record.get("first") or 0)  # a resumed run's bar starts where it stands
+        unit = " it"
+        tid = self.bar.add_task(f"    {key}", total=config.n_iterates, completed=first, unit=unit, info="")
+        self.active[tid] = keys
+        if self.plain:
+            self.console.print(f"{key}: compiling (a first compile on a CPU takes minutes)", highlight=False,
+                               soft_wrap=True)
+        return tid
 
     def advance(self, tid: int, steps: int, res: RunView, key: RunKey | GroupLabel, elapsed: float) -> None:
-        rate = res.env_steps / res.train_s if res.train_s > 0 else float("nan")
-        rate_s = f"{rate:,.0f} steps/s" if rate == rate else "first iterate"
-        info = f"iter {res.iterates_done}: cost {res.final_cost:.2f} vs d={key.bound:g}"
-        self.live_steps += steps
-        self.bar.update(tid, advance=steps, rate=rate_s, info=info)
-        self.bar.update(self.overall, rate=self._rate())
+        done = min(res.iterates_done, self.config.n_iterates)
+        self.bar.update(tid, completed=done)
         if self.plain:
-            self.console.print(f"{key} {info} ({rate_s}, {elapsed:.0f}s)", highlight=False, soft_wrap=True)
+            info = f"iter {res.iterates_done}/{self.config.n_iterates}: cost {res.final_cost:.2f} vs d={key.bound:g}"
+            self.console.print(f"{key} {info}; {self.cell(tid)} ({elapsed:.0f}s)", highlight=False, soft_wrap=True)
 
     def finish_run(self, tid: int) -> None:
         self.bar.remove_task(tid)
+        self.active.pop(tid, None)
+        self.idle_since = time.time()
 
     def run_done(self, outcome: RunOutcome) -> None:
         """Count a finished run (any executor) and print one line about it."""
         result = outcome.result or {}
-        self.live_steps = 0.0
         steps = result.get("env_steps", 0.0)
-        self.steps_done += steps if steps == steps else 0.0
-        self.bar.update(self.overall, advance=1, rate=self._rate())
-        self.bar.update(self.groups[outcome.key.task], advance=1)
+        self.done.add(outcome.key)
+        self.bar.update(self.overall, completed=min(len(self.done), len(self.keys)))
+        task = self.groups[outcome.key.task]
+        self.bar.update(task, completed=min(sum(k.task == outcome.key.task for k in self.done),
+                                            self.bar.tasks[task].total or 0))
         where = f" on {outcome.host}" + (f" (SLURM job {outcome.slurm_job_id})" if outcome.slurm_job_id else "")
         if outcome.status != "complete":
             line = f"{outcome.key}: FAILED after {outcome.retries} retries{where}: {outcome.error}"
@@ -236,6 +345,17 @@ class SweepProgress:
             line = (f"{outcome.key}: complete, {result.get('iterates_done')} iterates, {steps:,.0f} env steps"
                     f"{'' if resumed is None else f', resumed after iterate {resumed}'}{where}")
         self.console.print(line, highlight=False, soft_wrap=True)
+
+
+class _LiveColumn(ProgressColumn):
+    """A bar's text, read from the progress records at each refresh (`SweepProgress.cell`)."""
+
+    def __init__(self, owner: SweepProgress) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def render(self, task: Task) -> Text:
+        return Text(self.owner.cell(task.id) + (f"  {task.fields['info']}" if task.fields.get("info") else ""))
 
 
 def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: list[RunKey]) -> int:
@@ -259,9 +379,12 @@ def _group_size(args: argparse.Namespace, plan: Plan, executor: Executor, todo: 
         from train.offpolicy.family import offpolicy_group_fit
         from train.sweep import make_env
 
+        print(f"building the env of {len(plan.tasks)} task(s) to size the replay buffers...", flush=True)
         envs = [make_env(t, plan.config.episode_length) for t in plan.tasks]
         return min(min(offpolicy_group_fit(plan.config, e.obs_size, e.action_size, args.parallel_runs,
                                            budget or memory_budget()), largest) for e in envs)
+    print(f"sizing the vmapped groups: building the env of {len(plan.tasks)} task(s) and tracing its program "
+          "(no compile)...", flush=True)
     return min(parallel_runs(plan.config, task, args.parallel_runs, largest, budget) for task in plan.tasks)
 
 
@@ -285,6 +408,7 @@ def run(args: argparse.Namespace) -> int:
         prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.all_bounds(), plan.seeds)
         check_store_config(args.out, plan.config)
     if executor.name == "local" or (executor.name == "slurm" and args.parallel_runs is not None):
+        print("importing jax and the training code (takes up to a minute on a busy CPU)...", flush=True)
         require_train_extra()
     size = _group_size(args, plan, executor, keys)  # a --parallel-runs that does not fit fails here
     prepare_store(args.out, plan.config, plan.algos, plan.tasks, plan.all_bounds(), plan.seeds)
@@ -308,7 +432,8 @@ def run(args: argparse.Namespace) -> int:
     local = executor.name == "local"
     t0 = time.perf_counter()
     outcomes: list[RunOutcome] = []
-    with SweepProgress(todo, plan.config, plain=args.no_progress) as progress, executor:
+    with SweepProgress(todo, plan.config, plain=args.no_progress, out=args.out, remote=not local) as progress, \
+            executor:
         # the live display shows the run training in this process (local executor only)
         run_one = SweepRun(str(args.out), config_to_dict(plan.config), claims=local,
                            progress=progress if local else None, write=frozenset(todo) if riders else None)
@@ -351,7 +476,8 @@ def status_variant(row: dict[str, Any]) -> str:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    """Entry of `saferl evaluate`."""
+    """Entry of `saferl evaluate`: one line per run, and one before each compile."""
+    print("importing jax and the training code (takes up to a minute on a busy CPU)...", flush=True)
     require_train_extra()
     from train.evaluate import evaluate_store
 
@@ -359,6 +485,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                        algos=parse_names(args.algo, "algos") if args.algo else None,
                        tasks=parse_names(args.task, "tasks") if args.task else None,
                        bounds=parse_floats(args.bound, "bounds") if args.bound else None,
-                       seeds=parse_ints(args.seed, "seeds") if args.seed else None)
+                       seeds=parse_ints(args.seed, "seeds") if args.seed else None,
+                       report=lambda line: print(line, flush=True))
     print(f"added expl and greedy episodes at iterate {args.iterate} for {n} runs in {args.path}")
     return 0

@@ -77,18 +77,21 @@ def evaluate_store(store: str | Path, iterate: int, algos: Sequence[str] | None 
                         "train with --eval-every or pick an evaluated iterate")
     writer = CubeWriter(store)
     cache: dict[tuple[str, str, str, Flags], Evaluator] = {}
-    for key in keys:
+    report(f"evaluating {len(keys)} run(s) at iterate {iterate}")
+    for i, key in enumerate(keys, 1):
         cfg = with_overrides(TrainConfig(), checkpoint.read_run_meta(store, key)["config"])
         fam = trainer_family(algorithm(key.algo).family)
         flags = fam.flags([key.algo])
         ck = (key.task, repr(cfg), fam.name, flags)
         if ck not in cache:
+            report(f"[{i}/{len(keys)}] {key}: building the env and compiling the evaluation (a first compile on a "
+                   "CPU takes minutes)...")
             cache[ck] = Evaluator(fam, flags, cfg, env_factory(key.task, cfg.episode_length))
         ev_fn = cache[ck]
         payload = checkpoint.load(store, key, iterate, ev_fn.template)
         ev = ev_fn.rollout(payload, eval_key(key.seed, iterate), d_step(cfg, key.bound))
         writer.write_episodes(key, "expl", iterate, ev.expl_reward, ev.expl_cost)
         writer.write_episodes(key, "greedy", iterate, ev.greedy_reward, ev.greedy_cost)
-        report(f"{key}: iterate {iterate}: expl cost {np.mean(ev.expl_cost):.2f}, "
+        report(f"[{i}/{len(keys)}] {key}: iterate {iterate}: expl cost {np.mean(ev.expl_cost):.2f}, "
                f"greedy cost {np.mean(ev.greedy_cost):.2f} (d={key.bound:g}, {len(ev.expl_cost)} episodes each)")
     return len(keys)

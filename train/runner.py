@@ -155,7 +155,7 @@ class Runner:
                 checkpoint.write_run_meta(self.out, k, {**k.as_dict(), "config": config_to_dict(self.config),
                                                         "env": self.env.name})
         try:
-            self._train(writer, keys, set(todo), results, progress)
+            self._train(writer, keys, set(todo), results, progress, started)
             for k in todo:
                 results[k].status = "complete"
         except KeyboardInterrupt:
@@ -220,16 +220,21 @@ class Runner:
         return program.stack(loaded), j + 1
 
     def _train(self, writer: CubeWriter, keys: list[RunKey], written: set[RunKey],
-               results: dict[RunKey, RunResult], progress: TrainProgress | None) -> None:
-        """Train the group `keys`; only the runs in `written` are written to the store."""
+               results: dict[RunKey, RunResult], progress: TrainProgress | None, started: str = "") -> None:
+        """Train the group `keys`; only the runs in `written` are written to the store, each with its progress
+        record (`cube.store.progress.ProgressLog`: phase, iterate times) as it changes."""
         import jax
 
+        from cube.store.progress import ProgressLog
+
         cfg = self.config
+        shown = [k for k in keys if k in written]
+        log = ProgressLog(self.out, shown, cfg.n_iterates, 0, {}, started)  # compiling from here on
         program = self.program_for([k.algo for k in keys], len(keys))
         t0 = time.perf_counter()
         state, start = self._start(program, keys, results)
+        log.start_at(start, {k: results[k].env_steps for k in shown})
         evals = set(eval_iterates(cfg))
-        shown = [k for k in keys if k in written]
         label = shown[0] if len(shown) == 1 else GroupLabel(shown)
         task_id = progress.start_run(label, cfg) if progress else None
         for j in range(start, cfg.n_iterates):
@@ -242,8 +247,11 @@ class Runner:
                     steps, values = program.record(key.algo, one, float(mult[i]))
                     self._record_iterate(writer, key, results[key], j, one, steps, values, dt, first=j == start,
                                          t_it=t_it)
+            log.iterate(j, {k: results[k].env_steps for k in shown}, time.perf_counter() - t_it)
             if j in evals:
+                log.phase("evaluating")
                 ev = program.evaluate(state, [k.seed for k in keys], j)
+                log.phase("writing")
                 with self.guard.hold():
                     for i, key in enumerate(keys):
                         if key not in written:
@@ -253,6 +261,7 @@ class Runner:
                         one = program.member(state, i)
                         checkpoint.save(self.out, key, j, program.payload(one))
                         checkpoint.save_resume(self.out, key, j, one, results[key].env_steps)
+                log.phase("training" if j + 1 < cfg.n_iterates else "writing")
             if progress:
                 view = results[shown[0]] if len(shown) == 1 else label.update([results[k] for k in shown])
                 progress.advance(task_id, sum(results[k].iterate_steps[-1] for k in shown), view, label,

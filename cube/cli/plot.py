@@ -93,7 +93,7 @@ def _xmax(text: str) -> float | None:
     except ValueError:
         raise CubeError(f"cannot read --xmax {text!r}: give a number (e.g. 2) or none") from None
     if not value > -1.0:
-        raise CubeError(f"--xmax must be above -1 (the smallest normalised deviation), got {text}")
+        raise CubeError(f"--xmax must be above -1 (the smallest normalized deviation), got {text}")
     return value
 
 

@@ -1,14 +1,26 @@
 """`saferl status`: every run of a results store with its status, and totals per algorithm and task.
 
-    saferl status results.zarr [--all] [--stall-after S]
+    saferl status results.zarr [--all] [--wide] [--format table|json] [--stall-after S]
     saferl status results.zarr --watch [--interval S] [--stall-after S]
 
 Per run (`cube.store.runstatus.RunStatusReader`, each row in the text the TUI's Status view shows,
-`row_text`): its status (running / stopped / failed / pending / complete; a partial run shows as
-'partial (running)' and so on), iterates written of its total, env steps, steps per second, ETA, wall
-time, host, SLURM job, time since the last write, retries, the formulation it was trained with
-(`variant`) and what needs attention (stalled, failed, damaged claim). Then per algorithm and task: runs per
-status, env steps and their rate, the longest ETA. Without --all, complete runs are left out of the run table.
+`row_text`), in 80 columns: algo, task, bound d, seed, what it does now (running / stalled / stopped /
+failed / pending / complete), iterates written of its total (it/J), steps per second, ETA and the time
+since its last write. Then per algorithm and task: runs per status, their steps per second, the longest
+ETA. Without --all, complete runs are left out of the run table.
+
+--wide adds the rest: the stored status ('partial (running)' and so on), env steps, wall time, host,
+SLURM job, retries, the formulation it was trained with (`variant`) and what needs attention (stalled,
+failed with its error, damaged claim); and a column per status and env steps in the totals.
+Tables are plain columns (no box lines); a label wider than its column wraps, a number never does.
+--wide printed once is as wide as its columns need; --wide --watch is cut to the terminal.
+
+--format json prints every run (complete ones too) and the totals as one JSON object: the numbers the
+tables show, unrounded (phase, iterates, steps_per_s and what it is measured over, eta_s; None unknown).
+
+Steps/s, in every tool (the trainer's display, this command, the TUI): env steps per wall second over the
+run's last 5 iterates, compile and evaluation excluded (`cube.store.progress`); no ETA ('—') while a run
+compiles or before its second iterate; a group's ETA counts its pending runs' compiles.
 
 --watch redraws the tables whenever a run writes (a `cube.store.locks.SeqWatch` polled every --interval
 seconds: stat calls, and only the sequence chunks of folders that changed) and at least every --interval
@@ -23,6 +35,7 @@ iterates of a run and the name of its formulation, both from its manifest row.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import signal
 import threading
@@ -30,12 +43,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from cube.cli.console import err_console
-from cube.schema import ROW_FIELDS, STALL_S
+from cube.schema import NARROW_FIELDS, ROW_FIELDS, STALL_S
+from cube.store.progress import ETA_NOTE, RATE_OVER
 
 if TYPE_CHECKING:  # the store's readers load when the command runs (`saferl --help` stays fast)
     from cube.store.runstatus import RunStatus, RunStatusReader
@@ -51,6 +66,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="results store (Zarr directory)")
     p.add_argument("--all", action="store_true", help="list complete runs too (default: only unfinished ones)")
+    p.add_argument("--wide", action="store_true",
+                   help="every column (stored status, env steps, wall, host, job, retries, variant, flags); "
+                        "the default fits 80 columns")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or json: every run and the totals as one JSON object")
     p.add_argument("--watch", action="store_true", help="redraw as runs write, until Ctrl-C")
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
                    help="seconds between looks at the store with --watch (default 1)")
@@ -83,15 +103,24 @@ def run(args: argparse.Namespace) -> int:
         raise CubeError(f"{redact(args.path)} is a published snapshot (it never changes): --watch has nothing to "
                         "follow; watch the local store being written instead")
     reader = RunStatusReader(args.path, args.stall_after, _total_hook(args.status_total_iterates))
-    console = _console()
+    if getattr(args, "format", "table") == "json":
+        if args.watch:
+            raise CubeError("--format json prints once; leave out --watch")
+        print(json.dumps(as_json(args.path, reader.read()), indent=1))
+        return 0
+    console = _console(args.wide and not args.watch)
     if not args.watch:
-        console.print(render(args.path, reader.read(), args.all, args.status_variant))
+        console.print(render(args.path, reader.read(), args.all, args.status_variant, wide=args.wide))
         return 0
     return watch(args, reader, console)
 
 
-def _console() -> Console:
+def _console(unbounded: bool = False) -> Console:
+    """The console: the terminal's width, 200 columns for a pipe; `unbounded` (--wide printed once): as
+    wide as the tables need (a terminal narrower than that wraps their lines: `less -S` scrolls them)."""
     console = Console()
+    if unbounded:
+        return Console(width=max(console.width, 1000))
     return console if console.is_terminal else Console(width=200)
 
 
@@ -129,7 +158,7 @@ def watch(args: argparse.Namespace, reader: RunStatusReader, console: Console) -
             while not stop.requested():
                 _, seqs = seq_watch.poll()  # cheap: stat calls, and the sequence chunks of folders that moved
                 runs = reader.read(seqs=seqs)  # stored facts read again only for runs whose sequence moved
-                view = render(args.path, runs, args.all, args.status_variant)
+                view = render(args.path, runs, args.all, args.status_variant, wide=args.wide)
                 if live is not None:
                     live.update(view, refresh=True)
                 elif state(runs) != shown:  # a log, not a screen: a new snapshot when a run's state changed
@@ -193,16 +222,39 @@ def state(runs: Sequence[RunStatus]) -> tuple:
     return tuple((r.status, r.stored, r.iterates, r.env_steps, r.stalled, r.claim.state, r.error) for r in runs)
 
 
+def as_json(path: Any, runs: Sequence[RunStatus], now: float | None = None) -> dict[str, Any]:
+    """Every run and the totals per algorithm and task as plain JSON values (what --format json prints)."""
+    from cube.store.runstatus import row_text, totals
+
+    now = time.time() if now is None else now
+    out = []
+    for r in runs:
+        p = r.progress
+        out.append({**r.key.as_dict(), "status": r.status, "stored": r.stored, "phase": r.phase,
+                    "phase_s": None if p is None else p.phase_s, "stalled": r.stalled, "iterates": r.iterates,
+                    "n_iterates": r.n_iterates, "env_steps": r.env_steps, "steps_per_s": r.steps_per_s,
+                    "rate_over_iterates": None if p is None else p.over, "eta_s": r.eta_s,
+                    "last_write_s_ago": None if r.last_write is None else max(now - r.last_write, 0.0),
+                    "host": r.host_text() or None, "slurm_job_id": r.slurm_job_id, "error": r.error,
+                    "text": row_text(r, now)})
+    from cube.store.location import redact
+
+    return {"store": redact(path), "steps_per_s_over": RATE_OVER, "runs": out, "totals": totals(runs)}
+
+
 # ------------------------------------------------------------------------------------------ rendering
 def render(path: Any, runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
-           now: float | None = None) -> Group:
-    """The summary line, the run table (complete runs only with `show_all`) and the totals table."""
+           now: float | None = None, wide: bool = False) -> Group:
+    """The summary line, the run table (complete runs only with `show_all`) and the totals table; the
+    columns of 80 columns, or all of them with `wide`."""
     now = time.time() if now is None else now
-    parts: list[Any] = [Text(summary(path, runs))]
-    table = run_table(runs, show_all, variant, now)
+    parts: list[Any] = [Text(summary(path, runs), overflow="fold")]
+    table = run_table(runs, show_all, variant, now, wide)
     if table.row_count:
         parts.append(table)
-    parts.append(totals_table(runs))
+    parts.append(totals_table(runs, wide))
+    parts.append(Text(f"steps/s: {RATE_OVER}; {ETA_NOTE}; a group's ETA counts its pending runs' compiles",
+                      style="dim", overflow="fold"))
     return Group(*parts)
 
 
@@ -223,27 +275,54 @@ def summary(path: Any, runs: Sequence[RunStatus]) -> str:
 
 
 RUN_COLUMNS = (*ROW_FIELDS[:-1], "retries", "variant", "flags")
-"""The run table's columns: a run's row (`cube.store.runstatus.row_text`, as the TUI shows it), its retries
-and the formulation it was trained with."""
+"""The run table's columns with --wide: a run's row (`cube.store.runstatus.row_text`, as the TUI shows it),
+its retries and the formulation it was trained with."""
+NARROW_COLUMNS = NARROW_FIELDS
+"""The run table's columns by default (80 columns)."""
+HEADING = {"bound": "d", "phase": "status", "iterates": "it/J", "statuses": "status"}
+"""Short headings of the narrow tables."""
+LABELS = {"algo", "task", "status", "host", "job", "variant", "flags", "statuses"}
+"""Columns of labels and words, which wrap where too wide; every other column (a number, or one word) is
+never cut."""
+MIN_LABEL = {"algo": 7, "task": 8}
+"""The narrowest a label column gets before the tables are wider than the console."""
+TOTAL_COLUMNS = ("runs", "running", "stalled", "stopped", "failed", "pending", "complete", "env steps", "steps/s",
+                 "ETA")
+NARROW_TOTAL_COLUMNS = ("runs", "statuses", "steps/s", "ETA")
 
 
-def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
-              now: float | None = None) -> Table:
-    """One row per run (complete ones only with `show_all`), columns RUN_COLUMNS."""
-    table = Table(*RUN_COLUMNS)
-    for r in runs:
-        if r.status == "complete" and not show_all:
-            continue
-        table.add_row(*(Text(cell) for cell in run_cells(r, variant, now)))  # labels are data, never markup
+def _table(columns: Sequence[str], wide: bool, title: str | None = None) -> Table:
+    """A table of plain columns (a line under the heading, no box lines to break when a terminal is narrow):
+    word columns fold, number columns keep their width."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False, title=title,
+                  title_justify="left")
+    for c in columns:
+        if c in LABELS:
+            table.add_column(c if wide else HEADING.get(c, c), overflow="fold", min_width=MIN_LABEL.get(c))
+        else:
+            table.add_column(c if wide else HEADING.get(c, c), no_wrap=True, justify="right")
     return table
 
 
-def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None) -> list[str]:
-    """The cells of one run's row (RUN_COLUMNS)."""
+def run_table(runs: Sequence[RunStatus], show_all: bool = False, variant: Hook | None = None,
+              now: float | None = None, wide: bool = False) -> Table:
+    """One row per run (complete ones only with `show_all`), columns NARROW_COLUMNS (RUN_COLUMNS with `wide`)."""
+    table = _table(RUN_COLUMNS if wide else NARROW_COLUMNS, wide)
+    for r in runs:
+        if r.status == "complete" and not show_all:
+            continue
+        table.add_row(*(Text(cell) for cell in run_cells(r, variant, now, wide)))  # labels are data, never markup
+    return table
+
+
+def run_cells(r: RunStatus, variant: Hook | None = None, now: float | None = None, wide: bool = True) -> list[str]:
+    """The cells of one run's row (RUN_COLUMNS; NARROW_COLUMNS unless `wide`)."""
     from cube.store.runstatus import row_text
 
-    text = {**row_text(r, now), "retries": str(r.retries or 0),
-            "variant": _variant({**r.manifest, "algo": r.key.algo}, variant)}
+    text = row_text(r, now)
+    if not wide:
+        return [text[c] for c in NARROW_COLUMNS]
+    text = {**text, "retries": str(r.retries or 0), "variant": _variant({**r.manifest, "algo": r.key.algo}, variant)}
     return [text[c] for c in RUN_COLUMNS]
 
 
@@ -258,15 +337,14 @@ def _variant(row: dict[str, Any], hook: Hook | None) -> str:
     return str(row.get("variant") or "")
 
 
-def totals_table(runs: Sequence[RunStatus]) -> Table:
-    """Per algorithm and task: runs, each status's count, stalled, env steps, steps/s and the longest ETA."""
-    table = Table("algo", "task", "runs", "running", "stalled", "stopped", "failed", "pending", "complete",
-                  "env steps", "steps/s", "ETA", title="totals")
+def totals_table(runs: Sequence[RunStatus], wide: bool = True) -> Table:
+    """Per algorithm and task: runs, the runs per status in one cell, steps/s and the longest ETA; with
+    `wide` a column per status, stalled and env steps."""
     from cube.store.runstatus import totals, totals_text
 
+    columns = TOTAL_COLUMNS if wide else NARROW_TOTAL_COLUMNS
+    table = _table(("algo", "task", *columns), wide, title="totals")
     for g in totals(runs):
         text = totals_text(g)
-        cells = (g["algo"], g["task"], *(text[k] for k in ("runs", "running", "stalled", "stopped", "failed",
-                                                          "pending", "complete", "env steps", "steps/s", "ETA")))
-        table.add_row(*(Text(str(cell)) for cell in cells))
+        table.add_row(*(Text(str(cell)) for cell in (g["algo"], g["task"], *(text[k] for k in columns))))
     return table

@@ -131,9 +131,9 @@ def _reader(fmt: str) -> Callable[[ImportRequest], list[ImportedRun]]:
         runs = read_progress_runs(request.sources, fmt, request.label("bound"), request.option("window"),
                                   request.labels)
         title = PROGRESS_FORMATS[fmt].title
-        for run in runs:  # both log the sums of the environment's own (not normalised) per-step values
+        for run in runs:  # both log the sums of the environment's own (not normalized) per-step values
             note_convention(run, "cost_discount", "undiscounted", f"{title}'s EpCost: the episode's sum of costs")
-            note_convention(run, "normalization", "raw", f"{title} logs the original (unnormalised) reward and cost")
+            note_convention(run, "normalization", "raw", f"{title} logs the original (unnormalized) reward and cost")
             note_convention(run, "history", "complete", "every epoch row of progress.csv")
         return runs
 

@@ -250,7 +250,7 @@ def _means(run: ImportedRun, series: dict[str, TagSeries], have: list[str], name
         run.manifest["env_steps"] = max(run.iterate_vars["env_steps"].values())
     if known_tool:
         note_convention(run, "cost_discount", "undiscounted", "OmniSafe's/SafePO's EpCost: the episode's sum of costs")
-        note_convention(run, "normalization", "raw", "OmniSafe/SafePO log the original (unnormalised) values")
+        note_convention(run, "normalization", "raw", "OmniSafe/SafePO log the original (unnormalized) values")
     run.manifest["tags"] = {"reward": reward_tag, "cost": cost_tag}
 
 

@@ -112,7 +112,7 @@ def cdf_figure(cdf: xr.Dataset, xmax: float | None = 2.0, baseline: str | None =
             ax.set_ylim(0.0, 1.02)
             ax.set_title(setting_label(s))
             ax.grid(True)
-        fig.supxlabel(r"normalised episodic cost deviation $\kappa = (c - d)/d$"
+        fig.supxlabel(r"normalized episodic cost deviation $\kappa = (c - d)/d$"
                       + (" (asinh axis: linear near 0, logarithmic in the tail)" if xmax is None else ""),
                       fontsize="medium")
         axes[0].set_ylabel(r"CDF: share of episodes $\leq \kappa$")

@@ -7,10 +7,14 @@ Two layouts of the aggregate table (`cube.stats.aggregate_table`):
   without shrinking.
 * ``style="paper"``: the paper's Table 2 exactly (13 columns: each metric Train | Final, tier Train |
   Final, ``\\cmidrule`` under each metric, display names, the not-safe baseline grey, bold = best
-  excluding it, ``\\resizebox{\\textwidth}``), followed by the appendix table with the CIs as subscripts
-  (a ``sidewaystable``). Only the paper's metrics (`cube.stats.metrics.PAPER_METRICS`): no CVaR.
+  excluding it, ``\\resizebox{\\textwidth}``) in a ``table*`` (both columns of a two-column paper, so it
+  never runs into the other column), followed by the appendix table with the CIs as subscripts (a
+  ``sidewaystable*``, a page of its own). Only the paper's metrics (`cube.stats.metrics.PAPER_METRICS`):
+  no CVaR.
 
-A table with a CVaR column says in its caption which alpha it is (`cube.render.style.table_cvar_note`).
+A table with a CVaR column says in its caption which alpha it is (`cube.render.style.table_cvar_note`);
+a table of a synthetic cube says so at the start of every caption (`mark_synthetic`), on the page, not
+only in a comment.
 
 The not-safe rule is the one of every output (`cube.stats.metrics.not_safe`): such algorithms are grey and
 never bold. The preamble comment lists the packages each needs.
@@ -230,20 +234,29 @@ def _paper(agg: xr.Dataset, not_safe: Sequence[str], digits: int, na) -> str:
     ncols = 1 + len(settings) * (len(metrics) + 1)
     head = _paper_head(metrics, settings)
     words = _caption_words(agg, not_safe)
-    main = [r"\begin{table}[t]", r"\centering", r"\small",
+    main = [r"\begin{table*}[t]", r"\centering", r"\small",
             rf"\caption{{Safety and performance evaluation across algorithms, aggregated over all $(m,d)$ pairs, for "
             rf"the course of all policy iterates (Train) and the final \textit{{greedy}} policy (Final). {words} "
             rf"CIs in Table~\ref{{tab:saferl_aggregate_ci}}.{honest_sentence(agg.sel(setting=settings))}}}",
             r"\resizebox{\textwidth}{!}{%", rf"\begin{{tabular}}{{l{'c' * (ncols - 1)}}}", r"\toprule", *head,
             r"\midrule", *_paper_rows(agg, not_safe, digits, na, settings, False),
-            r"\bottomrule", r"\end{tabular}}", r"\label{tab:saferl_aggregate}", r"\end{table}"]
-    appendix = [r"\begin{sidewaystable}[p]", r"\centering",
+            r"\bottomrule", r"\end{tabular}}", r"\label{tab:saferl_aggregate}", r"\end{table*}"]
+    appendix = [r"\begin{sidewaystable*}[p]", r"\centering",
                 rf"\caption{{The aggregate metrics of Table~\ref{{tab:saferl_aggregate}} with their CIs "
                 rf"$[\text{{lower}},\text{{upper}}]$. {words}}}",
                 r"\resizebox{\textwidth}{!}{%", rf"\begin{{tabular}}{{l{'c' * (ncols - 1)}}}", r"\toprule", *head,
                 r"\midrule", *_paper_rows(agg, not_safe, digits, na, settings, True),
-                r"\bottomrule", r"\end{tabular}}", r"\label{tab:saferl_aggregate_ci}", r"\end{sidewaystable}"]
+                r"\bottomrule", r"\end{tabular}}", r"\label{tab:saferl_aggregate_ci}", r"\end{sidewaystable*}"]
     return "\n".join(main) + "\n\n" + "\n".join(appendix) + "\n"
+
+
+SYNTHETIC_CAPTION = r"\textbf{SYNTHETIC demo data, not training results.} "
+"""What every caption of a table of a synthetic cube opens with."""
+
+
+def mark_synthetic(text: str) -> str:
+    """`text` (LaTeX tables) with every caption opening with SYNTHETIC_CAPTION."""
+    return text.replace(r"\caption{", r"\caption{" + SYNTHETIC_CAPTION)
 
 
 # ----------------------------------------------------------------------------------- conditions

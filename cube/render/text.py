@@ -241,7 +241,7 @@ def _cdf(ds: xr.Dataset, fmt: str, opt: Options) -> str:
              *[latex.stacked(*(ds[v].sel(algo=a, setting=s).values[i] for v in ("cdf", "ci_low", "ci_high")), digits)
                for i in idx]] for a, s in pairs]
     return latex.float_table("ll" + "c" * len(shown), header, rows,
-                             r"Aggregate CDF of the normalised episodic cost deviation $(c - d)/d$ at selected "
+                             r"Aggregate CDF of the normalized episodic cost deviation $(c - d)/d$ at selected "
                              r"$\kappa$, with its stratified-bootstrap CI.", "tab:saferl_cdf",
                              [a in opt.marked for a, _ in pairs])
 
@@ -369,7 +369,7 @@ def render(obj: xr.Dataset, kind: str = "aggregate", fmt: str = "markdown", base
     if note:
         text += {"markdown": "\n", "latex": "% "}[fmt] + note + "\n"
     if obj.attrs.get("synthetic") and fmt in SYNTHETIC_MARK:
-        text = SYNTHETIC_MARK[fmt] + text
+        text = SYNTHETIC_MARK[fmt] + (latex.mark_synthetic(text) if fmt == "latex" else text)
     return text
 
 

@@ -9,7 +9,7 @@ sufficient statistics of a cell (`cube.stats.suffvars`: n, n_r, sum_r, sum_c, n_
     R = sum_r / n_r        C = sum_c / n        Dnorm = (C - d) / d        V = n_viol / n
     Dplus = sum_over / (n_viol d) if n_viol > 0 else 0        (NaN where the cell has no episodes)
 
-and, beyond the paper, the tail: CVaR = (cvar_c - d) / d, CVaR_alpha of the normalised cost deviation (c - d)/d
+and, beyond the paper, the tail: CVaR = (cvar_c - d) / d, CVaR_alpha of the normalized cost deviation (c - d)/d
 (Rockafellar & Uryasev 2000; `cube.stats.tail`), from the cell's upper-tail mean cvar_c at the alpha chosen
 (`cube.stats.runs.with_cvar_alpha`; 0.1 by default). `PAPER_METRICS` are the paper's five (Table 2).
 """
@@ -86,10 +86,10 @@ def _cvar(s: Arrays, d: np.ndarray) -> np.ndarray:
 METRIC_LIST: tuple[Metric, ...] = (
     Metric("R", "R̄", r"\bar{R}", "mean episodic reward (undiscounted return)", True, False, _mean_reward),
     Metric("C", "C̄", r"\bar{C}", "mean episodic cost (undiscounted)", False, False, _mean_cost),
-    Metric("Dnorm", "D_norm", r"D_{\text{norm}}", "normalised cost deviation (C̄ - d) / d", False, False, _dnorm),
+    Metric("Dnorm", "D_norm", r"D_{\text{norm}}", "normalized cost deviation (C̄ - d) / d", False, False, _dnorm),
     Metric("V", "V", "V", "violation rate: share of episodes with cost > d", False, True, _violation_rate),
     Metric("Dplus", "D_norm+", r"D_{\text{norm}^+}",
-           "normalised violation magnitude: mean (c - d) / d over violating episodes, 0 if none",
+           "normalized violation magnitude: mean (c - d) / d over violating episodes, 0 if none",
            False, True, _dplus),
     Metric("CVaR", "CVaR", r"\text{CVaR}_{\alpha}",
            "tail risk: CVaR_alpha of (c - d) / d, the mean over the worst alpha share of episodes (0.1 by default)",

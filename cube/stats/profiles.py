@@ -9,7 +9,7 @@ linear in the draw counts, one matmul per batch), percentile interval. With the 
 condition, the pooled fraction equals rliable's mean over tasks of per-task fractions.
 
 The metrics are data-driven (`profile_metrics`): every metric record of `cube.stats.metrics` that is
-cost-like and comparable across tasks and bounds (normalised by the bound), so a new record (e.g. CVaR)
+cost-like and comparable across tasks and bounds (normalized by the bound), so a new record (e.g. CVaR)
 gets a profile with no change here.
 """
 

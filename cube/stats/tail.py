@@ -8,7 +8,7 @@ For a cell with N episodes (NaN is not an episode) and costs sorted descending c
 
 the mean of the worst alpha share of the episodes with the boundary episode weighted by its fraction, the
 empirical form of CVaR_alpha = VaR_alpha + E[(X - VaR_alpha)^+] / alpha. alpha N is exact: alpha is read as the
-decimal it is written as (0.1 x 30 = 3, not 3.0000000000000004). The metric is CVaR of the normalised cost
+decimal it is written as (0.1 x 30 = 3, not 3.0000000000000004). The metric is CVaR of the normalized cost
 deviation D = (c - d)/d, which is (CVaR_alpha(c) - d)/d (an increasing affine map keeps the order and the
 weights sum to alpha N); the cells hold CVaR_alpha(c) in cost units (`cube.stats.suffvars.CVAR_VAR`).
 

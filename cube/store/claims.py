@@ -50,6 +50,12 @@ def _part(label: str) -> str:
     return "%2E" + text[1:] if text.startswith(".") else text or "%"
 
 
+def run_file_name(key: RunKey, suffix: str) -> str:
+    """One file name per run, unique in a flat folder: '<algo>@<task>@<bound>@<seed><suffix>' (labels
+    percent-encoded as in claim paths: an '@' or '/' in a label never collides or leaves the folder)."""
+    return "@".join((_part(key.algo), _part(key.task), f"{key.bound:g}", str(key.seed))) + suffix
+
+
 def claim_path(store: str | os.PathLike, key: RunKey) -> Path:
     """Where the claim of run `key` lives: ``<store>/_claims/<algo>/<task>/<bound>/<seed>.claim``."""
     return Path(store) / CLAIMS_DIR / _part(key.algo) / _part(key.task) / f"{key.bound:g}" / f"{key.seed}.claim"

@@ -16,10 +16,13 @@ by every write bracket). Its *status* is one of:
   resumes it;
 * ``pending``: nothing written yet.
 
-A running run is *stalled* when it wrote nothing for `stall_s` seconds. Steps per second come from the
-env steps a reader saw land since it first saw the run (two readings of a `RunStatusReader`), and until
-then from the env steps over the wall time of the latest attempt (which counts the steps before a
-resume point too); the ETA is the steps left at that rate.
+A running run is *stalled* when it wrote nothing for `stall_s` seconds. What a running run does (its
+*phase*: compiling, training, evaluating, writing), its steps per second and its ETA come from the progress
+record its trainer keeps (`cube.store.progress`, the one model the trainer's own display reads too): env
+steps per wall second over its last iterates, compile excluded, and no ETA while compiling or before its
+second iterate. A run written by another writer (a `cube.Recorder`) has no record: its phase is 'running',
+its rate the env steps a reader saw land since it first saw the run, until then those over the wall time of
+the latest attempt.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from cube.schema import NARROW_FIELDS as NARROW_FIELDS  # re-exported: the fields `saferl status` shows
 from cube.schema import ROW_FIELDS as ROW_FIELDS  # re-exported: the fields `row_text` gives
 from cube.schema import RUN_DIMS, RUN_STATUS_NAMES, STALL_S, RunKey, final_iterate, run_facts
 from cube.store.claims import ClaimState, claim_state
@@ -45,6 +49,7 @@ from cube.store.grid import published_sizes
 from cube.store.layout import open_group, read_coords
 from cube.store.location import is_remote, local_path
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
+from cube.store.progress import Progress, read_record, run_progress, run_seconds, sweep_eta
 from cube.store.read import read_manifests
 
 STATUSES = ("running", "stopped", "failed", "pending", "complete")
@@ -75,6 +80,12 @@ class RunStatus:
     retries: int = 0
     notes: str = ""
     manifest: dict[str, Any] = field(default_factory=dict)
+    phase: str = "pending"
+    """What it does now: its status, or for a running run its trainer's phase ('running' without a record)."""
+    progress: Progress | None = None
+    """A running run's progress from its trainer's record (`cube.store.progress.run_progress`)."""
+    run_s: float | None = None
+    """Seconds a whole run takes (compile and every iterate), as measured on this one; None: not known."""
 
     def flags(self, now: float | None = None) -> str:
         """What needs attention, in words: 'stalled 12m', 'failed: ...', 'claim damaged (...)'; '' if nothing."""
@@ -226,6 +237,18 @@ class RunStatusReader:
         end = _seconds(known["finished"])
         if start is not None:
             out.wall_s = (end if end is not None else now if out.status == "running" else last or now) - start
+        out.phase = out.status
+        out.run_s = _run_seconds(row, out.n_iterates)
+        record = read_record(self.path, key) if out.status == "running" else None
+        if record is not None and record.get("started") == known["started"]:
+            p = out.progress = run_progress(record, now)
+            out.phase, out.steps_per_s, out.eta_s = p.phase, p.steps_per_s, p.eta_s
+            out.iterates = p.iterates  # where the attempt stands (a resume rewrites the iterates after its point)
+            out.env_steps = out.env_steps if p.env_steps is None else p.env_steps
+            out.run_s = run_seconds(p) or out.run_s
+            return out
+        if out.status == "running":
+            out.phase = "running"
         out.steps_per_s = self._rate(index, out, start)
         if out.status == "running" and out.steps_per_s and out.n_iterates and out.iterates and out.env_steps:
             total = out.env_steps / out.iterates * out.n_iterates
@@ -248,6 +271,15 @@ class RunStatusReader:
         if start is not None and run.last_write > start:
             return run.env_steps / (run.last_write - start)
         return None
+
+
+def _run_seconds(row: dict[str, Any], n_iterates: int | None) -> float | None:
+    """A whole run's seconds from its manifest's timings (the first iterate with its compile, then the rest at
+    their pace); None without them."""
+    compile_s, train_s, done = (row.get(k) for k in ("compile_s", "train_s", "iterates_done"))
+    if not (compile_s and train_s and done and n_iterates and done > 1):
+        return None
+    return float(compile_s) + float(train_s) / (done - 1) * (n_iterates - 1)
 
 
 def _facts(stored: str, row: dict[str, Any], steps: np.ndarray | None) -> _Facts:
@@ -350,20 +382,27 @@ def read_run_status(path: PathLike, stall_s: float = STALL_S,
 # ---------------------------------------------------------------------------------------- totals and text
 def totals(runs: Sequence[RunStatus], by: tuple[str, ...] = ("algo", "task")) -> list[dict[str, Any]]:
     """Per group of `by` labels (first-seen order): runs, each status's count, stalled, env steps and their
-    rate summed over running runs, and the longest ETA."""
+    rate summed over running runs, and the ETA of the group (`cube.store.progress.sweep_eta`: the longest
+    running ETA plus the pending runs, each a compile and all its iterates as measured on the group's runs;
+    None where that cannot be known)."""
     groups: dict[tuple, dict[str, Any]] = {}
+    members: dict[tuple, list[RunStatus]] = {}
     for r in runs:
         labels = tuple(getattr(r.key, d) for d in by)
         g = groups.setdefault(labels, {**dict(zip(by, labels, strict=True)), "runs": 0, "stalled": 0,
                                        **{s: 0 for s in STATUSES}, "env_steps": 0.0, "steps_per_s": 0.0,
                                        "eta_s": None})
+        members.setdefault(labels, []).append(r)
         g["runs"] += 1
         g[r.status] = g.get(r.status, 0) + 1
         g["stalled"] += int(r.stalled)
         g["env_steps"] += r.env_steps or 0.0
         g["steps_per_s"] += r.steps_per_s or 0.0
-        if r.eta_s is not None:
-            g["eta_s"] = max(g["eta_s"] or 0.0, r.eta_s)
+    for labels, g in groups.items():
+        runs_of = members[labels]
+        running = [r.progress or Progress("running", eta_s=r.eta_s) for r in runs_of if r.status == "running"]
+        measured = [r.run_s for r in runs_of if r.run_s is not None]
+        g["eta_s"] = sweep_eta(running, g["pending"], max(measured) if measured else None)
     return list(groups.values())
 
 
@@ -411,20 +450,50 @@ def row_text(r: RunStatus, now: float | None = None) -> dict[str, str]:
     iterates written of the total ('3/40'), env steps ('1.2M'), env steps per second of the latest attempt
     ('12,345'), the ETA ('4m'), the wall time of the latest attempt ('0:12:05'), the host ('host?' where its
     process cannot be checked from here), the SLURM job, the time since the last write ('15m ago') and what
-    needs attention. `now`: POSIX seconds (default: the time now)."""
+    needs attention; and "phase", what the run does now in one word (its status alone, 'stalled' for a
+    running run that stopped writing), the status of the narrow row. `now`: POSIX seconds (default: the
+    time now)."""
     now = time.time() if now is None else now
     stored, status = r.stored, r.status
     shown = status if status == stored or stored in ("unknown", "pending") else f"{stored} ({status})"
+    p = r.progress
     return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": f"{r.key.bound:g}", "seed": str(r.key.seed),
-            "status": shown, "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
-            "env steps": steps_text(r.env_steps), "steps/s": rate_text(r.steps_per_s), "ETA": duration(r.eta_s),
+            "status": shown, "phase": "stalled" if r.stalled else phase_text(r.phase, p and p.phase_s),
+            "iterates": "" if r.iterates is None else f"{r.iterates}/{r.n_iterates or '?'}",
+            "env steps": steps_text(r.env_steps), "steps/s": rate_text(r.steps_per_s),
+            "ETA": eta_text(r.eta_s, p is not None),
             "wall": wall_text(r.wall_s), "host": r.host_text(), "job": r.slurm_job_id or "",
             "last write": "" if r.last_write is None else f"{duration(max(now - r.last_write, 0.0))} ago",
             "flags": r.flags(now)}
 
 
+def phase_text(phase: str, seconds: float | None = None) -> str:
+    """What a run does now, with the time it has done it for an active phase: 'compiling 2m', 'training'."""
+    if phase in ("compiling", "evaluating", "writing") and seconds is not None:
+        return f"{phase} {duration(seconds)}"
+    return phase
+
+
+def eta_text(eta_s: float | None, known: bool = False) -> str:
+    """An ETA ('4m'); '—' where it cannot be known yet (`known`: the run has a progress record)."""
+    return duration(eta_s) if eta_s is not None else "—" if known else ""
+
+
 def totals_text(group: dict[str, Any]) -> dict[str, str]:
     """A group of `totals` as text: runs and each status's count, stalled, env steps, steps/s, ETA (the
-    same formats as `row_text`)."""
+    same formats as `row_text`), and "statuses", the counts in one line ('2 running (1 stalled), 1 pending':
+    only the statuses some run has)."""
     return {**{k: str(group[k]) for k in ("runs", *STATUSES, "stalled")}, "env steps": steps_text(group["env_steps"]),
-            "steps/s": rate_text(group["steps_per_s"]), "ETA": duration(group["eta_s"])}
+            "steps/s": rate_text(group["steps_per_s"]),
+            "ETA": eta_text(group["eta_s"], bool(group.get("running") or group.get("pending"))),
+            "statuses": statuses_text(group)}
+
+
+def statuses_text(group: dict[str, Any]) -> str:
+    """A group's runs per status in one line, attention first: '2 running (1 stalled), 1 pending'."""
+    parts = []
+    for s in STATUSES:
+        if group.get(s):
+            stalled = f" ({group['stalled']} stalled)" if s == "running" and group.get("stalled") else ""
+            parts.append(f"{group[s]} {s}{stalled}")
+    return ", ".join(parts)

@@ -54,7 +54,7 @@ def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
     rows.append(("runs still training", "◐", "Counted, their latest iterate as final"))
     rows.append(("follow mode", "w", "Polls every --follow-interval s; header: last update"))
     rows.append(("training variables", "approx_kl", "k3 KL estimate mean((ρ−1) − log ρ), mean over an iterate"))
-    rows.append(("training variables", "iterate 0", "Large KL, clip_fraction: normaliser updated before SGD, as crax"))
+    rows.append(("training variables", "iterate 0", "Large KL, clip_fraction: normalizer updated before SGD, as crax"))
     return rows
 
 

@@ -45,15 +45,22 @@ def legend_text(colors: dict[str, tuple[int, int, int]], extra: Sequence[tuple[s
 
 # ======================================================================== formatting
 def fmt(v: float, digits: int = 2) -> str:
-    """A number as shown on screen (fixed decimals; "–" for NaN)."""
+    """A number as shown on screen (fixed decimals; "–" for NaN; a value that rounds to zero unsigned: 0.00,
+    never -0.00)."""
     v = float(v)
-    return "–" if not math.isfinite(v) else f"{v:.{digits}f}"
+    return "–" if not math.isfinite(v) else _unsigned_zero(f"{v:.{digits}f}")
 
 
 def fmt_signed(v: float, digits: int = 2) -> str:
-    """A difference as shown on screen (+1.20 / −0.30; "–" for NaN)."""
+    """A difference as shown on screen (+1.20 / -0.30, the ASCII minus of every other number on screen; "–"
+    for NaN; 0.00 for one that rounds to zero)."""
     v = float(v)
-    return "–" if not math.isfinite(v) else f"{v:+.{digits}f}".replace("-", "−")
+    return "–" if not math.isfinite(v) else _unsigned_zero(f"{v:+.{digits}f}")
+
+
+def _unsigned_zero(text: str) -> str:
+    """'-0.00' and '+0.00' as '0.00' (a zero has no sign); any other number as it is."""
+    return text.lstrip("+-") if text.strip("+-0.") == "" else text
 
 
 def fmt_tier(t: float) -> str:

@@ -1,5 +1,6 @@
 """The Status view (key 8): every selected run of a store being written, as `saferl status` shows it
-(`cube.store.runstatus`): status, iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
+(`cube.store.runstatus`, the progress model of `cube.store.progress`): status (a trained run's phase:
+compiling, training, evaluating, writing), iterates done of total, env steps, steps/s, ETA, host, SLURM job, time
 since the last write and what needs attention (stalled, failed), runs that need attention first; sortable
 (> / r) and filterable (/ status:running flags:stalled); totals per algorithm and task below.
 """
@@ -14,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
+from cube.store.progress import WINDOW
 from cube.store.runstatus import STATUSES, RunStatus, row_text, totals, totals_text
 from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel
@@ -38,12 +40,13 @@ TEXT_FIELD = {"steps": "env steps", "eta": "ETA", "slurm": "job"}
 def status_row(r: RunStatus, now: float) -> dict[str, Any]:
     """One run as the values the table sorts by (times as seconds; None where unknown) and, under "text",
     its cells: the text `saferl status` shows (`row_text`), but the status column the status alone (this
-    table colours and sorts by it)."""
+    table colours and sorts by it), or for a run its trainer follows, its phase ('compiling 2m')."""
     text = row_text(r, now)
     cells = {h: text[TEXT_FIELD.get(h, h)] for h in HEADER}
-    cells.update(status=r.status, d=text["bound"])
+    cells.update(status=text["phase"] if r.progress is not None else r.status, d=text["bound"])
     return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": float(r.key.bound), "seed": int(r.key.seed),
-            "status": r.status, "iterates": r.iterates, "n_iterates": r.n_iterates, "steps": r.env_steps,
+            "status": r.status, "phase": r.phase, "iterates": r.iterates, "n_iterates": r.n_iterates,
+            "steps": r.env_steps,
             "steps/s": r.steps_per_s, "eta": r.eta_s, "host": r.host_text(), "slurm": r.slurm_job_id or "",
             "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": text["flags"],
             "stalled": r.stalled, "text": cells}
@@ -153,7 +156,7 @@ class RunStatusView(SortableTable, ResultView):
         for i, row in enumerate(cells):
             table.add_row(*row, key=str(i))
         self.query_one("#status-totals-title", Static).update(
-            Text("Totals per algorithm and task (steps/s and ETA: running runs)"))
+            Text(f"Totals per algorithm and task (steps/s: last {WINDOW} iterates, compile excluded)"))
 
     def export_tables(self) -> Files:
         if self.data is None:

@@ -149,7 +149,8 @@ class SummaryView(ResultView):
             table.move_cursor(row=min(cursor, table.row_count - 1))
         n_cond = len(sel.tasks) * len(sel.bounds)
         ns = ", ".join(exclude) or "none"
-        title = Text(f"IQM over {n_cond} task-bound pairs · bold underlined: best of safe RL "
+        pairs = "1 task-bound pair" if n_cond == 1 else f"{n_cond} task-bound pairs"
+        title = Text(f"IQM over {pairs} · bold underlined: best of safe RL "
                      f"({NOT_SAFE_MARK} not safe: {ns}) · {directions()}" + (f" · train{iter_text(sel)}"
                                                                             if sel.iterates is not None else ""))
         title.append_text(incomplete_note(self.incomplete))
