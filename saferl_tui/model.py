@@ -210,6 +210,22 @@ class CubeModel:
         return self.derived.by_algo(key, sel.algos, lambda algos: stats.greedy_expl_gap(
             self._ss_small(sel, algos), boot=self.boot, rng_seed=self.rng_seed, ci=0.95))
 
+    def improvement(self, sel: UISelection, base: str) -> xr.Dataset:
+        """P(algo improves on ``base``) per metric and setting for every other selected algorithm
+        (``stats.probability_of_improvement``: Mann-Whitney over seeds per condition, averaged over the
+        conditions, stratified-bootstrap 95% CI). Dims (algo, setting, metric): value, ci_low, ci_high.
+        Cached per pair of algorithms."""
+        self._check(sel)
+        parts = []
+        for a in (x for x in sel.algos if x != base):
+            key = ("improvement", a, base, *self._setting_key(sel, "train"), self.boot, self.rng_seed)
+            parts.append(self.derived.get(key, lambda a=a: stats.probability_of_improvement(
+                self._ss_small(sel, (a, base)), a, base, SETTINGS, boot=self.boot, rng_seed=self.rng_seed,
+                ci=0.95)[["value", "ci_low", "ci_high"]].expand_dims(algo=[a])))
+        if not parts:
+            raise CubeError(f"no algorithm besides the baseline {base} is selected")
+        return xr.concat(parts, dim="algo")
+
     def run_status(self, sel: UISelection) -> xr.DataArray:
         """Status code per selected run (``cube.schema.RUN_STATUS``; 2 = complete when the cube has none)."""
         self._check(sel)

@@ -28,24 +28,32 @@ from saferl_tui.selection import CubeInfo, UISelection
 
 
 class InfoBar(Static):
-    """Top line: app name, file, selection size and setting, baseline, and the SYNTHETIC DEMO DATA marker
-    (one line: a compact form below 120 columns)."""
+    """Top line: app name, file, selection size, setting and iterates, baseline, and the SYNTHETIC DEMO
+    DATA marker: the longest of its forms that fits the width (so the iterate range and the baseline are
+    never cut off), ellipsis only where even the shortest does not fit."""
 
     def show(self, path: str, sel: UISelection | None, synthetic: bool, note: str = "", width: int = 120) -> None:
-        wide = width >= 120
+        forms = [self.line(path, sel, synthetic, note, level) for level in range(4)]
+        fitting = [t for t in forms if t.cell_len <= width]
+        self.update(fitting[0] if fitting else forms[-1])
+
+    @staticmethod
+    def line(path: str, sel: UISelection | None, synthetic: bool, note: str, level: int) -> Text:
+        """The header at ``level`` 0 (every word long), 1 (short name and marker), 2 (also "base" for
+        "baseline") or 3 (compact sizes: '4a×2t×2b×3s=48 · train · it all')."""
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(" saferl-tui " if wide else " saferl ", style="bold reverse")
+        text.append(" saferl-tui " if level == 0 else " saferl ", style="bold reverse")
         text.append(f" {path} ", style="bold")
         if synthetic:
-            text.append(" SYNTHETIC DEMO DATA " if wide else " SYNTHETIC ", style="bold black on yellow")
+            text.append(" SYNTHETIC DEMO DATA " if level == 0 else " SYNTHETIC ", style="bold black on yellow")
             text.append(" ")
         if sel is not None:
-            text.append(sel.describe() if wide else sel.describe_short(), style="")
+            text.append(sel.describe() if level < 3 else sel.describe_short(), style="")
             if sel.baseline:
-                text.append(f" · baseline {sel.baseline}", style="dim")
+                text.append(f" · baseline {sel.baseline}" if level < 2 else f" · base {sel.baseline}", style="dim")
         if note:
             text.append(f" {note}", style="bold dark_orange")
-        self.update(text)
+        return text
 
 
 KeyList = Sequence[tuple[str, str]]

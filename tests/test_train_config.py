@@ -11,6 +11,8 @@ import pytest
 from cube.errors import CubeError
 from train.config import SMOKE, TrainConfig
 from train.overrides import config_to_dict, load_toml, with_overrides
+from train.sweep import PRESETS, SMOKE_BOUND
+from train.tasks import task_spec
 from train.variants import LEGACY_OPTIONS, legacy_overrides, variant_label
 
 
@@ -80,6 +82,17 @@ def test_toml_errors_are_one_line(tmp_path: Path, text: str, match: str) -> None
 def test_smoke_config_is_consistent() -> None:
     SMOKE.validate()
     assert with_overrides(SMOKE, {}).n_iterates == 3
+
+
+def test_smoke_preset_trains_a_dense_reward_under_a_bound_that_binds() -> None:
+    """The smoke preset looked broken: d = 2 on circle never bound (lambda stayed 0) and goal's sparse reward
+    gives 64-step episodes 0. Its tasks have dense rewards; that its d binds is measured by training
+    (bench/smoke_binds.py: compiles take minutes on a CPU, too long for the suite)."""
+    smoke = PRESETS["smoke"]
+    assert smoke["bounds"] == (SMOKE_BOUND,)
+    for task in smoke["tasks"]:
+        assert task_spec(task).family.dense_reward, task
+    assert task_spec("goal_l2").family.dense_reward is False  # what the issue ran into
 
 
 def _saferl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
@@ -229,7 +242,7 @@ def test_presets() -> None:
     assert fixed.all_bounds() == (7.0,) and len(fixed.grid_keys()) == 7 * 16
     smoke = _plan("--preset", "smoke", "--algos", "ppo_pid,ppo_saute,crpo", "--tasks", "lift_ant_l2,circle_l3")
     assert smoke.config == SMOKE and smoke.algos == ("ppo_pid", "ppo_saute", "crpo")
-    assert smoke.tasks == ("lift_ant_l2", "circle_l3") and smoke.all_bounds() == (2.0,)
+    assert smoke.tasks == ("lift_ant_l2", "circle_l3") and smoke.all_bounds() == (SMOKE_BOUND,)
     assert _plan("--preset", "smoke").algos == ("ppo", "ppo_lag", "p3o", "focops")  # as README says
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import time
 from dataclasses import replace
@@ -29,7 +30,7 @@ from train.config import TrainConfig
 from train.overrides import load_toml, with_overrides
 from train.registry import algo_names, algorithm, algorithms
 from train.sweep import PRESETS, Plan
-from train.tasks import known_labels
+from train.tasks import FAMILIES, LEVELS, TASK_SPECS, known_labels
 
 if TYPE_CHECKING:
     from cube.schema import RunKey
@@ -38,19 +39,40 @@ if TYPE_CHECKING:
     from train.runner import GroupLabel
 
 
+def train_summary() -> str:
+    """`saferl --help`'s line for train: the trainers, the task labels and the presets that exist."""
+    names = [a.title for a in algorithms()]
+    return (f"train the {len(names)} trainers ({', '.join(names)}) on crax-bench's {len(FAMILIES)} safety tasks x "
+            f"{len(LEVELS)} levels ({len(TASK_SPECS)} task labels: goal, goal_l2, goal_l3, ...); presets "
+            f"{', '.join(sorted(PRESETS))}")
+
+
+def config_tables() -> list[str]:
+    """The TOML tables a --config file may hold: TrainConfig's sections and their subsections."""
+    tables = []
+    for field in dataclasses.fields(TrainConfig):
+        value = getattr(TrainConfig(), field.name)
+        if dataclasses.is_dataclass(value):
+            tables.append(f"[{field.name}]")
+            tables += [f"[{field.name}.{sub.name}]" for sub in dataclasses.fields(value)
+                       if dataclasses.is_dataclass(getattr(value, sub.name))]
+    return tables
+
+
 def register(subparsers: Any) -> None:
     """Add the `train` and `evaluate` subcommands, and hooks to cube's `status` (our configs' names)."""
     from train.executors import add_executor_arguments
 
-    p = subparsers.add_parser("train", help=f"train {', '.join(a.title for a in algorithms())} on crax-bench "
-                              "safety tasks",
+    p = subparsers.add_parser("train", help=train_summary(),
                               description="Create the grid algos x tasks x bounds x seeds in a results store and "
                               "train its runs (complete runs are skipped, partial ones resume).")
     p.add_argument("--out", required=True, help="results store (Zarr directory) to create or fill")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="a named grid and config: paper (its 4 algorithms x 4 Point tasks x d 15/25/50 x 30 seeds), "
-                   "crax-suite (every algorithm on every task at level 1, the paper's bounds scaled per task, "
-                   "10 seeds), smoke (tiny); --algos/--tasks/--bounds/--seeds replace its lists")
+                   f"crax-suite (the {len(PRESETS['crax-suite']['algos'])} on-policy algorithms on the "
+                   f"{len(FAMILIES)} tasks at level 1, the paper's bounds scaled per task, 10 seeds), smoke (tiny "
+                   "sizes, 4 algorithms on circle at a d that binds); --algos/--tasks/--bounds/--seeds replace its "
+                   "lists")
     for flag, alias, what in (("--algos", "--algo", f"algorithm(s): {', '.join(algo_names())}"),
                               ("--tasks", "--task", f"task label(s) <task>_l<level>: {known_labels()}"),
                               ("--bounds", "--bound", "safety bound(s) d > 0 (episodic cost), e.g. 15,25,50"),
@@ -63,8 +85,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--regroup", action="store_true",
                    help="resume started runs in new groups of --parallel-runs instead of the groups they were "
                    "started in (their numbers then differ from an uninterrupted sweep's by float noise)")
-    p.add_argument("--config", help="TOML file overriding TrainConfig fields ([ppo_lag], [p3o], [focops]; "
-                   "a [cluster] table sets the executor)")
+    p.add_argument("--config", help=f"TOML file overriding TrainConfig fields: top-level keys and the tables "
+                   f"{', '.join(config_tables())} (docs/training.md); a [cluster] table sets the executor")
     p.add_argument("--iterates", type=int, help="number of iterates J (sets total_env_steps)")
     p.add_argument("--eval-every", type=int, help="evaluate and checkpoint every K iterates (default: end)")
     p.add_argument("--eval-episodes", type=int, help="evaluation episodes per mode (default 100)")

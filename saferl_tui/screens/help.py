@@ -58,6 +58,10 @@ def help_rows(screen: MainScreen) -> list[tuple[str, str, str]]:
     return rows
 
 
+HELP_WIDTH = 90
+"""The help box's width (`#help-box` in saferl_tui.tcss), less on a narrower terminal."""
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key binding, generated from the binding tables."""
 
@@ -78,10 +82,21 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("Where", "Key", "Action")
-        for row in self.rows:
-            table.add_row(*row)
+        where_w, key_w, action_w = self.column_widths(self.app.size.width)
+        table.add_column("Where", width=where_w)
+        table.add_column("Key", width=key_w)
+        table.add_column("Action", width=action_w)
+        for row in self.rows:  # long texts wrap onto more lines of their row, never cut at the edge
+            table.add_row(*(Text(cell) for cell in row), height=None)
         table.focus()
+
+    def column_widths(self, screen_width: int) -> tuple[int, int, int]:
+        """(where, key, action) column widths that fill the help box at ``screen_width`` columns: where and
+        key as wide as their longest entry (at most 19 and 14, wrapping beyond), action the rest."""
+        box = min(HELP_WIDTH, screen_width) - 4  # the box's border and padding
+        where_w = min(max(len(r[0]) for r in self.rows), 19)
+        key_w = min(max(len(r[1]) for r in self.rows), 14)
+        return where_w, key_w, max(box - where_w - key_w - 3 * 2 - 2, 20)  # cell padding, scrollbar
 
     def action_cursor(self, where: str) -> None:
         table = self.query_one(DataTable)

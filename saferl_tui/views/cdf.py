@@ -39,6 +39,10 @@ class CdfView(PlotView):
         Binding("left_square_bracket", "narrower", "κ range narrower", id="cdf.narrower"),
     ]
 
+    GRID_MIN_H = 12
+    """Three CDFs share the view only where each gets 9 data rows: at 80x24 five rows drew the algorithms'
+    steps on top of each other (ppo_lag hidden under focops), so one setting is shown (t cycles)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.all_panels = False
@@ -90,8 +94,8 @@ class CdfView(PlotView):
         return shown.index(self.selection.setting) if self.selection.setting in shown else 0
 
     def single_note(self, idx: int, n: int, fits: bool) -> str:
-        return (f" terminal {self.app.size.width}x{self.app.size.height} too small for 3 plots: showing the "
-                f"current setting (t changes it)")
+        size = f"{self.app.size.width}x{self.app.size.height}"
+        return f" {size}: too small for 3 plots, one setting shown (t: next)"
 
     def shown(self) -> xr.Dataset:
         """The CDF data on screen: shown settings, kappa within the x-range."""

@@ -21,7 +21,14 @@ from saferl_tui.exports import Files, table_files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
 from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label, legend_text, nan_none, padded_range
-from saferl_tui.views.plot import BANDS_MIN_ROWS, ConditionCycler, condition_bindings, focused_range, set_ticks
+from saferl_tui.views.plot import (
+    BANDS_MIN_ROWS,
+    ConditionCycler,
+    condition_bindings,
+    fitted_title,
+    focused_range,
+    set_ticks,
+)
 
 WINDOWS = (1, 2, 3, 5, 10, 20, 50)
 """Moving-average windows (iterates) that + / − step through."""
@@ -143,7 +150,9 @@ class CurvesView(ConditionCycler):
             ylo, yhi, off = focused_range(ys, sel.not_safe, (bound,) if var == "C" else ())
             if var == "C":
                 plt.hline(bound, REF_COLOR)
-            plt.title(title + (f" · {', '.join(off)} off scale" if off else ""))
+            width = self.plot_columns(widget)
+            plt.title(fitted_title(width, title + (f" · {', '.join(off)} off scale" if off else ""), title,
+                                   title.split(" (")[0]))
             plt.xlabel(xlabel)
             plt.ylabel(f"{METRIC[var].label} per episode")
             set_ticks(plt, "x", *_xrange(xall), 5, integer=not self.by_steps)
@@ -187,8 +196,13 @@ class CurvesView(ConditionCycler):
         else:
             x_mult = xall
         label = "Multiplier λ/κ/ν" if var == "multiplier" else iterate_var_label(var)
-        plt.title(f"{label} (train) · v: next variable" if any_mult
-                  else f"no {label.lower()} (in this cube or selection) · v: next variable")
+        width, low = self.plot_columns(widget), label.lower()
+        if any_mult:
+            plt.title(fitted_title(width, f"{label} (train) · v: next variable", f"{label} (train) · v: next",
+                                   f"{label} · v", label))
+        else:
+            plt.title(fitted_title(width, f"no {low} (in this cube or selection) · v: next variable",
+                                   f"no {low} in this selection · v: next", f"no {low} · v"))
         plt.xlabel(xlabel)
         plt.ylabel(iterate_var_label(var))
         set_ticks(plt, "x", *_xrange(x_mult), 5, integer=not self.by_steps)

@@ -135,14 +135,26 @@ def nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[
     return ticks
 
 
-def tick_label(v: float, step: float) -> str:
-    """A tick value as short text: 1.5M, 250k, 0.25, 40."""
-    a = abs(v)
-    if a >= 1e6:
-        return f"{v / 1e6:g}M"
-    if a >= 1e4:
-        return f"{v / 1e3:g}k"
-    if step >= 1:
+UNITS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+"""Suffixes of large tick values (env steps reach 1e9 and more)."""
+
+
+def tick_label(v: float, step: float, top: float | None = None) -> str:
+    """A tick value as short text: 1.5M, 250k, 2G, 0.25, 40. ``top``: the largest |tick| of the axis,
+    which picks one unit for the whole axis (0.5M, 1M, 1.5M; never 1e+06M nor 750G beside 1.00T); the
+    step decides the decimals."""
+    a = abs(v) if top is None else abs(top)
+    if a >= 1e15:
+        return f"{v:.2g}"
+    for scale, unit in UNITS:
+        if a >= (1e4 if unit == "k" else scale):
+            return "0" if v == 0 else decimals_text(v / scale, step / scale) + unit
+    return decimals_text(v, step)
+
+
+def decimals_text(v: float, step: float) -> str:
+    """``v`` with as many decimals as a tick ``step`` needs (40, 0.25, 2.5)."""
+    if not math.isfinite(step) or step <= 0 or step >= 1:
         return f"{v:.0f}"
     digits = max(0, -math.floor(math.log10(step) + 1e-9))
     if abs(step * 10 ** digits - round(step * 10 ** digits)) > 1e-6:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -31,7 +32,8 @@ def set_ticks(plt: Any, axis: str, lo: float, hi: float, n: int = 5, integer: bo
         lo, hi = lo - pad, hi + pad
     ticks = nice_ticks(lo, hi, n, integer)
     step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
-    labels = [tick_label(t, step) for t in ticks]
+    top = max((abs(t) for t in ticks), default=None)
+    labels = [tick_label(t, step, top) for t in ticks]
     if axis == "x":
         plt.xlim(lo, hi)
         plt.xticks(ticks, labels)
@@ -50,14 +52,14 @@ BANDS_MIN_ROWS = 14
 the curves)."""
 
 
-def grid_shape(n: int, width: int, height: int) -> tuple[int, int] | None:
-    """(columns, rows) of a grid holding ``n`` plots of at least MIN_PLOT_W x MIN_PLOT_H in
-    ``width`` x ``height`` cells, or None when they do not fit: the fewest empty cells first (four plots
-    make 2 x 2, not 3 + one stretched across the width), then the fewest rows."""
+def grid_shape(n: int, width: int, height: int, min_height: int = MIN_PLOT_H) -> tuple[int, int] | None:
+    """(columns, rows) of a grid holding ``n`` plots of at least MIN_PLOT_W columns x ``min_height`` rows
+    in ``width`` x ``height`` cells, or None when they do not fit: the fewest empty cells first (four
+    plots make 2 x 2, not 3 + one stretched across the width), then the fewest rows."""
     fits = []
     for cols in range(min(n, max(width // MIN_PLOT_W, 1)), 0, -1):
         rows = math.ceil(n / cols)
-        if cols * MIN_PLOT_W <= width and rows * MIN_PLOT_H <= height:
+        if cols * MIN_PLOT_W <= width and rows * min_height <= height:
             fits.append((cols * rows - n, rows, cols))
     if not fits:
         return None
@@ -76,6 +78,8 @@ class PlotView(ResultView):
     PANEL_BINDINGS: ClassVar[list[BindingType]] = []
     CHROME_ROWS: ClassVar[int] = 3
     """Rows of the view that are not plots: title, legend and note."""
+    GRID_MIN_H: ClassVar[int] = MIN_PLOT_H
+    """The fewest rows a plot gets when all plots share the view (below: one at a time)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -114,7 +118,7 @@ class PlotView(ResultView):
         w, h = self.size.width, self.size.height - self.CHROME_ROWS
         if w <= 0 or h <= 0:
             return (min(n, 2), math.ceil(n / 2)) if n else None
-        return grid_shape(n, w, h)
+        return grid_shape(n, w, h, self.GRID_MIN_H)
 
     def single_note(self, idx: int, n: int, fits: bool) -> str:
         """The note shown when one of ``n`` plots is shown alone."""
@@ -188,11 +192,29 @@ class PlotView(ResultView):
     def set_title(self, text: str | Text) -> None:
         self.query_one(".plot-title", Static).update(Text(text) if isinstance(text, str) else text)
 
+    def plot_columns(self, widget: Widget | None = None) -> int:
+        """Columns of one plot (of ``widget``, which may span several grid columns) in the current layout
+        (0 before the first layout)."""
+        if self._layout is None:
+            return 0
+        span = int(widget.styles.column_span or 1) if widget is not None else 1
+        return self.size.width * span // max(self._layout[2], 1)
+
     def plot_rows(self) -> int:
         """Rows of one plot in the current layout (for what fits in it)."""
         if self._layout is None:
             return 0
         return max(0, (self.size.height - self.CHROME_ROWS) // max(self._layout[3], 1))
+
+
+def fitted_title(width: int, *candidates: str) -> str:
+    """The first of ``candidates`` (longest first) that fits a plot ``width`` columns wide (`PlotView.
+    plot_columns`): plotext drops a title wider than its plot, leaving a panel without one."""
+    room = width - 2  # the frame's corners
+    for text in candidates:
+        if room <= 0 or cell_len(text) <= room:
+            return text
+    return candidates[-1][:max(room, 1)]
 
 
 # ======================================================================== condition cycling

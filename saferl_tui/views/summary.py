@@ -49,10 +49,10 @@ class SummaryView(ResultView):
     FOOTER = True
     NARROW = 110
     """Below this width: the gap and CIs on several lines."""
-    WIDE_DELTA = 150
     WIDE_GAP = 150
+    _shown_base: str | None = None
+    """The baseline the Δ table shows (a new one scrolls the table into view)."""
     """From this width the gap's CIs sit beside its values; below, under them (no number is cut)."""
-    """From this width the Δ-to-baseline columns sit next to the IQMs; below, in their own table."""
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(classes="view-body"):
@@ -70,7 +70,7 @@ class SummaryView(ResultView):
         yield Static("", id="summary-plan", classes="view-footer")
 
     @staticmethod
-    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any, Any]:
+    def fetch(model: CubeModel, sel: UISelection, params: tuple) -> tuple[xr.Dataset, Any, Any, Any]:
         agg = model.aggregate_honest(sel, SETTINGS)
         try:
             gap: Any = model.gap(sel)
@@ -82,7 +82,13 @@ class SummaryView(ResultView):
                 ref = model.reference_aggregate(sel)
             except CubeError as exc:  # the reference has none of these labels: say so in its section
                 ref = str(exc)
-        return agg, gap, ref
+        poi: Any = None
+        if sel.baseline in sel.algos:
+            try:
+                poi = model.improvement(sel, sel.baseline)
+            except CubeError as exc:  # e.g. the baseline alone is selected: the Δ table says so
+                poi = str(exc)
+        return agg, gap, ref, poi
 
     @staticmethod
     def fetch_footer(model: CubeModel, sel: UISelection, params: tuple) -> str:
@@ -107,17 +113,16 @@ class SummaryView(ResultView):
             text.append(NOT_SAFE_MARK, style="bold")
         return text
 
-    def render_data(self, data: tuple[xr.Dataset, Any, Any]) -> None:
+    def render_data(self, data: tuple[xr.Dataset, Any, Any, Any]) -> None:
         sel = self.selection
         assert sel is not None
-        agg, gap, ref = data
+        agg, gap, ref, poi = data
         cube = _AggArrays(agg)
         narrow = self.layout_narrow()
         exclude = [a for a in cube.algos if a in sel.not_safe]
         best = {(m, s): best_label({a: cube.get("value", a, s, m) for a in cube.algos}, m, exclude)
                 for m in METRICS for s in SETTINGS}
         base = sel.baseline if sel.baseline in cube.algos else None
-        inline_delta = base is not None and self.size.width >= self.WIDE_DELTA
         table = self.query_one("#summary-table", NavTable)
         cursor = table.cursor_row
         table.clear(columns=True)
@@ -126,8 +131,6 @@ class SummaryView(ResultView):
         columns += [(Text(METRIC[m].label if narrow else f"IQM {METRIC[m].label}", justify="right"), m)
                     for m in METRICS]
         columns.append(("Tier", "tier"))
-        if inline_delta:
-            columns += [(Text(f"Δ{METRIC[m].label}", justify="right"), f"delta:{m}") for m in METRICS]
         rows: list[tuple[str, list[Text]]] = []
         for a in cube.algos:
             for i, s in enumerate(SETTINGS):
@@ -139,8 +142,6 @@ class SummaryView(ResultView):
                 at_bound = f"{ARROW}{int(cube.at_bound(a, s))}" if cube.rests_on_zero(a, s) else ""
                 cells.append(Text(NOT_AVAILABLE if cube.na(a, s) else fmt_tier(t) + at_bound if narrow else
                                   f"{fmt_tier(t)}{at_bound} {tier_name(t)}".strip()))
-                if inline_delta:
-                    cells += [self._delta(cube, a, base, s, m) for m in METRICS]
                 rows.append((f"{a}:{s}", cells))
         add_columns(table, columns, [c for _, c in rows])
         for key, cells in rows:
@@ -165,18 +166,26 @@ class SummaryView(ResultView):
         claims.update(Text("\n".join(notes)))
         claims.display = bool(notes)
         self._render_gap(gap, cube.algos, narrow or self.size.width < self.WIDE_GAP)
-        self._render_delta(cube, base, not inline_delta and base is not None)
+        self._render_delta(cube, base, poi, narrow)
         self._render_reference(ref, cube.algos, narrow)
         self._render_ci(cube, narrow)
 
     @staticmethod
-    def _delta(cube: _AggArrays, a: str, base: str, s: str, m: str) -> Text:
-        if a == base:
-            return Text("base", style="dim", justify="right")
+    def _delta(cube: _AggArrays, a: str, base: str, s: str, m: str, poi: Any, narrow: bool) -> Text:
+        """The IQM difference to the baseline (green: better), under it P(a improves on base) over seeds:
+        bold where its 95% CI excludes 0.5; its CI on a third line unless ``narrow``."""
         d = cube.get("value", a, s, m) - cube.get("value", base, s, m)
         better = METRIC[m].better(np.float64(d), np.float64(0.0)) if np.isfinite(d) else False
-        return Text(fmt_signed(d), style="green" if better else ("red" if np.isfinite(d) and d != 0 else ""),
+        text = Text(fmt_signed(d), style="green" if better else ("red" if np.isfinite(d) and d != 0 else ""),
                     justify="right")
+        if isinstance(poi, xr.Dataset) and a in poi["algo"].values:
+            p = poi.sel(algo=a, setting=s, metric=m)
+            v, lo, hi = float(p["value"]), float(p["ci_low"]), float(p["ci_high"])
+            sig = np.isfinite(lo) and np.isfinite(hi) and (lo > 0.5 or hi < 0.5)
+            text.append(f"\nP {fmt(v)}", style="bold" if sig else "dim")
+            if not narrow:
+                text.append(f"\n[{fmt(lo)}, {fmt(hi)}]", style="bold" if sig else "dim")
+        return text
 
     def _render_gap(self, gap: Any, algos: list[str], narrow: bool) -> None:
         sel = self.selection
@@ -207,14 +216,17 @@ class SummaryView(ResultView):
             table.add_row(*cells, key=a, height=2 if narrow else 1)
         title.update(Text("Greedy − expl gap of the final policy (paired per run): IQM [95% CI]; bold: CI excludes 0"))
 
-    def _render_delta(self, cube: _AggArrays, base: str | None, show: bool) -> None:
+    def _render_delta(self, cube: _AggArrays, base: str | None, poi: Any, narrow: bool) -> None:
+        """The Δ-to-baseline table (b): per algorithm and setting the IQM difference to the baseline and the
+        probability of improvement on it with its CI; brought into view when the baseline changes."""
         sel = self.selection
         assert sel is not None
         table = self.query_one("#summary-delta", NavTable)
         title = self.query_one("#summary-delta-title", Static)
         table.clear(columns=True)
-        table.display = title.display = show
-        if not show or base is None:
+        table.display = title.display = base is not None
+        changed, self._shown_base = base != self._shown_base, base
+        if base is None:
             return
         rows = []
         for a in cube.algos:
@@ -222,14 +234,23 @@ class SummaryView(ResultView):
                 continue
             for i, s in enumerate(SETTINGS):
                 cells = [self.algo_cell(a, sel, i == 0), Text(SETTING[s].short)]
-                cells += [self._delta(cube, a, base, s, m) for m in METRICS]
+                cells += [self._delta(cube, a, base, s, m, poi, narrow) for m in METRICS]
                 rows.append((f"{a}:{s}", cells))
         columns = [("Algorithm", "algo"), ("Setting", "setting"),
                    *[(Text(f"Δ{METRIC[m].label}", justify="right"), m) for m in METRICS]]
         add_columns(table, columns, [c for _, c in rows])
+        height = 1 if not isinstance(poi, xr.Dataset) else (2 if narrow else 3)
         for key, cells in rows:
-            table.add_row(*cells, key=key)
-        title.update(Text(f"Δ to baseline {base} (IQM difference; green: better) · b changes the baseline"))
+            table.add_row(*cells, key=key, height=height)
+        text = Text(f"Δ to baseline {base} (b changes it): IQM difference (green: better); under it P = "
+                    f"P(algorithm improves on {base}) over seeds" + ("" if narrow else " [95% CI]") +
+                    ", bold: its 95% CI excludes 0.5")
+        if isinstance(poi, str):
+            text = Text(f"Δ to baseline {base} (b changes it): IQM difference (green: better); "
+                        f"probability of improvement not available ({poi})")
+        title.update(text)
+        if changed:  # b pressed: show the table it filled (below the fold at 80x24)
+            self.call_after_refresh(title.scroll_visible, top=True, animate=False)
 
     def _render_reference(self, ref: Any, algos: list[str], narrow: bool) -> None:
         """Our IQM beside the reference's (R toggles): per metric ours, then theirs; ✓ / ✗ whether ours lies
@@ -303,7 +324,7 @@ class SummaryView(ResultView):
     def export_tables(self) -> Files:
         if self.data is None or self.selection is None:
             return []
-        agg, gap, _reference = self.data
+        agg, gap, _reference, _poi = self.data
         files = rendered_files("summary", "aggregate", agg, self.selection.not_safe)
         if not isinstance(gap, str):
             files += rendered_files("summary_gap", "gap", gap, self.selection.not_safe)
