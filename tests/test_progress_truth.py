@@ -57,6 +57,9 @@ def test_progress_log_round_trips_through_the_store(tmp_path: Path) -> None:
     stored = run_progress(read_record(tmp_path, keys[0]), now=1e10)
     assert stored == log.progress(now=1e10)[keys[0]] and stored.phase == "evaluating"
     assert stored.steps_per_s == pytest.approx(10.0) and stored.compile_s == pytest.approx(30.0)
+    assert stored.eta_s is None  # an evaluation's time is not known from the training pace: '—', never '0s'
+    log.phase("training")
+    assert run_progress(read_record(tmp_path, keys[0]), now=1e10).eta_s == pytest.approx(2.0)
     log.start_at(3, {keys[0]: 30.0})  # a resume found its point after the log began
     resumed = run_progress(read_record(tmp_path, keys[0]))
     assert (resumed.iterates, resumed.env_steps, resumed.steps_per_s) == (3, 30.0, None)

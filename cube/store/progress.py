@@ -15,7 +15,9 @@ A record (JSON object)::
 *Steps per second*: the env steps over the wall seconds of the run's last `WINDOW` iterates of this attempt,
 its first iterate left out (that one includes the compile); an iterate's wall time runs from the call of the
 compiled iterate to the end of its writes, evaluation not included. *ETA*: the iterates left at the mean
-wall time of those iterates; unknown ('—') while compiling and before the attempt's second iterate.
+wall time of those iterates (evaluations not included); unknown ('—') while compiling or evaluating (an
+evaluation compiles its own program, minutes on a CPU, at no pace measured so far) and before the attempt's
+second iterate.
 A group of runs trained in one program: steps per second summed, the longest ETA (`combine`).
 Numpy-free and jax-free: plain Python.
 """
@@ -45,7 +47,7 @@ ACTIVE_PHASES = ("compiling", "training", "evaluating", "writing")
 PHASES = ("pending", *ACTIVE_PHASES, "stopped", "failed", "complete")
 RATE_OVER = f"env steps/s over each run's last {WINDOW} iterates (compile and evaluation excluded)"
 """What every shown steps/s is measured over, in words."""
-ETA_NOTE = "ETA: — while compiling and before a run's second iterate"
+ETA_NOTE = "ETA: — while compiling, evaluating or before a run's 2nd iterate"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def run_progress(record: dict[str, Any], now: float | None = None, window: int =
     per = wall / len(measured) if rate is not None else None
     phase = str(record.get("phase") or "compiling")
     eta = None
-    if per is not None and phase != "compiling" and n is not None:
+    if per is not None and phase not in ("compiling", "evaluating") and n is not None:
         eta = max(int(n) - done, 0) * per
     since = record.get("since")
     return Progress(phase, None if since is None else max(now - float(since), 0.0), done, n,
