@@ -199,6 +199,22 @@ def test_validate_status_plot_export_over_http(published_http: str, tmp_path: Pa
     assert rc == 0 and (tmp_path / "cube.nc").stat().st_size > 0, err
 
 
+def test_render_over_http_equals_local(local: Path, published_http: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`saferl render` of a saved view reads a URL as every other reader (its URL was once cut to 'http:/')."""
+    view = tmp_path / "summary.saferl-view.toml"
+    view.write_text('view = "summary"\n\n[options]\nboot = 50\n')
+    for name, cube in (("remote", published_http), ("local", str(local))):
+        rc, _, err = run_cli(capsys, "render", str(view), "--cube", cube, "--out", str(tmp_path / f"{name}.md"))
+        assert rc == 0, err
+
+    def body(name: str) -> list[str]:  # the first line records the cube (its URL or path)
+        return (tmp_path / f"{name}.md").read_text().splitlines()[1:]
+
+    assert body("remote") and body("remote") == body("local")
+    assert '"cube":"' + published_http in (tmp_path / "remote.md").read_text().splitlines()[0]
+
+
 def test_tui_shows_the_local_numbers_over_http(local: Path, published_http: str) -> None:
     from textual.widgets import DataTable
 

@@ -78,7 +78,7 @@ def render_one(path: str, view, cube: str | None, targets: list[Path], *, strict
     source = cube or view.cube
     if source is None:
         raise CubeError(f"{path}: the view names no cube: give --cube CUBE")
-    check_cube_path(Path(source))
+    check_cube_path(source)
     ds = open_cube(source)
     now = cube_fingerprint(ds, source)
     if view.fingerprint is not None and view.fingerprint != now:
