@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pass_floor import ensure_cube  # the same 1/24-scale cube (bench/ is on sys.path: run as a script)
+
 ROOT = Path(__file__).resolve().parents[1]
 CONSOLE = "import sys; from cube.cli.entry import console_main; sys.argv[0] = 'saferl'; sys.exit(console_main())"
 TARGETS = {"saferl --help": 0.5, "saferl report (warm)": 2.0}
@@ -37,13 +39,6 @@ def wall(argv: list[str], pythonpath: str | None = None) -> float:
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=tempfile.gettempdir(),
                    env=env)
     return time.perf_counter() - start
-
-
-def ensure_cube(path: Path) -> None:
-    if not path.exists():
-        print(f"writing the 1/24-scale cube at {path} (bench/write_cube.py --scale 1/24) ...", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "bench" / "write_cube.py"), str(path), "--keep", "--scale", "1/24"],
-                       check=True, cwd=ROOT)
 
 
 def main() -> None:
