@@ -179,14 +179,15 @@ def _notes(ss: xr.Dataset) -> list[str]:
     return notes
 
 
-def _convention_notes(path: str, ss: xr.Dataset, reference: str | None) -> list[str]:
+def _convention_notes(path: str, ss: xr.Dataset, reference: str | None, cache: bool = True) -> list[str]:
     """What the selected runs' conventions are (`cube.io.conventions`), one line when they differ, and one
-    line when they differ from the reference's."""
+    line when they differ from the reference's. ``cache``: the manifests read are kept in the store's
+    `_derived` while their files are unchanged (`read_manifests`)."""
     from cube.io import conventions
     from cube.store.read import read_manifests
 
     try:
-        rows = read_manifests(path)
+        rows = read_manifests(path, cache=cache)
     except DamagedStoreError:
         raise  # a manifest or status chunk that does not decode: one line naming it, never a silent report
     except (CubeError, OSError, KeyError, ValueError):  # a netCDF export keeps no manifests
@@ -313,8 +314,9 @@ def _run(args: argparse.Namespace) -> int:
             use = stats.settings_arg(settings, ss)
             _warn_left_out(ss, use)
             tables = _tables(ss, kinds, args, use, bar)
-    verify_run_arrays(args.path, ("env_steps",))  # the runs' lengths beside their manifests: damage is one line
-    for note in _notes(ss) + _convention_notes(args.path, ss, args.reference):
+    # the runs' lengths beside their manifests: damage is one line (unchanged files verified before are not read)
+    verify_run_arrays(args.path, ("env_steps",), cache=not args.no_cache)
+    for note in _notes(ss) + _convention_notes(args.path, ss, args.reference, cache=not args.no_cache):
         err_console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     print_recorded_warnings(caught)
     comparisons = _comparisons(tables, args.reference) if args.reference else {}

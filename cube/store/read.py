@@ -34,26 +34,35 @@ from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_s
 from cube.store.layout import open_group, read_coords
 from cube.store.location import is_remote, local_path, open_remote_dataset, redact, remote_root_meta
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
+from cube.store.remembered import arrays_key, cached_run_arrays, keep_run_arrays, keep_verified, verified
 
 
-def read_manifests(path: PathLike) -> list[dict[str, Any]]:
+def read_manifests(path: PathLike, *, cache: bool = False) -> list[dict[str, Any]]:
     """Every run of the grid as a dict: its labels, ``status`` and the stored manifest fields (each run's
-    manifest and status of one writer state)."""
+    manifest and status of one writer state). ``cache``: keep what was read in the store's `_derived` and
+    take it from there while the arrays' files are unchanged (`cube.store.remembered`; local stores)."""
     sizes = published_sizes(path) if Path(path).is_dir() else None
     group = open_group(path, mode="r", sizes=sizes)
+    names = [n for n in ("run_status", "run_manifest") if n in group]
+    keyed = (*names, WRITE_SEQ)
+    key = arrays_key(path, keyed) if cache and names and Path(path).is_dir() else None
     with reading_store(path, f"read the run manifests of {path}"):
         coords = read_coords(group)
-        before = read_write_seqs(path, sizes)
-        status = np.asarray(group["run_status"][:]) if "run_status" in group else None
-        texts = np.asarray(group["run_manifest"][:]) if "run_manifest" in group else None
-    names = [n for n, arr in (("run_status", status), ("run_manifest", texts)) if arr is not None]
-    dirty = runs_written_since(before, read_write_seqs(path, sizes)) if before is not None and names else []
-    # a run's manifest and status are one bracket: runs written meanwhile are read again, consistently
-    for index, got in read_runs(path, names, dirty, coords, sizes, notes=[]):  # interrupted: the status says partial
-        if status is not None:
-            status[index] = got.arrays["run_status"]
-        if texts is not None:
-            texts[index] = got.arrays["run_manifest"]
+        arrays = cached_run_arrays(path, key, sizes) if key is not None else None
+        if arrays is None or sorted(arrays) != sorted(names):
+            arrays = None
+            before = read_write_seqs(path, sizes)
+            read = {n: np.asarray(group[n][:]) for n in names}
+    if arrays is None:
+        dirty = runs_written_since(before, read_write_seqs(path, sizes)) if before is not None and names else []
+        # a run's manifest and status are one bracket: runs written meanwhile are read again, consistently
+        for index, got in read_runs(path, names, dirty, coords, sizes, notes=[]):  # interrupted: status partial
+            for n in names:
+                read[n][index] = got.arrays[n]
+        if key is not None and not dirty and arrays_key(path, keyed) == key:  # no file changed, no bracket open
+            keep_run_arrays(path, key, sizes, read)
+        arrays = read
+    status, texts = arrays.get("run_status"), arrays.get("run_manifest")
     rows = []
     for index in np.ndindex(*(len(coords[d]) for d in RUN_DIMS)):
         row: dict[str, Any] = {d: coords[d][i].item() for d, i in zip(RUN_DIMS, index, strict=True)}
@@ -72,17 +81,24 @@ def read_manifests(path: PathLike) -> list[dict[str, Any]]:
     return rows
 
 
-def verify_run_arrays(path: PathLike, names: tuple[str, ...]) -> None:
+def verify_run_arrays(path: PathLike, names: tuple[str, ...], *, cache: bool = False) -> None:
     """Read every chunk of the arrays `names` of the Zarr store `path` (those it has; one concurrent read
     each): `DamagedStoreError` naming the first chunk that does not decode. For commands that stand on
-    per-run arrays without computing from them (a report beside its runs' env steps)."""
+    per-run arrays without computing from them (a report beside its runs' env steps). ``cache``: an array
+    whose files are as they were when it last verified is not read again (`cube.store.remembered`)."""
     if not Path(path).is_dir() or not (Path(path) / "zarr.json").exists():
         return
     group = open_group(path, mode="r")
     with reading_store(path, f"read {', '.join(names)} of {path}"):
         for name in names:
-            if name in group:
-                group[name][...]
+            if name not in group:
+                continue
+            key = arrays_key(path, (name,)) if cache else None
+            if key is not None and verified(path, name, key):
+                continue
+            group[name][...]
+            if key is not None and arrays_key(path, (name,)) == key:
+                keep_verified(path, name, key)
 
 
 # --------------------------------------------------------------------------------------------------
