@@ -11,6 +11,12 @@ as the console script runs it (`cube.cli.entry.console_main`), output to /dev/nu
 same two commands of another revision (a detached git worktree in a temporary folder, first on PYTHONPATH, this
 venv's packages) join the rounds, and each pair's ratio is printed: on a busy machine the absolute times swing,
 the ratios of one run much less.
+
+The commands run with Python's bytecode cache on, as an installed `saferl` runs (pip compiles the package's
+modules; an editable checkout writes its `__pycache__` on the first run): PYTHONDONTWRITEBYTECODE, where the
+calling shell sets it, is dropped for them (`--no-bytecode` keeps it: every module of the checkout compiled
+again on every start, which a user never pays). The report is `saferl report CUBE --cdf` (two tables: the
+aggregate and the CDFs, as issue 37's profile was taken).
 """
 
 from __future__ import annotations
@@ -31,10 +37,13 @@ CONSOLE = "import sys; from cube.cli.entry import console_main; sys.argv[0] = 's
 TARGETS = {"saferl --help": 0.5, "saferl report (warm)": 2.0}
 
 
-def wall(argv: list[str], pythonpath: str | None = None) -> float:
+def wall(argv: list[str], pythonpath: str | None = None, bytecode: bool = True) -> float:
     """Seconds one command takes as a whole process; it must succeed. Run outside this checkout (`python -c`
-    puts its folder first on sys.path, before PYTHONPATH)."""
-    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else None
+    puts its folder first on sys.path, before PYTHONPATH); `bytecode`: with Python's bytecode cache (the
+    module docstring)."""
+    env = dict(os.environ, PYTHONPATH=pythonpath) if pythonpath else dict(os.environ)
+    if bytecode:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     start = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=tempfile.gettempdir(),
                    env=env)
@@ -46,36 +55,40 @@ def main() -> None:
     ap.add_argument("--cube", default=str(ROOT / "bench" / "out" / "c24.zarr"), help="a 1/24-scale cube")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the fastest of each is kept")
     ap.add_argument("--against", metavar="REV", help="also time this git revision's --help and warm report")
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="keep PYTHONDONTWRITEBYTECODE where set (each start compiles the checkout's modules again)")
     args = ap.parse_args()
+    bytecode = not args.no_bytecode
     cube = Path(args.cube).resolve()
     ensure_cube(cube)
     saferl = [sys.executable, "-c", CONSOLE]
     commands: dict[str, tuple[list[str], str | None]] = {
         "python -c pass": ([sys.executable, "-c", "pass"], None),
         "saferl --help": ([*saferl, "--help"], None),
-        "saferl report (warm)": ([*saferl, "report", str(cube)], None),
+        "saferl report (warm)": ([*saferl, "report", str(cube), "--cdf"], None),
     }
     other = None
     if args.against:
         other = Path(tempfile.mkdtemp(prefix="startup-against-"))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against], check=True, cwd=ROOT)
         commands[f"{args.against}: saferl --help"] = ([*saferl, "--help"], str(other))
-        commands[f"{args.against}: saferl report (warm)"] = ([*saferl, "report", str(cube)], str(other))
+        commands[f"{args.against}: saferl report (warm)"] = ([*saferl, "report", str(cube), "--cdf"], str(other))
     times: dict[str, list[float]] = {name: [] for name in commands}
     try:
         for name, (argv, path) in commands.items():
-            if "report" in name:
-                wall(argv, path)  # warms its statistics cache (and the page cache)
+            if name != "python -c pass":
+                wall(argv, path, bytecode)  # warms its statistics cache (the page cache, the bytecode cache)
         for _ in range(args.rounds):
             for name, (argv, path) in commands.items():
-                times[name].append(wall(argv, path))
+                times[name].append(wall(argv, path, bytecode))
     finally:
         if other is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
             shutil.rmtree(other, ignore_errors=True)
     load = os.getloadavg()
     print(f"bench/startup.py: {args.rounds} alternating rounds, fastest of each; cube {cube}; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores; "
+          f"bytecode cache {'on' if bytecode else 'off (PYTHONDONTWRITEBYTECODE kept)'}")
     base = min(times["python -c pass"])
     for name, values in times.items():
         best = min(values)

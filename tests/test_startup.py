@@ -62,3 +62,14 @@ def test_the_lazy_facades_give_the_same_objects() -> None:
         except AttributeError:
             continue
         raise AssertionError(f"{module.__name__}.no_such_name did not raise AttributeError")
+
+
+def test_the_accessor_leaves_the_tables_a_report_may_not_ask_for_unloaded() -> None:
+    """`ds.saferl` (registered by the first `cube.stats` name a report takes) imports the honest intervals (scipy),
+    the front, profiles, plans and learning curves only when their method is called (issue 37)."""
+    later = ("cube.stats.honest", "cube.stats.front", "cube.stats.profiles", "cube.stats.planning",
+             "cube.stats.learning_curves", "scipy.special")
+    code = ("import sys; from cube import stats; stats.cdf_curves; "
+            f"print(','.join(sorted(m for m in {later!r} if m in sys.modules)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert run.stdout.strip() == "", f"loaded at once: {run.stdout.strip()}"
