@@ -104,3 +104,38 @@ def test_the_report_uses_both_and_no_cache_leaves_them(store: Path, capsys: pyte
         assert main(["report", str(store), "--boot", "10"]) == 0
         assert capsys.readouterr() == first
     assert (store / remembered.MANIFESTS_FILE).exists() and (store / remembered.VERIFIED_FILE).exists()
+
+
+# ------------------------------------------------------------------------------- chunk files read directly
+@pytest.mark.parametrize("name", ["run_manifest", "run_status", "env_steps", "write_seq"])
+def test_chunk_files_read_directly_equal_zarr_unwritten_runs_and_a_cut_grid_included(written: Path, tmp_path: Path,
+                                                                                      name: str) -> None:
+    import numpy as np
+    import zarr
+
+    from cube.store.chunkfiles import read_run_array
+
+    path = tmp_path / "g.zarr"  # one more seed, never written: its chunks are absent (the fill value)
+    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1, 2], n_iterates=2, n_episodes=3,
+                 iterate_vars=("env_steps",))
+    writer = CubeWriter(path)
+    for seed in (0, 1):
+        key = RunKey("ppo", "goal", 15.0, seed)
+        writer.write_iterate_vars(key, 1, {"env_steps": 7.0 + seed})
+        writer.set_run_manifest(key, status="complete", manifest={"note": f"é {seed}"})
+    stored = np.asarray(zarr.open_group(str(path), mode="r")[name][...])
+    for sizes, want in ((None, stored), ({"seed": 2, "iterate": 1}, stored[:, :, :, :2, ..., :1] if stored.ndim > 4
+                                        else stored[:, :, :, :2])):
+        got = read_run_array(path, name, sizes)
+        assert got is not None and got.shape == want.shape
+        assert [str(v) for v in got.ravel()] == [str(v) for v in want.ravel()]
+
+
+def test_a_damaged_or_foreign_chunk_is_left_to_zarr(store: Path) -> None:
+    from cube.store.chunkfiles import read_run_array
+
+    assert read_run_array(store, "run_manifest") is not None
+    _flip(store, "run_manifest")
+    assert read_run_array(store, "run_manifest") is None  # zarr reads it and names the chunk (tests above)
+    assert read_run_array(store, "seed") is None  # not a per-run array: not read here
+    assert read_run_array(store, "no_such_array") is None
