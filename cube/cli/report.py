@@ -194,8 +194,15 @@ def _convention_notes(path: str, ss: xr.Dataset, reference: str | None, cache: b
         return []
     chosen = {str(k): set(ss[k].values.tolist()) for k in ("algo", "task", "seed")}
     bounds = ss["bound"].values  # once: a lookup per row costs a DataArray each (seconds at 10,000 runs)
+    selected: dict[float, bool] = {}  # per bound label, not per run (a NaN label, never equal, is looked up each time)
+
+    def bound_selected(bound: float) -> bool:
+        if bound not in selected:
+            selected[bound] = bool(same_bound(bounds, bound).any())
+        return selected[bound]
+
     rows = [r for r in rows if r.get("status") != "pending" and all(r[k] in v for k, v in chosen.items())
-            and bool(same_bound(bounds, r["bound"]).any())]
+            and bound_selected(r["bound"])]
     if not rows:
         return []
     out = [conventions.difference_line(rows) or "conventions: " + conventions.conventions_text(
