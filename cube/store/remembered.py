@@ -102,7 +102,10 @@ def _save(store: PathLike, name: str, content: dict[str, Any]) -> None:
         return
     target = Path(store) / name
     tmp = target.with_name(f".{target.stem}.{uuid.uuid4().hex[:8]}.tmp")
-    body = json.dumps({**content, "format": FORMAT}, separators=(",", ":")).encode()
+    try:
+        body = json.dumps({**content, "format": FORMAT}, separators=(",", ":")).encode()
+    except (TypeError, ValueError):  # a value JSON cannot hold: simply not kept
+        return
     try:
         side_folder(target.parent)
         tmp.write_bytes(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
