@@ -58,6 +58,19 @@ def test_cached_manifests_equal_a_fresh_read_and_come_from_the_cache(store: Path
     assert read_manifests(store, cache=True) == fresh
 
 
+def test_runs_written_while_read_are_read_again_into_the_same_rows(store: Path, monkeypatch) -> None:
+    """A run whose write sequence moved during the read is read again (`read_runs`) into the arrays read from
+    the chunk files: the rows are those of a quiet read, and nothing is kept (the files changed meanwhile)."""
+    import cube.store.read as read
+
+    fresh = read_manifests(store)
+    index = run_index(read_coords(open_group(store, mode="r")), KEY)
+    monkeypatch.setattr(read, "runs_written_since", lambda before, after: [index])
+    rows = read_manifests(store, cache=True)
+    assert rows == fresh
+    assert not (store / remembered.MANIFESTS_FILE).exists()
+
+
 def test_a_manifest_changed_after_caching_is_seen(store: Path) -> None:
     read_manifests(store, cache=True)
     CubeWriter(store).set_run_manifest(KEY, status="partial", manifest={"iterates_done": 1, "note": "changed"})

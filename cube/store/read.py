@@ -59,7 +59,7 @@ def read_manifests(path: PathLike, *, cache: bool = False) -> list[dict[str, Any
         # a run's manifest and status are one bracket: runs written meanwhile are read again, consistently
         for index, got in read_runs(path, names, dirty, coords, sizes, notes=[]):  # interrupted: status partial
             for n in names:
-                read[n][index] = got.arrays[n]
+                read[n][index] = np.asarray(got.arrays[n]).item()  # the run's value (a string or a number)
         if key is not None and not dirty and arrays_key(path, keyed) == key:  # no file changed, no bracket open
             keep_run_arrays(path, key, sizes, read)
         arrays = read
