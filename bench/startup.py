@@ -14,8 +14,9 @@ the ratios of one run much less.
 
 The commands run with Python's bytecode cache on, as an installed `saferl` runs (pip compiles the package's
 modules; an editable checkout writes its `__pycache__` on the first run): PYTHONDONTWRITEBYTECODE, where the
-calling shell sets it, is dropped for them (`--no-bytecode` keeps it: every module of the checkout compiled
-again on every start, which a user never pays). The report is `saferl report CUBE --cdf` (two tables: the
+calling shell sets it, is dropped for them (`--no-bytecode` keeps it: a checkout without a `__pycache__` yet then
+compiles every module of its own again on every start, which a user never pays; bytecode already written is
+still read). The report is `saferl report CUBE --cdf` (two tables: the
 aggregate and the CDFs, as issue 37's profile was taken).
 """
 
@@ -56,7 +57,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the fastest of each is kept")
     ap.add_argument("--against", metavar="REV", help="also time this git revision's --help and warm report")
     ap.add_argument("--no-bytecode", action="store_true",
-                    help="keep PYTHONDONTWRITEBYTECODE where set (each start compiles the checkout's modules again)")
+                    help="keep PYTHONDONTWRITEBYTECODE where set (no bytecode written for the checkout's modules)")
     args = ap.parse_args()
     bytecode = not args.no_bytecode
     cube = Path(args.cube).resolve()
