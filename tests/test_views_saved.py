@@ -304,3 +304,6 @@ def test_a_hand_written_kappa_range_is_the_cdf_views(cube_path: Path, tmp_path: 
     assert saferl_main(["render", str(hand), "--cube", str(cube_path), "--out", str(out)]) == 0
     (csv_file,) = [Path(p) for p in exported if p.endswith(".csv")]
     assert out.read_bytes() == csv_file.read_bytes()
+    # its figure with ppo (the not-safe algorithm) left out of the selection: drawn (it was refused)
+    assert saferl_main(["render", str(hand), "--cube", str(cube_path), "--out", str(tmp_path / "cdf.svg")]) == 0
+    assert "<svg" in (tmp_path / "cdf.svg").read_text()

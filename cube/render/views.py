@@ -311,7 +311,11 @@ def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection
 def view_figure(view: ViewFile, source: str | os.PathLike, out_path: str | os.PathLike,
                 ss: xr.Dataset | None = None) -> Path:
     """The figure of a saved view (its selection, settings, condition and bootstrap) at ``out_path``."""
-    options = PlotOptions(baseline=view.not_safe[0] if view.not_safe else None, settings=figure_settings(view),
-                          boot=view.boot, rng_seed=view.rng_seed)
+    shown_not_safe = [a for a in view.not_safe or () if view.algos is None or a in view.algos]
+    xmax: float | None = 2.0  # the paper's Figure 2; a view's κ window ends where it ends ([-inf, inf]: all)
+    if view.kappa_range is not None:
+        xmax = view.kappa_range[1] if math.isfinite(view.kappa_range[1]) else None
+    options = PlotOptions(baseline=shown_not_safe[0] if shown_not_safe else None, settings=figure_settings(view),
+                          boot=view.boot, rng_seed=view.rng_seed, xmax=xmax)
     return figure_for_view(view.view, source, cube_selection(view), out_path, ss=ss, condition=view.condition,
                            options=options)
