@@ -247,27 +247,31 @@ def test_render_says_when_the_cube_changed_and_strict_refuses(cube_path: Path, t
 
 # ------------------------------------------------------------------------------------------ options saved
 def test_the_options_a_user_changes_are_saved_and_reopened(cube_path: Path, tmp_path: Path) -> None:
-    """Sort and filter (Runs, Status, Conditions), x axis, smoothing and condition (Curves), bins
-    (Histograms), κ window (CDF): changed with keys, saved (S), reopened with --view: all restored."""
+    """Sort and filter (Runs, Status, Conditions), x axis, smoothing, condition and the plot shown alone
+    (Curves, Learning), bins (Histograms), κ window (CDF): changed with keys, saved (S), reopened with
+    --view: all restored."""
     from saferl_tui.cli import parser, view_from_args
 
     async def change_and_save(pilot: Pilot, screen: MainScreen) -> dict:
         await press(pilot, "6", ">", ">", "r", "slash", "f", "o", "c", "o", "p", "s", "enter", "S")
         await press(pilot, "8", ">", "S")
         await press(pilot, "2", ">", "r", "S")
-        await press(pilot, "4", "x", "plus", "plus", "c", "S")
+        await press(pilot, "4", "x", "plus", "plus", "c", "p", "S")
+        await press(pilot, "7", "p", "p", "S")
         await press(pilot, "5", "plus", "S")
         await press(pilot, "3", "right_square_bracket", "S")
         return {v: screen.view(v).view_options() for v in ("runs", "status", "conditions", "curves", "histograms",
-                                                           "cdf")}
+                                                           "cdf", "learning")}
 
     changed = run(build_app(cube_path, boot=BOOT, export_dir=tmp_path), change_and_save)
     assert changed["runs"]["sort"] == "-iterates" and changed["runs"]["filter"] == "focops"
     assert changed["curves"]["x_axis"] == "env_steps" and changed["curves"]["window"] == 3
     assert changed["cdf"]["kappa_range"] == (-1.0, 4.0) and changed["histograms"]["bins"] > 20
+    assert changed["curves"]["panel"] is not None and changed["learning"]["panel"] is not None
 
     for view_id, kind in (("runs", "runs"), ("status", "runstatus"), ("conditions", "conditions"),
-                          ("curves", "curves"), ("histograms", "histograms"), ("cdf", "cdf")):
+                          ("curves", "curves"), ("histograms", "histograms"), ("cdf", "cdf"),
+                          ("learning", "learning")):
         (saved,) = tmp_path.glob(f"{kind}_*{SUFFIX}")
         args = parser().parse_args([str(cube_path), "--view", str(saved), "--boot", str(BOOT)])
 

@@ -36,7 +36,7 @@ VIEW_KINDS = ("summary", "conditions", "cdf", "curves", "histograms", "runs", "l
 VIEW_ALIASES = {"status": "runstatus"}
 SELECTION_KEYS = ("algos", "tasks", "bounds", "seeds", "iterates")
 OPTION_KEYS = ("boot", "ci", "rng_seed", "baseline", "not_safe", "reference", "window", "curve_var", "x_axis",
-               "sort", "filter", "all_settings", "kappa_range", "cost", "condition", "bins")
+               "panel", "sort", "filter", "all_settings", "kappa_range", "cost", "condition", "bins")
 FRONT_COSTS = ("Dnorm", "CVaR")
 X_AXES = ("iterate", "env_steps")
 
@@ -67,6 +67,8 @@ class ViewFile:
     curve_var: str | None = None
     x_axis: str | None = None
     """curves: the x axis, iterate or env_steps (x)."""
+    panel: str | None = None
+    """curves, histograms, learning, profile: the plot shown alone (p), by its name (None: all that fit)."""
     sort: str | None = None
     """conditions, runs, runstatus: the column the table is sorted by; a leading - reverses (> <, r)."""
     filter: str | None = None
@@ -180,6 +182,7 @@ def parse_view(text: str) -> ViewFile:
         "baseline": _str(opt, "baseline", None) or None, "not_safe": _list(opt, "not_safe", str),
         "reference": _str(opt, "reference", None) or None, "window": _num(opt, "window", int, None),
         "curve_var": _str(opt, "curve_var", None), "x_axis": _str(opt, "x_axis", None),
+        "panel": _str(opt, "panel", None) or None,
         "sort": _str(opt, "sort", None) or None, "filter": _str(opt, "filter", None) or None,
         "all_settings": _bool(opt, "all_settings"),
         "cost": _str(opt, "cost", None), "bins": _num(opt, "bins", int, None),
