@@ -15,9 +15,9 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-# Adds jax + crax-bench for training and its tests.
+# Adds jax + crax-bench for training and its tests, and textual-serve for the browser test (--serve).
 $(VENV)/.train-installed: pyproject.toml $(VENV)/.dev-installed
-	$(BIN)/python -m pip install -q -e '.[dev,train,plot,parquet,remote]'
+	$(BIN)/python -m pip install -q -e '.[dev,train,plot,parquet,remote,serve]'
 	touch $@
 
 $(DEMO): | $(VENV)/.dev-installed

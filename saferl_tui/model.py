@@ -22,7 +22,7 @@ import xarray as xr
 from cube import stats
 from cube.compute import Cancelled, FractionProgress, fraction_progress
 from cube.errors import CubeError
-from cube.schema import RUN_DIMS, RUN_STATUS, same_bound
+from cube.schema import RUN_DIMS, RUN_STATUS
 from cube.stats import curves
 from cube.stats.metrics import SETTINGS
 from cube.stats.subset import select_runs
@@ -159,9 +159,9 @@ class CubeModel:
             reader = self._status_reader
         now = self.clock()
         runs = reader.read(now=now)
-        algos, tasks, seeds = set(sel.algos), set(sel.tasks), set(sel.seeds)
-        return [r for r in runs if r.key.algo in algos and r.key.task in tasks and int(r.key.seed) in seeds
-                and same_bound(sel.bounds, r.key.bound).any()], now
+        from cube.render.viewrows import selected_statuses  # as `saferl render` selects them
+
+        return selected_statuses(runs, sel.cube_selection()), now
 
     @property
     def following_worthwhile(self) -> bool:
@@ -376,17 +376,10 @@ class CubeModel:
         key = ("curves", _sel_key(replace(sel, iterates=None, setting="train")), int(window), mode, var)
 
         def compute() -> tuple[xr.Dataset, xr.Dataset | None, xr.DataArray | None]:
-            im = self.iterate_metrics(sel, mode)
-            if mode != "train":  # evaluations: smooth over evaluated iterates only
-                keep = np.flatnonzero(np.isfinite(im["R"].values).reshape(-1, im.sizes["iterate"]).any(0)
-                                      | np.isfinite(im["C"].values).reshape(-1, im.sizes["iterate"]).any(0))
-                im = im.isel(iterate=keep)
+            from cube.render.viewrows import curve_data  # what `saferl render` derives too
+
             run = select_runs(self._run_vars((var, "env_steps")), sel.cube_selection())
-            mult = curves.multiplier_curves(run, window, var)
-            steps = None
-            if "env_steps" in run:
-                steps = run["env_steps"].transpose(*RUN_DIMS, "iterate").mean("seed", skipna=True)
-            return curves.training_curves(im, window), mult, steps
+            return curve_data(self.iterate_metrics(sel, mode), run, window, var, mode)
 
         return self.derived.get(key, compute)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -60,20 +62,22 @@ def _wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                    reason="no headless browser: apt-get install chromium chromium-driver to run the browser test")
-def test_served_app_draws_the_summary_and_switches_view_in_chromium(small_demo_cube: Path, tmp_path: Path) -> None:
-    pytest.importorskip("textual_serve", reason="the [serve] extra (textual-serve) is not installed")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
+NO_BROWSER = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
+                                reason="no headless browser: apt-get install chromium chromium-driver to run it")
+SHOTS = Path(os.environ.get("SAFERL_SERVE_SHOTS", "")) if os.environ.get("SAFERL_SERVE_SHOTS") else None
+"""Where the served Summary's screenshot is copied, to be looked at (unset: only checked to be a PNG)."""
 
-    cube = tmp_path / "cube.zarr"
-    shutil.copytree(small_demo_cube, cube)
+
+@contextmanager
+def served(cube: Path, *flags: str):
+    """``saferl-tui CUBE --serve`` on a free port and a headless Chromium on its page (selenium); yields
+    (driver, screen_text): what the server has sent the page so far, as text."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "saferl_tui", str(cube), "--serve", "--port", str(port),
-                               "--boot", "40", "--no-follow"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                               "--boot", "40", *flags], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     driver = None
     try:
         def listening() -> bool:
@@ -96,15 +100,51 @@ def test_served_app_draws_the_summary_and_switches_view_in_chromium(small_demo_c
         def screen_text() -> str:
             return ANSI.sub("", driver.execute_script("return window.__saferl.join('')"))
 
-        _wait_for(lambda: "IQM R" in screen_text() and "ppo_lag" in screen_text(), 120, "the Summary")
-        png = tmp_path / "served_summary.png"
-        assert driver.save_screenshot(str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        before = len(screen_text())
-        driver.find_element(By.CSS_SELECTOR, ".xterm-helper-textarea").send_keys("3")
-        _wait_for(lambda: "CDF of normalized episodic cost deviation" in screen_text()[before:], 60,
-                  "the CDF view after pressing 3")
+        yield driver, screen_text
     finally:
         if driver is not None:
             driver.quit()
         server.terminate()
         server.communicate(timeout=20)
+
+
+def press(driver, key: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, ".xterm-helper-textarea").send_keys(key)
+
+
+@NO_BROWSER
+def test_served_app_draws_the_summary_and_switches_view_in_chromium(small_demo_cube: Path, tmp_path: Path) -> None:
+    cube = tmp_path / "cube.zarr"
+    shutil.copytree(small_demo_cube, cube)
+    with served(cube, "--no-follow") as (driver, screen_text):
+        _wait_for(lambda: "IQM R" in screen_text() and "ppo_lag" in screen_text(), 120, "the Summary")
+        png = tmp_path / "served_summary.png"
+        assert driver.save_screenshot(str(png)) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if SHOTS is not None:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(png, SHOTS / png.name)
+        before = len(screen_text())
+        press(driver, "3")
+        _wait_for(lambda: "CDF of normalized episodic cost deviation" in screen_text()[before:], 60,
+                  "the CDF view after pressing 3")
+
+
+@NO_BROWSER
+def test_follow_mode_over_serve_shows_a_run_written_while_served(tmp_path: Path) -> None:
+    """A store with a run still training, served with --follow: a writer (its own process) finishes the run;
+    its Status row on the page turns complete 4/4, as in a terminal's follow mode."""
+    from tests.test_tui_follow import finish_run, make_store, run_writer
+
+    path = make_store(tmp_path)
+    with served(path, "--follow", "--follow-interval", "0.3") as (driver, screen_text):
+        _wait_for(lambda: "IQM R" in screen_text(), 120, "the Summary")
+        press(driver, "8")
+        running = re.compile(r"ppo_lag\s+goal\s+15\s+1\s+\w+\s+2/4")
+        _wait_for(lambda: running.search(screen_text()) is not None, 60, "the Status view: the run at 2 of 4")
+        before = len(screen_text())
+        assert run_writer(finish_run, path) == 0
+        finished = re.compile(r"ppo_lag\s+goal\s+15\s+1\s+complete\s+4/4")
+        _wait_for(lambda: finished.search(screen_text()[before:]) is not None, 60,
+                  "the page to show the finished run (ppo_lag goal 15 seed 1: complete 4/4)")

@@ -13,7 +13,9 @@ from textual.pilot import Pilot
 
 from cube.cli import main as saferl_main
 from cube.errors import CubeError
-from cube.render.viewfile import SUFFIX, ViewFile, parse_view, read_view, view_text
+from cube.render import views as views_module
+from cube.render.viewfile import SUFFIX, VIEW_KINDS, ViewFile, parse_view, read_view, view_text
+from cube.render.views import TABLE_VIEWS
 from saferl_tui.app import build_app
 from saferl_tui.cli import main as tui_main
 from saferl_tui.screens.main import MainScreen
@@ -179,34 +181,50 @@ def test_deep_link_and_bad_view_file_from_the_command_line(cube_path: Path, tmp_
 
 
 # ------------------------------------------------------------------------------------------ render == export
-TABLE_KEYS = {"summary": "1", "conditions": "2", "cdf": "3", "histograms": "5", "learning": "7", "profile": "9",
-              "front": "0"}
-FIGURE_ONLY = {"curves": "4"}
+VIEW_KEYS = {"summary": "1", "conditions": "2", "cdf": "3", "curves": "4", "histograms": "5", "runs": "6",
+             "learning": "7", "runstatus": "8", "profile": "9", "front": "0"}
+NO_FIGURE = {"runstatus"}
+"""Views without a figure: P says so in one line."""
+AT = 1_790_000_000.0
+"""The time the Status view is shown at, in the TUI (its clock) and headless (`render_time`)."""
 
 
-@pytest.mark.parametrize("view_id", [*TABLE_KEYS, *FIGURE_ONLY])
-def test_render_equals_the_tuis_export_for_every_view_and_format(view_id: str, cube_path: Path,
-                                                                  tmp_path: Path) -> None:
-    """Save the view (S), export it (e: CSV + LaTeX), draw its figure (P: PDF) in the TUI; render the saved
-    file headless; every file the same bytes."""
+def test_every_view_kind_has_a_key() -> None:
+    assert set(VIEW_KEYS) == set(VIEW_KINDS) and set(VIEW_KINDS) <= set(TABLE_VIEWS)
+
+
+@pytest.mark.parametrize("view_id", list(VIEW_KEYS))
+def test_render_equals_the_tuis_export_for_every_view_and_format(view_id: str, cube_path: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Save the view (S), export its table (e: CSV + LaTeX), draw its figure (P: PDF) in the TUI; render the
+    saved file headless; every file the same bytes. A view without a figure says so in one line."""
     exports = tmp_path / "tui"
-    key = {**TABLE_KEYS, **FIGURE_ONLY}[view_id]
+    monkeypatch.setattr(views_module, "render_time", lambda: AT)
 
-    async def scenario(pilot: Pilot, screen: MainScreen) -> list[str]:
-        await press(pilot, key, "S", *(("e",) if view_id in TABLE_KEYS else ()))
+    async def scenario(pilot: Pilot, screen: MainScreen) -> tuple[list[str], list[str]]:
+        await press(pilot, VIEW_KEYS[view_id], "S", "e")
         written = list(pilot.app.last_export)
+        shown = {id(n) for n in pilot.app._notifications}
         await press(pilot, "P")
-        return written + list(pilot.app.last_export)
+        if view_id not in NO_FIGURE:
+            written += list(pilot.app.last_export)
+        said = [n.message for n in pilot.app._notifications if id(n) not in shown]
+        return written, said
 
-    files = run(build_app(cube_path, boot=BOOT, export_dir=exports), scenario)
+    files, said = run(build_app(cube_path, boot=BOOT, export_dir=exports, clock=lambda: AT), scenario)
     (saved,) = exports.glob(f"{view_id}_*{SUFFIX}")
     tui_files = [Path(f) for f in files if not f.endswith(SUFFIX)]
-    assert {f.suffix for f in tui_files} == ({".csv", ".tex", ".pdf"} if view_id in TABLE_KEYS else {".pdf"})
+    formats = {".csv", ".tex"} | (set() if view_id in NO_FIGURE else {".pdf"})
+    assert {f.suffix for f in tui_files} == formats
+    if view_id in NO_FIGURE:
+        assert any(m.startswith(f"no figure for view {view_id!r}") and "\n" not in m for m in said), said
     out = tmp_path / "headless"
     assert saferl_main(["render", str(saved), "--cube", str(cube_path), "--out-dir", str(out)]) == 0
+    stem = saved.name.removesuffix(SUFFIX)
+    assert sorted(p.suffix for p in out.iterdir() if "_gap" not in p.name) == sorted(formats)
     for tui_file in tui_files:
         gap = "_gap" if "summary_gap" in tui_file.name else ""
-        headless = out / f"{saved.name.removesuffix(SUFFIX)}{gap}{tui_file.suffix}"
+        headless = out / f"{stem}{gap}{tui_file.suffix}"
         assert headless.read_bytes() == tui_file.read_bytes(), f"{tui_file.name} != {headless.name}"
 
 
@@ -225,3 +243,71 @@ def test_render_says_when_the_cube_changed_and_strict_refuses(cube_path: Path, t
     assert saferl_main(["render", str(view), "--cube", str(cube_path), "--out", str(tmp_path / "x.csv"),
                         "--strict"]) != 0
     assert "--strict refuses" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------ options saved
+def test_the_options_a_user_changes_are_saved_and_reopened(cube_path: Path, tmp_path: Path) -> None:
+    """Sort and filter (Runs, Status, Conditions), x axis, smoothing, condition and the plot shown alone
+    (Curves, Learning), bins (Histograms), κ window (CDF): changed with keys, saved (S), reopened with
+    --view: all restored."""
+    from saferl_tui.cli import parser, view_from_args
+
+    async def change_and_save(pilot: Pilot, screen: MainScreen) -> dict:
+        await press(pilot, "6", ">", ">", "r", "slash", "f", "o", "c", "o", "p", "s", "enter", "S")
+        await press(pilot, "8", ">", "S")
+        await press(pilot, "2", ">", "r", "S")
+        await press(pilot, "4", "x", "plus", "plus", "c", "p", "S")
+        await press(pilot, "7", "p", "p", "S")
+        await press(pilot, "5", "plus", "S")
+        await press(pilot, "3", "right_square_bracket", "S")
+        return {v: screen.view(v).view_options() for v in ("runs", "status", "conditions", "curves", "histograms",
+                                                           "cdf", "learning")}
+
+    changed = run(build_app(cube_path, boot=BOOT, export_dir=tmp_path), change_and_save)
+    assert changed["runs"]["sort"] == "-iterates" and changed["runs"]["filter"] == "focops"
+    assert changed["curves"]["x_axis"] == "env_steps" and changed["curves"]["window"] == 3
+    assert changed["cdf"]["kappa_range"] == (-1.0, 4.0) and changed["histograms"]["bins"] > 20
+    assert changed["curves"]["panel"] is not None and changed["learning"]["panel"] is not None
+
+    for view_id, kind in (("runs", "runs"), ("status", "runstatus"), ("conditions", "conditions"),
+                          ("curves", "curves"), ("histograms", "histograms"), ("cdf", "cdf"),
+                          ("learning", "learning")):
+        (saved,) = tmp_path.glob(f"{kind}_*{SUFFIX}")
+        args = parser().parse_args([str(cube_path), "--view", str(saved), "--boot", str(BOOT)])
+
+        async def reopen(pilot: Pilot, screen: MainScreen, view_id: str = view_id) -> tuple:
+            view = screen.active_view()
+            return view.VIEW_ID, view.view_options(), str(view.query_one(f"#{view_id}-title").render()) \
+                if view_id in ("runs", "status") else ""
+
+        shown_id, options, title = run(build_app(cube_path, boot=BOOT, export_dir=tmp_path / "re",
+                                                 view_file=view_from_args(args)), reopen)
+        assert shown_id == view_id and options == changed[view_id], view_id
+        if view_id == "runs":
+            assert "rows match /focops" in title
+
+
+def test_a_hand_written_kappa_range_is_the_cdf_views(cube_path: Path, tmp_path: Path) -> None:
+    hand = tmp_path / f"cdf_narrow{SUFFIX}"
+    hand.write_text(HAND_WRITTEN.replace("boot = 40", "boot = 40\nkappa_range = [-0.25, 3.0]"))
+
+    async def scenario(pilot: Pilot, screen: MainScreen) -> tuple:
+        view = screen.view("cdf")
+        window = view.xrange
+        kappa = view.shown()["kappa"].values
+        await press(pilot, "e")
+        exported = list(pilot.app.last_export)
+        await press(pilot, "right_square_bracket")
+        return window, float(kappa.min()), float(kappa.max()), exported, view.xrange
+
+    app = build_app(cube_path, boot=BOOT, export_dir=tmp_path / "tui", view_file=read_view(hand))
+    window, kmin, kmax, exported, wider = run(app, scenario)
+    assert window == (-0.25, 3.0) and -0.25 <= kmin < 0 and 2.5 < kmax <= 3.0
+    assert wider == (-1.0, 4.0)  # ] steps to the next preset wider than the file's window
+    out = tmp_path / "cdf.csv"
+    assert saferl_main(["render", str(hand), "--cube", str(cube_path), "--out", str(out)]) == 0
+    (csv_file,) = [Path(p) for p in exported if p.endswith(".csv")]
+    assert out.read_bytes() == csv_file.read_bytes()
+    # its figure with ppo (the not-safe algorithm) left out of the selection: drawn (it was refused)
+    assert saferl_main(["render", str(hand), "--cube", str(cube_path), "--out", str(tmp_path / "cdf.svg")]) == 0
+    assert "<svg" in (tmp_path / "cdf.svg").read_text()

@@ -69,7 +69,15 @@ def render_one(path: str, view, cube: str | None, targets: list[Path], *, strict
                say) -> list[Path]:
     """Render one view (`ViewFile`) to each target file; ``say(line)`` gets the lines about the cube."""
     from cube.outputs import write_text
-    from cube.render.views import FIGURE_KINDS, TABLE_FORMATS, TABLE_VIEWS, export_text, view_data, view_figure
+    from cube.render.views import (
+        FIGURE_KINDS,
+        TABLE_FORMATS,
+        TABLE_VIEWS,
+        export_text,
+        render_time,
+        view_data,
+        view_figure,
+    )
     from cube.render.views import view_tables as tables_of
     from cube.stats.suffstats import load_suffstats_at
     from cube.store.fingerprint import cube_fingerprint
@@ -110,8 +118,9 @@ def render_one(path: str, view, cube: str | None, targets: list[Path], *, strict
                                     f"(.pdf, .png, .svg) or use one of {', '.join(TABLE_VIEWS)}")
                 continue
             if data is None:
-                raw = open_cube(source, check=False, lazy=False) if fitted.view == "histograms" else None
-                data = view_data(fitted, ss, raw)
+                reads_runs = fitted.view in ("histograms", "curves", "runs")
+                raw = open_cube(source, check=False, lazy=False) if reads_runs else None
+                data = view_data(fitted, ss, raw, path=source, now=render_time())
             try:
                 files = tables_of(fitted, data, (ext,))
             except CubeError:

@@ -35,9 +35,10 @@ VIEW_KINDS = ("summary", "conditions", "cdf", "curves", "histograms", "runs", "l
 """The views a file may name (the TUI's view ids; ``runstatus`` is its Status view, ``status`` is read as it)."""
 VIEW_ALIASES = {"status": "runstatus"}
 SELECTION_KEYS = ("algos", "tasks", "bounds", "seeds", "iterates")
-OPTION_KEYS = ("boot", "ci", "rng_seed", "baseline", "not_safe", "reference", "window", "curve_var", "curve_mode",
-               "sort", "all_settings", "kappa_range", "cost", "condition", "bins")
+OPTION_KEYS = ("boot", "ci", "rng_seed", "baseline", "not_safe", "reference", "window", "curve_var", "x_axis",
+               "panel", "sort", "filter", "all_settings", "kappa_range", "cost", "condition", "bins")
 FRONT_COSTS = ("Dnorm", "CVaR")
+X_AXES = ("iterate", "env_steps")
 
 Iterates = None | int | tuple[int, int]
 
@@ -64,8 +65,14 @@ class ViewFile:
     reference: str | None = None
     window: int | None = None
     curve_var: str | None = None
-    curve_mode: str | None = None
+    x_axis: str | None = None
+    """curves: the x axis, iterate or env_steps (x)."""
+    panel: str | None = None
+    """curves, histograms, learning, profile: the plot shown alone (p), by its name (None: all that fit)."""
     sort: str | None = None
+    """conditions, runs, runstatus: the column the table is sorted by; a leading - reverses (> <, r)."""
+    filter: str | None = None
+    """conditions, runs, runstatus: the table's filter (/), e.g. "status:partial algo:ppo"."""
     all_settings: bool | None = None
     kappa_range: tuple[float, float] | None = None
     cost: str | None = None
@@ -87,6 +94,12 @@ class ViewFile:
             raise CubeError(f"ci must lie strictly between 0 and 1 (e.g. 0.95), not {self.ci}")
         if self.window is not None and self.window < 1:
             raise CubeError(f"window must be a positive number of iterates, not {self.window}")
+        if self.x_axis is not None and self.x_axis not in X_AXES:
+            raise CubeError(f"x_axis {self.x_axis!r} is unknown: use one of {', '.join(X_AXES)}")
+        if self.bins is not None and self.bins < 1:
+            raise CubeError(f"bins must be a positive number of histogram bins, not {self.bins}")
+        if self.kappa_range is not None and not self.kappa_range[0] < self.kappa_range[1]:
+            raise CubeError(f"kappa_range must be [lo, hi] with lo < hi, not {list(self.kappa_range)}")
         if self.cost is not None and self.cost not in FRONT_COSTS:
             raise CubeError(f"cost {self.cost!r} is unknown: use one of {', '.join(FRONT_COSTS)}")
 
@@ -168,8 +181,10 @@ def parse_view(text: str) -> ViewFile:
         "rng_seed": _num(opt, "rng_seed", int, 0),
         "baseline": _str(opt, "baseline", None) or None, "not_safe": _list(opt, "not_safe", str),
         "reference": _str(opt, "reference", None) or None, "window": _num(opt, "window", int, None),
-        "curve_var": _str(opt, "curve_var", None), "curve_mode": _str(opt, "curve_mode", None),
-        "sort": _str(opt, "sort", None), "all_settings": _bool(opt, "all_settings"),
+        "curve_var": _str(opt, "curve_var", None), "x_axis": _str(opt, "x_axis", None),
+        "panel": _str(opt, "panel", None) or None,
+        "sort": _str(opt, "sort", None) or None, "filter": _str(opt, "filter", None) or None,
+        "all_settings": _bool(opt, "all_settings"),
         "cost": _str(opt, "cost", None), "bins": _num(opt, "bins", int, None),
     }
     kr = _list(opt, "kappa_range", float)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,19 +24,20 @@ from cube import stats
 from cube.errors import CubeError
 from cube.outputs import figures_folder
 from cube.render import text as export
+from cube.render import viewrows
 from cube.render.data import learning_curve_rows
 from cube.render.figures import save_figure
 from cube.render.maker import FigureMaker, PlotOptions, safe_name
 from cube.render.style import KINDS, require_matplotlib
 from cube.render.viewfile import ViewFile
+from cube.render.viewrows import Files, table_files
 from cube.selection import Selection
-from cube.stats.metrics import SETTINGS
+from cube.stats.metrics import SETTING, SETTINGS
+from cube.store.runstatus import STALL_S
 
-Files = list[tuple[str, str]]
-"""(file name, text) pairs that a view exports: ``{what}.{csv,tex}``."""
-
-TABLE_VIEWS = ("summary", "conditions", "cdf", "profile", "front", "learning", "histograms")
-"""Views whose tables `view_tables` writes from `view_data` (headless as in the TUI)."""
+TABLE_VIEWS = ("summary", "conditions", "cdf", "profile", "front", "learning", "histograms", "curves", "runs",
+               "runstatus")
+"""Views whose tables `view_tables` writes from `view_data` (headless as in the TUI): every view kind."""
 FIGURE_KINDS = {"summary": "intervals", "conditions": "intervals", "cdf": "cdf", "curves": "curves",
                 "histograms": "hist", "runs": "curves", "aggregate-curve": "aggregate-curve",
                 "learning": "aggregate-curve", "profile": "profile", "front": "front"}
@@ -83,16 +85,6 @@ def rendered_files(what: str, kind: str, obj: xr.Dataset, not_safe: Sequence[str
             for ext in exts]
 
 
-def table_files(what: str, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str,
-                exts: Sequence[str] = ("csv", "tex")) -> Files:
-    """A plain table (header and rows) as CSV and LaTeX (``cube.render.text.table_csv`` / ``table_latex``)."""
-    bad = [e for e in exts if e not in ("csv", "tex")]
-    if bad:
-        raise CubeError(f"this view's table is written as .csv or .tex, not .{bad[0]}")
-    texts = {"csv": lambda: export.table_csv(header, rows), "tex": lambda: export.table_latex(header, rows, caption)}
-    return [(f"{what}.{ext}", texts[ext]()) for ext in exts]
-
-
 def export_meta(view: ViewFile, cube: str | None, view_params: dict) -> dict:
     """What an export records: the cube, view, selection, bootstrap settings and view parameters."""
     it = view.iterates
@@ -114,10 +106,32 @@ def view_params(view: ViewFile) -> dict:
         cond = view.condition
         return {"condition": None if cond is None else {"task": cond[0], "bound": cond[1]},
                 "bins": view.bins or DEFAULT_BINS}
+    if view.view == "curves":
+        task, bound = first_condition(view)
+        return {"condition": {"task": task, "bound": bound}, "window": view.window or 1,
+                "x": view.x_axis or "iterate", "episodes": SETTING[view.setting].mode,
+                "var": view.curve_var or "multiplier"}
+    if view.view in ("runs", "runstatus"):
+        key, desc = viewrows.parse_sort(view.sort, viewrows.SORT_KEYS[view.view])
+        return {"sort": key, "descending": desc, "filter": view.filter or ""}
     return {}
 
 
+def first_condition(view: ViewFile) -> tuple[str, float]:
+    """The (task, bound) a per-condition view shows: its ``condition``, else the selection's first."""
+    if view.condition is not None:
+        return view.condition
+    if not view.tasks or not view.bounds:
+        raise CubeError(f"the {view.view} view shows one condition: fit the view to the cube first (against)")
+    return view.tasks[0], float(view.bounds[0])
+
+
 # ---------------------------------------------------------------------------------------- data and tables
+def render_time() -> float:
+    """The time (s since the epoch) a headless render shows the Status view at: now."""
+    return time.time()
+
+
 def cube_selection(view: ViewFile) -> Selection:
     """The statistics selection of a view (labels None: all)."""
     return Selection(algos=view.algos, tasks=view.tasks, bounds=view.bounds, seeds=view.seeds, iterates=view.iterates)
@@ -154,13 +168,25 @@ def histogram_files(condition: tuple[str, float], panels: dict, exts: Sequence[s
                        f"Final episodic cost histogram, {task} d={bound:g} (counts)", exts)
 
 
-def view_data(view: ViewFile, ss: xr.Dataset, raw: xr.Dataset | None = None) -> Any:
+def view_data(view: ViewFile, ss: xr.Dataset, raw: xr.Dataset | None = None, *,
+              path: str | os.PathLike | None = None, now: float | None = None, stall_s: float = STALL_S) -> Any:
     """What a table view shows, derived from the cube's sufficient statistics ``ss`` (unselected), as the
     TUI's model derives it: the statistics of `cube.stats` with the view's bootstrap size, seed and CI.
-    raw: the cube (`open_cube`), for the views that read episodes (histograms)."""
+    raw: the cube (`open_cube`), for the views that read runs (histograms, curves, runs). path, now,
+    stall_s: the Status view's cube path, time (s since the epoch; None: now) and stall limit (s)."""
+    if view.view in ("histograms", "curves", "runs") and raw is None:
+        raise CubeError(f"the {view.view} view reads runs: give the opened cube")
+    if view.view == "curves":
+        return viewrows.curve_data_of_cube(ss, raw, cube_selection(view), view.window or 1,
+                                           view.curve_var or "multiplier", SETTING[view.setting].mode)
+    if view.view == "runs":
+        return viewrows.run_rows_of_cube(raw, cube_selection(view))
+    if view.view == "runstatus":
+        if path is None:
+            raise CubeError("the status view reads the runs' progress: give the cube's path")
+        at = time.time() if now is None else now
+        return [viewrows.status_row(r, at) for r in viewrows.statuses_of_cube(path, cube_selection(view), at, stall_s)]
     if view.view == "histograms":
-        if raw is None:
-            raise CubeError("the histograms view reads episodes: give the opened cube")
         cond = view.condition or ((view.tasks or ())[0], (view.bounds or ())[0])
         panels = condition_histograms(raw["cost"], ss["n"], cond[0], cond[1], view.algos, view.seeds,
                                       view.bins or DEFAULT_BINS, view.not_safe or ())
@@ -215,6 +241,14 @@ def view_tables(view: ViewFile, data: Any, exts: Sequence[str] = ("csv", "tex"))
         return rendered_files(view.view, view.view, data, not_safe, exts)
     if view.view == "histograms":
         return histogram_files(data[0], data[1], exts) if data is not None else []
+    if view.view == "curves":
+        return viewrows.curve_files(data, first_condition(view), SETTING[view.setting].mode, view.window or 1,
+                                    view.curve_var or "multiplier", exts)
+    if view.view in ("runs", "runstatus"):
+        key, desc = viewrows.parse_sort(view.sort, viewrows.SORT_KEYS[view.view])
+        if view.view == "runs":
+            return viewrows.run_files(viewrows.shown_runs(data, key, desc, view.filter or ""), exts)
+        return viewrows.status_files(viewrows.shown_statuses(data, key, desc, view.filter or ""), exts)
     if view.view == "learning":
         header, rows = learning_curve_rows(data)
         return table_files("learning", header, rows, "Aggregate learning curves (IQM over conditions, 95% CI)", exts)
@@ -277,7 +311,11 @@ def figure_for_view(view: str, source: str | os.PathLike | xr.Dataset, selection
 def view_figure(view: ViewFile, source: str | os.PathLike, out_path: str | os.PathLike,
                 ss: xr.Dataset | None = None) -> Path:
     """The figure of a saved view (its selection, settings, condition and bootstrap) at ``out_path``."""
-    options = PlotOptions(baseline=view.not_safe[0] if view.not_safe else None, settings=figure_settings(view),
-                          boot=view.boot, rng_seed=view.rng_seed)
+    shown_not_safe = [a for a in view.not_safe or () if view.algos is None or a in view.algos]
+    xmax: float | None = 2.0  # the paper's Figure 2; a view's κ window ends where it ends ([-inf, inf]: all)
+    if view.kappa_range is not None:
+        xmax = view.kappa_range[1] if math.isfinite(view.kappa_range[1]) else None
+    options = PlotOptions(baseline=shown_not_safe[0] if shown_not_safe else None, settings=figure_settings(view),
+                          boot=view.boot, rng_seed=view.rng_seed, xmax=xmax)
     return figure_for_view(view.view, source, cube_selection(view), out_path, ss=ss, condition=view.condition,
                            options=options)

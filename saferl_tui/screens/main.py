@@ -475,8 +475,8 @@ class MainScreen(SavedViews, FollowMode, Screen):
             return
         try:
             vf = self.current_view_file()
-            files = (view_tables(vf, view.data) if vf is not None and vf.view in TABLE_VIEWS and view.data is not None
-                     else view.export_tables())
+            files = (view_tables(vf, view.table_data()) if vf is not None and vf.view in TABLE_VIEWS
+                     and view.data is not None else view.export_tables())
         except CubeError as exc:
             self.notify_text(str(exc), severity="error", title="Export")
             return

@@ -16,6 +16,9 @@ from cube.store.fingerprint import cube_fingerprint
 from saferl_tui.messages import Exported
 from saferl_tui.selection import UISelection
 
+VIEW_KIND = {"status": "runstatus"}
+"""The view file's name of a TUI view id where they differ (the Status view is ``runstatus``)."""
+
 
 def view_file_of(sel: UISelection, view_id: str, options: dict, *, boot: int, rng_seed: int, cube: str,
                  fingerprint: str | None) -> ViewFile:
@@ -23,7 +26,7 @@ def view_file_of(sel: UISelection, view_id: str, options: dict, *, boot: int, rn
     kappa = options.get("kappa_range")
     if kappa is not None and not math.isfinite(kappa[0]):  # the full range: -inf..inf
         kappa = (-math.inf, math.inf)
-    return ViewFile(view=view_id, setting=sel.setting, algos=sel.algos, tasks=sel.tasks,
+    return ViewFile(view=VIEW_KIND.get(view_id, view_id), setting=sel.setting, algos=sel.algos, tasks=sel.tasks,
                     bounds=sel.bounds, seeds=sel.seeds, iterates=sel.iterates, boot=boot, rng_seed=rng_seed,
                     baseline=sel.baseline, not_safe=sel.not_safe, reference=sel.reference,
                     **{**options, "kappa_range": kappa} if "kappa_range" in options else options,
@@ -142,7 +145,7 @@ class SavedViews:
         for line in notes:
             self.notify_text(line, severity="warning", title="Open view", timeout=8)  # type: ignore[attr-defined]
         self.view_notes = notes
-        view = self.view(vf.view)  # type: ignore[attr-defined]
+        view = self.view({v: k for k, v in VIEW_KIND.items()}.get(vf.view, vf.view))  # type: ignore[attr-defined]
         view.selection = sel
         view.apply_view_options({k: getattr(fitted, k) for k in view.view_options()})
         self.action_show_view(view.VIEW_ID)  # type: ignore[attr-defined]

@@ -190,6 +190,10 @@ class ResultView(Vertical):
     def apply_view_options(self, options: dict) -> None:
         """Take the options of a saved view (`view_options`' keys; a None value keeps the view's own)."""
 
+    def table_data(self) -> Any:
+        """The view's data as `cube.render.views.view_tables` takes it (what `view_data` derives headless)."""
+        return self.data
+
     def export_tables(self) -> Files:
         """(file name, text) pairs holding exactly what the view shows, in CSV and LaTeX."""
         return []

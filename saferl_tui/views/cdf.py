@@ -70,8 +70,8 @@ class CdfView(PlotView):
         if options.get("all_settings") is not None:
             self.all_panels = bool(options["all_settings"])
         wanted = options.get("kappa_range")
-        if wanted is not None and tuple(wanted) in XRANGES:
-            self.xrange = tuple(wanted)
+        if wanted is not None and float(wanted[0]) < float(wanted[1]):  # any window a view file names
+            self.xrange = (float(wanted[0]), float(wanted[1]))
 
     @staticmethod
     def fetch(model: CubeModel, sel: UISelection, params: tuple) -> xr.Dataset:
@@ -147,8 +147,17 @@ class CdfView(PlotView):
         self.request_data()
 
     def _step(self, step: int) -> None:
-        i = XRANGES.index(self.xrange)
-        self.xrange = XRANGES[max(0, min(len(XRANGES) - 1, i + step))]
+        if self.xrange not in XRANGES:  # a window from a view file: the next preset wider / narrower
+            width = self.xrange[1] - self.xrange[0]
+            wider = [r for r in XRANGES if r[1] - r[0] > width]
+            narrower = [r for r in XRANGES if r[1] - r[0] < width]
+            if step > 0:
+                self.xrange = wider[0] if wider else XRANGES[-1]
+            else:
+                self.xrange = narrower[-1] if narrower else XRANGES[0]
+        else:
+            i = XRANGES.index(self.xrange)
+            self.xrange = XRANGES[max(0, min(len(XRANGES) - 1, i + step))]
         self.redraw()
 
     def action_wider(self) -> None:

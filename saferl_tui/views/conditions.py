@@ -18,6 +18,7 @@ from cube.errors import CubeError
 from cube.render.claims import ARROW, FEW_MARK
 from cube.render.compare import Z_HIGHLIGHT
 from cube.render.text import NOT_AVAILABLE
+from cube.render.viewrows import row_matches
 from cube.stats.metrics import METRIC, METRICS
 from cube.stats.reasons import FEW_SEEDS
 from saferl_tui.exports import Files, rendered_files
@@ -26,7 +27,7 @@ from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import fmt, fmt_signed, fmt_tier, incomplete_note, rich_color, setting_title
-from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns
 
 
 class ConditionsView(SortableTable, ResultView):

@@ -6,7 +6,6 @@ variable in the multiplier's place (a PID state, Saute's budget, CRPO's regime, 
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,11 +15,12 @@ from textual.binding import Binding, BindingType
 from textual_plotext import PlotextPlot
 
 from cube.render.style import iterate_var_label
+from cube.render.viewrows import curve_files
 from cube.stats.metrics import METRIC, SETTING
-from saferl_tui.exports import Files, table_files
+from saferl_tui.exports import Files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
-from saferl_tui.views.format import REF_COLOR, REF_RICH, condition_label, legend_text, nan_none, padded_range
+from saferl_tui.views.format import REF_COLOR, REF_RICH, legend_text, nan_none, padded_range
 from saferl_tui.views.plot import (
     BANDS_MIN_ROWS,
     ConditionCycler,
@@ -71,7 +71,8 @@ class CurvesView(ConditionCycler):
         return (self.window, self.mode(), self.var, self.listing)
 
     def view_options(self) -> dict:
-        return {**super().view_options(), "window": self.window, "curve_var": self.var}
+        return {**super().view_options(), "window": self.window, "curve_var": self.var,
+                "x_axis": "env_steps" if self.by_steps else "iterate"}
 
     def apply_view_options(self, options: dict) -> None:
         super().apply_view_options(options)
@@ -79,6 +80,9 @@ class CurvesView(ConditionCycler):
             self.window = int(options["window"])
         if options.get("curve_var") is not None:
             self.var = str(options["curve_var"])
+            self.listing = self.var != "multiplier"  # the fetch checks the variable has values
+        if options.get("x_axis") is not None:
+            self.by_steps = options["x_axis"] == "env_steps"
 
     def describe_params(self) -> dict:
         cond = self.condition()
@@ -252,27 +256,10 @@ class CurvesView(ConditionCycler):
             self.request_data()
 
     def export_tables(self) -> Files:
-        shown = self.shown()
-        if shown is None:
+        cond = self.condition()
+        if self.data is None or cond is None:
             return []
-        cur, mult, (task, bound) = shown
-        var = str(mult.attrs.get("var", self.var)) if mult is not None else self.var
-        header = ["algo", "task", "bound", "iterate", "env_steps", "episodes", "window", "R_mean", "R_std",
-                  "C_mean", "C_std", f"{var}_mean", f"{var}_std"]
-        steps = self.data[2] if self.data is not None else None
-        rows = []
-        for a in cur["algo"].values:
-            for j in cur["iterate"].values:
-                p = cur.sel(algo=a, iterate=j)
-                mm = mult.sel(algo=a, iterate=j) if mult is not None else None
-                st = float(steps.sel(algo=a, task=task, bound=bound, iterate=j)) if steps is not None else math.nan
-                rows.append([str(a), task, bound, int(j), st, self.mode(), self.window,
-                             float(p["R_mean"]), float(p["R_std"]), float(p["C_mean"]), float(p["C_std"]),
-                             float(mm["mult_mean"]) if mm is not None else math.nan,
-                             float(mm["mult_std"]) if mm is not None else math.nan])
-        return table_files(f"curves_{task}_d{bound:g}", header, rows,
-                           f"Curves ({self.mode()} episodes), {condition_label(task, bound)}, "
-                           f"moving average {self.window}")
+        return curve_files(self.data, cond, self.mode(), self.window, self.var)
 
 
 def _xrange(x: np.ndarray) -> tuple[float, float]:

@@ -171,6 +171,17 @@ class PlotView(ResultView):
             if self._layout[1:] != before:
                 self.redraw()
 
+    def view_options(self) -> dict:
+        """The plot shown alone (``p``), by name, saved with the view (None: all plots)."""
+        names = self.panel_names()
+        return {"panel": names[self.panel % len(names)] if self.panel is not None and names else None}
+
+    def apply_view_options(self, options: dict) -> None:
+        names = self.panel_names()
+        if options.get("panel") in names:
+            self.panel = names.index(options["panel"])
+            self.arrange_plots()
+
     def action_next_panel(self) -> None:
         """Show the next plot alone; after the last, all plots again (when they fit)."""
         n = len(self.panels())
@@ -243,9 +254,10 @@ class ConditionCycler(PlotView):
         return self.condition()
 
     def view_options(self) -> dict:
-        return {"condition": self.condition()}
+        return {**super().view_options(), "condition": self.condition()}
 
     def apply_view_options(self, options: dict) -> None:
+        super().apply_view_options(options)
         cond = options.get("condition")
         conds = self.conditions()
         if cond is not None and (cond[0], float(cond[1])) in conds:

@@ -15,16 +15,17 @@ from textual.widgets import DataTable, Static
 
 from cube.errors import CubeError
 from cube.io.conventions import conventions_of, conventions_text, difference_line
+from cube.render.viewrows import RUN_HEADER, RUN_STATUS_ORDER, run_files, shown_runs
 from cube.store.read import read_manifests
-from saferl_tui.exports import Files, table_files
+from saferl_tui.exports import Files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
-from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns
 
 STATUS_STYLE = {"complete": "green", "partial": "bold dark_orange", "pending": "bold red"}
-STATUS_ORDER = {"pending": 0, "partial": 1, "unknown": 2, "complete": 3}
+STATUS_ORDER = RUN_STATUS_ORDER
 """Default order: the runs that need attention first."""
 
 
@@ -35,7 +36,7 @@ class RunsView(SortableTable, ResultView):
     TITLE = "Runs"
     KEY = "6"
     FILTERABLE = True
-    HEADER = ("algo", "task", "bound", "seed", "status", "steps", "iterates", "config")
+    HEADER = RUN_HEADER
     SORT_KEYS = HEADER
     BINDINGS: ClassVar[list[BindingType]] = list(SORT_BINDINGS)
 
@@ -57,17 +58,7 @@ class RunsView(SortableTable, ResultView):
 
     def shown_rows(self) -> list[dict]:
         """The rows on screen: filtered, then sorted (status: incomplete first; ties in cube order)."""
-        rows = [r for r in self.data or [] if not self.filter_text or row_matches(_plain(r), self.filter_text)]
-
-        def key(r: dict) -> tuple:
-            v = r[self.sort_key]
-            if self.sort_key == "status":
-                return (0, STATUS_ORDER.get(v, 2))
-            if isinstance(v, float) and not math.isfinite(v):
-                return (1, 0.0)
-            return (0, v)
-
-        return sorted(rows, key=key, reverse=self.sort_desc)
+        return shown_runs(self.data or [], self.sort_key, self.sort_desc, self.filter_text)
 
     def render_data(self, rows: list[dict]) -> None:
         sel = self.selection
@@ -105,7 +96,7 @@ class RunsView(SortableTable, ResultView):
         self.query_one("#runs-title", Static).update(title)
 
     def view_options(self) -> dict:
-        return {"condition": self.figure_condition()}
+        return {**super().view_options(), "condition": self.figure_condition()}
 
     def figure_condition(self) -> tuple[str, float] | None:
         """The highlighted run's (task, bound): its curves, not every condition's (a figure a page long)."""
@@ -116,10 +107,7 @@ class RunsView(SortableTable, ResultView):
         return str(rows[table.cursor_row]["task"]), float(rows[table.cursor_row]["bound"])
 
     def export_tables(self) -> Files:
-        if self.data is None:
-            return []
-        rows = [[r[h] for h in self.HEADER] for r in self.shown_rows()]
-        return table_files("runs", self.HEADER, rows, "Run manifest")
+        return run_files(self.shown_rows()) if self.data is not None else []
 
 
 def _with_conventions(path: str, rows: list[dict]) -> list[dict]:
@@ -130,12 +118,6 @@ def _with_conventions(path: str, rows: list[dict]) -> list[dict]:
     except (CubeError, OSError, KeyError, ValueError):
         return rows
     return [{**r, "manifest": stored.get((r["algo"], r["task"], r["bound"], r["seed"]))} for r in rows]
-
-
-def _plain(r: dict) -> dict[str, str]:
-    """A run row as the text the filter matches."""
-    return {"algo": r["algo"], "task": r["task"], "bound": f"{r['bound']:g}", "d": f"{r['bound']:g}",
-            "seed": str(r["seed"]), "status": r["status"], "config": r["config"]}
 
 
 def _steps(v: float) -> str:

@@ -7,7 +7,6 @@ since the last write and what needs attention (stalled, failed), runs that need 
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -15,41 +14,22 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
 
+from cube.render.viewrows import STATUS_HEADER, STATUS_ORDER, shown_statuses, status_files, status_row
 from cube.store.progress import WINDOW
-from cube.store.runstatus import STATUSES, RunStatus, row_text, totals, totals_text
-from saferl_tui.exports import Files, table_files
+from cube.store.runstatus import STATUSES, totals, totals_text
+from saferl_tui.exports import Files
 from saferl_tui.model import CubeModel
 from saferl_tui.selection import UISelection
 from saferl_tui.views.base import ResultView
 from saferl_tui.views.format import rich_color
-from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns, row_matches
+from saferl_tui.views.table import SORT_BINDINGS, NavTable, SortableTable, add_columns
 
 STATUS_STYLE = {"running": "bold cyan", "stopped": "bold dark_orange", "failed": "bold red", "pending": "dim",
                 "complete": "green"}
-ORDER = {s: i for i, s in enumerate(STATUSES)}
+ORDER = STATUS_ORDER
 """Default order: running, stopped, failed, pending, complete (the runs that need attention first)."""
-HEADER = ("algo", "task", "bound", "seed", "status", "iterates", "steps", "steps/s", "eta", "host", "slurm",
-          "last write", "flags")
+HEADER = STATUS_HEADER
 TOTALS_HEADER = ("algo", "task", "runs", *STATUSES, "stalled", "steps", "steps/s", "eta")
-
-
-TEXT_FIELD = {"steps": "env steps", "eta": "ETA", "slurm": "job"}
-"""This table's short column names for the fields of `cube.store.runstatus.row_text`."""
-
-
-def status_row(r: RunStatus, now: float) -> dict[str, Any]:
-    """One run as the values the table sorts by (times as seconds; None where unknown) and, under "text",
-    its cells: the text `saferl status` shows (`row_text`), but the status column the status alone (this
-    table colours and sorts by it), or for a run its trainer follows, its phase ('compiling 2m')."""
-    text = row_text(r, now)
-    cells = {h: text[TEXT_FIELD.get(h, h)] for h in HEADER}
-    cells.update(status=text["phase"] if r.progress is not None else r.status, d=text["bound"])
-    return {"algo": str(r.key.algo), "task": str(r.key.task), "bound": float(r.key.bound), "seed": int(r.key.seed),
-            "status": r.status, "phase": r.phase, "iterates": r.iterates, "n_iterates": r.n_iterates,
-            "steps": r.env_steps,
-            "steps/s": r.steps_per_s, "eta": r.eta_s, "host": r.host_text(), "slurm": r.slurm_job_id or "",
-            "last write": None if r.last_write is None else max(now - r.last_write, 0.0), "flags": text["flags"],
-            "stalled": r.stalled, "text": cells}
 
 
 def _cells(row: dict[str, Any]) -> dict[str, str]:
@@ -88,18 +68,7 @@ class RunStatusView(SortableTable, ResultView):
 
     def shown_rows(self) -> list[dict[str, Any]]:
         """The rows on screen: filtered, then sorted (status: attention first; unknown values last)."""
-        rows = [r for r in (self.data or ([], []))[0]
-                if not self.filter_text or row_matches(_cells(r), self.filter_text)]
-
-        def key(r: dict[str, Any]) -> tuple:
-            v = r[self.sort_key]
-            if self.sort_key == "status":
-                return (0, ORDER.get(v, len(ORDER)), bool(not r["stalled"]))
-            if v is None or (isinstance(v, float) and not math.isfinite(v)):
-                return (1, 0)
-            return (0, v)
-
-        return sorted(rows, key=key, reverse=self.sort_desc)
+        return shown_statuses((self.data or ([], []))[0], self.sort_key, self.sort_desc, self.filter_text)
 
     def render_data(self, data: tuple[list[dict[str, Any]], list[dict[str, Any]]]) -> None:
         rows, groups = data
@@ -158,8 +127,8 @@ class RunStatusView(SortableTable, ResultView):
         self.query_one("#status-totals-title", Static).update(
             Text(f"Totals per algorithm and task (steps/s: last {WINDOW} iterates, compile excluded)"))
 
+    def table_data(self) -> list[dict[str, Any]] | None:
+        return self.data[0] if self.data is not None else None
+
     def export_tables(self) -> Files:
-        if self.data is None:
-            return []
-        rows = [[_cells(r)[h] for h in HEADER] for r in self.shown_rows()]
-        return table_files("status", HEADER, rows, "Status of every run")
+        return status_files(self.shown_rows()) if self.data is not None else []

@@ -9,6 +9,9 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 
+from cube.errors import CubeError
+from cube.render.viewrows import parse_sort, sort_text
+
 
 def add_columns(table: DataTable, columns: list[tuple[str | Text, str]], rows: list[list[Text]]) -> None:
     """Add columns sized to their widest line: DataTable's own measure under-sizes multi-line cells and
@@ -46,19 +49,6 @@ class NavTable(DataTable):
         self.scroll_end(animate=False)
 
 
-def row_matches(cells: dict[str, str], query: str) -> bool:
-    """Whether a row matches a filter: every whitespace-separated term must match; ``col:value`` (or
-    ``col=value``) matches the start of that column (case-insensitive), a bare word any cell's text."""
-    for term in query.lower().split():
-        col, sep, value = term.replace("=", ":").partition(":")
-        if sep and col in cells:
-            if not cells[col].lower().startswith(value):
-                return False
-        elif not any(term in v.lower() for v in cells.values()):
-            return False
-    return True
-
-
 class FilterInput(Input):
     """The ``/`` filter line of a table view: typing filters live, enter keeps the filter and returns to
     the table, esc clears it."""
@@ -87,6 +77,24 @@ class SortableTable:
     SORT_KEYS: ClassVar[tuple[str, ...]] = ()
     sort_key: str
     sort_desc: bool
+    filter_text: str
+
+    def view_options(self) -> dict:
+        """The sort (``"-steps"``: descending) and the filter, saved with the view."""
+        return {"sort": sort_text(self.sort_key, self.sort_desc), "filter": self.filter_text or None}
+
+    def apply_view_options(self, options: dict) -> None:
+        """Take a saved sort and filter (a column the table lacks: the view's own sort)."""
+        try:
+            self.sort_key, self.sort_desc = parse_sort(options.get("sort"), self.SORT_KEYS, self.sort_key)
+        except CubeError:
+            pass
+        if options.get("filter") is not None:
+            self.filter_text = str(options["filter"])
+            if self.is_mounted:  # type: ignore[attr-defined]
+                field = self.query_one(FilterInput)  # type: ignore[attr-defined]
+                field.value = self.filter_text
+                field.set_class(bool(self.filter_text), "-visible")
 
     def _step_sort(self, step: int) -> None:
         i = self.SORT_KEYS.index(self.sort_key)
