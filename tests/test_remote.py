@@ -235,7 +235,8 @@ def test_tui_shows_the_local_numbers_over_http(local: Path, published_http: str)
     assert remote and remote == summary(local)
 
 
-def test_first_table_at_100ms_a_request(local: Path, published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_first_table_at_100ms_a_request(local: Path, published_http: str, http_root: tuple[Path, str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Through a proxy adding 100 ms to every request: the report's chunk requests go out concurrently, and
     its table equals the local one. The time to the first table is printed (bench/remote_latency.py
     measures it on the demo cube and the remote / local ratio at 1/24 scale)."""
@@ -246,8 +247,8 @@ def test_first_table_at_100ms_a_request(local: Path, published_http: str, capsys
     from tests.latency_proxy import LatencyProxy
 
     expected = report_csv(capsys, str(local))
-    base, name = published_http.rsplit("/", 1)
-    with LatencyProxy(base, delay_s=0.1) as proxy:  # the reader in a process of its own, as a user runs it
+    name = published_http.rsplit("/", 1)[1]
+    with LatencyProxy(str(http_root[0]), delay_s=0.1) as proxy:  # serves the folder; the reader: a process
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "cube.cli", "report", f"{proxy.url}/{name}", "--format", "csv",
                                "--boot", "200", "--no-cache"], capture_output=True, text=True, timeout=300)

@@ -14,13 +14,14 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cube.errors import CubeError
+from cube.store.snapshot import SnapshotStore, kept_object, prefetch_chunks, prefetch_small
 
 REMOTE_SCHEMES = ("s3", "gs", "gcs", "http", "https")
 """URL schemes read through fsspec; `file://` is read as the local path it names."""
@@ -135,78 +136,14 @@ def open_remote_store(url: str) -> Any:
     return SnapshotStore(store, url)
 
 
-SMALL_OBJECT_BYTES = 1 << 20
-"""Objects of a remote snapshot up to this size are kept in memory once read (metadata, coordinates, the
-one-chunk per-run arrays): a snapshot never changes, and each later open or read of them costs no request."""
-
-_KEPT: dict[tuple[str, str], bytes] = {}
-
-
-def _snapshot_store_class() -> type:
-    from zarr.storage import WrapperStore
-
-    class Snapshot(WrapperStore):
-        """A remote snapshot's store: small objects kept once read (`SMALL_OBJECT_BYTES`)."""
-
-        def __init__(self, store: Any, url: str) -> None:
-            super().__init__(store)
-            self.url = url
-
-        def _with_store(self, store: Any) -> Any:
-            return type(self)(store, self.url)
-
-        def __reduce__(self) -> tuple[Any, ...]:  # dask ships the store to its workers
-            return (SnapshotStore, (self._store, self.url))
-
-        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-            if byte_range is None and (self.url, key) in _KEPT:
-                return prototype.buffer.from_bytes(_KEPT[(self.url, key)])
-            buf = await self._store.get(key, prototype, byte_range)
-            if buf is not None and byte_range is None and len(buf) <= SMALL_OBJECT_BYTES:
-                _KEPT[(self.url, key)] = buf.to_bytes()
-            return buf
-
-    return Snapshot
-
-
-def SnapshotStore(store: Any, url: str) -> Any:  # noqa: N802 - a class made on first use (zarr imported late)
-    """`store` (an FsspecStore of the snapshot at `url`) keeping its small objects once read."""
-    global _SNAPSHOT_CLASS
-    if _SNAPSHOT_CLASS is None:
-        _SNAPSHOT_CLASS = _snapshot_store_class()
-    return _SNAPSHOT_CLASS(store, url)
-
-
-_SNAPSHOT_CLASS: type | None = None
-
-
-def prefetch_small(url: str, store: Any, meta: dict[str, Any]) -> None:
-    """Read, concurrently in one batch, every one-chunk array of the snapshot (coordinates, per-run arrays
-    written whole by `saferl publish`) named in its consolidated metadata `meta`: opening it then costs one
-    round trip for them all instead of one per array."""
-    import asyncio
-
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
-    keys = []
-    for name, array in ((meta.get("consolidated_metadata") or {}).get("metadata") or {}).items():
-        try:
-            shape, chunks = array["shape"], array["chunk_grid"]["configuration"]["chunk_shape"]
-            one = all(int(c) >= int(n) for n, c in zip(shape, chunks, strict=True))
-            default = (array.get("chunk_key_encoding") or {}).get("name") == "default"
-        except (KeyError, TypeError, ValueError):
-            continue
-        key = f"{name}/" + "/".join(["c", *["0"] * len(shape)])
-        if one and default and (url, key) not in _KEPT:
-            keys.append(key)
-
-    async def fetch() -> None:  # inside zarr's event loop, where the store's session lives
-        prototype = default_buffer_prototype()
-        await asyncio.gather(*(store.get(key, prototype) for key in keys), return_exceptions=True)
-
-    if keys:
-        sync(fetch())
+def prefetch_pass(url: str, names: Sequence[str] = ("reward", "cost")) -> int:
+    """Start fetching, concurrently and in the background, every chunk of the arrays `names` of the snapshot at
+    `url`, for a statistics pass about to read them all (`cube.store.snapshot.prefetch_chunks`); returns how
+    many requests were started (0 for a store without consolidated metadata or too large to hold)."""
+    meta = remote_root_meta(url)
+    if meta.get("consolidated_metadata") is None:
+        return 0
+    return prefetch_chunks(url, open_remote_store(url), meta, names)
 
 
 @functools.lru_cache(maxsize=32)
@@ -224,6 +161,7 @@ def remote_root_meta(url: str) -> dict[str, Any]:
         raise CubeError(f"cannot read {redact(url)}: its zarr.json is not JSON; is it a Zarr v3 store?") from None
     if not isinstance(meta, dict) or meta.get("node_type") != "group":
         raise CubeError(f"cannot read {redact(url)}: its zarr.json is not a Zarr v3 group; give a results store")
+    kept_object(url, "zarr.json", raw)  # zarr's open of the store then asks for it no more
     return meta
 
 

@@ -29,6 +29,7 @@ from cube.store.fs import staged_store
 from cube.store.grid import Sizes, cut_metadata, published_sizes
 from cube.store.location import SNAPSHOT_ATTR, filesystem, is_remote, local_path, redact, remote_error, scheme_of
 from cube.store.locks import WRITE_SEQ, read_write_seqs, runs_written_since
+from cube.store.snapshot import chunk_keys
 
 EPISODE_ARRAYS = ("reward", "cost")
 """Copied chunk by chunk, byte for byte; every other per-run array (status, manifest, per-iterate variables)
@@ -74,19 +75,6 @@ class _Sink:
         if self.fs is not None and self.pending:
             self.fs.pipe(self.pending)
             self.pending = {}
-
-
-def _chunk_keys(meta: dict[str, Any], shape: list[int]) -> list[tuple[tuple[int, ...], str]]:
-    """Every chunk of an array of `shape` (its zarr.json `meta`): (chunk coordinates, key below the array)."""
-    chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
-    encoding = meta.get("chunk_key_encoding") or {"name": "default"}
-    sep = (encoding.get("configuration") or {}).get("separator", "/" if encoding["name"] == "default" else ".")
-    counts = [-(-int(n) // int(c)) for n, c in zip(shape, chunks, strict=True)]
-    out = []
-    for coords in np.ndindex(*counts):
-        text = sep.join(map(str, coords)) if coords else "0"
-        out.append((coords, f"c{sep}{text}" if encoding["name"] == "default" else text))
-    return out
 
 
 def publish_store(source: Any, dest: str, *, partial: bool = False, consolidate: bool = True,
@@ -147,7 +135,7 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         keep &= before % 2 == 0  # a writer inside: never half a write in a snapshot
     metas = _array_metas(src, sizes)
     digest = hashlib.sha256()
-    total = sum(len(_chunk_keys(m, m["shape"])) for n, m in metas.items() if n in EPISODE_ARRAYS)
+    total = sum(len(chunk_keys(m)) for n, m in metas.items() if n in EPISODE_ARRAYS)
     done = 0
     whole = [n for n, m in metas.items() if _is_run_array(m) and n not in EPISODE_ARRAYS]
     for name in whole:
@@ -157,7 +145,7 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         if name in whole:
             continue
         sink.put(f"{name}/zarr.json", json.dumps(meta).encode())
-        for coords, key in _chunk_keys(meta, meta["shape"]):
+        for coords, key in chunk_keys(meta):
             done += name in EPISODE_ARRAYS
             if _is_run_array(meta) and not keep[coords[: len(RUN_DIMS)]]:
                 continue
@@ -258,7 +246,7 @@ def _recopy_moved(src: Path, sink: _Sink, sizes: Sizes, metas: dict[str, dict[st
         for run in moved:
             for name, meta in metas.items():
                 if name in EPISODE_ARRAYS:
-                    for coords, key in _chunk_keys(meta, meta["shape"]):
+                    for coords, key in chunk_keys(meta):
                         if coords[: len(RUN_DIMS)] == run:
                             _copy_chunk(src, sink, f"{name}/{key}", hashlib.sha256())
         before = after
