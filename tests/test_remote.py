@@ -152,6 +152,68 @@ def test_publish_keeps_complete_runs_only_unless_partial(local: Path, tmp_path: 
                                   open_cube(source).isel(other)["cost"].values)
 
 
+class FailingPipes:
+    """A file system whose `pipe` fails (PermissionError, like a write permission revoked) from its
+    `fail_at`-th call on; with `rm_fails`, removing fails too. Everything else goes to `fs`."""
+
+    def __init__(self, fs: object, fail_at: int, rm_fails: bool = False) -> None:
+        self.fs, self.fail_at, self.rm_fails, self.calls = fs, fail_at, rm_fails, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.fs, name)
+
+    def pipe(self, data: dict[str, bytes]) -> None:
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise PermissionError("Access Denied (injected)")
+        self.fs.pipe(data)
+
+    def rm(self, paths: list[str]) -> None:
+        if self.rm_fails:
+            raise PermissionError("Access Denied (injected on delete)")
+        self.fs.rm(paths)
+
+
+def failing_publish(monkeypatch: pytest.MonkeyPatch, rm_fails: bool) -> list[FailingPipes]:
+    """Make `saferl publish` to a URL send 8 files a batch and fail at its third batch; the wrapper made."""
+    from cube.store import publish
+
+    made: list[FailingPipes] = []
+
+    def filesystem(url: str) -> tuple[object, str]:
+        fs, root = publish.filesystem.__wrapped__(url)
+        made.append(FailingPipes(fs, fail_at=3, rm_fails=rm_fails))
+        return made[-1], root
+
+    filesystem.__wrapped__ = publish.filesystem
+    monkeypatch.setattr(publish, "SINK_BATCH", 8)
+    monkeypatch.setattr(publish, "filesystem", filesystem)
+    return made
+
+
+def test_a_failed_publish_removes_what_it_wrote(env: dict[str, str], local: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    made = failing_publish(monkeypatch, rm_fails=False)
+    line = one_line_error(capsys, "publish", str(local), f"s3://{BUCKET}/failed.zarr")
+    assert made[0].calls == 3 and "access denied" in line
+    assert "24 object(s) it had written were removed" in line  # 3 batches of 8 tried (the last one failed)
+    assert not [key for key in bucket_keys() if "/failed.zarr/" in f"/{key}"]
+    monkeypatch.undo()
+    assert main(["publish", str(local), f"s3://{BUCKET}/failed.zarr"]) == 0  # the URL is free again
+
+
+def test_a_failed_publish_that_cannot_clean_up_is_refused_by_readers(
+        env: dict[str, str], local: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    failing_publish(monkeypatch, rm_fails=True)
+    url = f"s3://{BUCKET}/stuck.zarr"
+    line = one_line_error(capsys, "publish", str(local), url)
+    assert "could not be removed" in line and "remove that prefix" in line
+    assert [key for key in bucket_keys() if "/stuck.zarr/" in f"/{key}"]  # chunks were left behind, no zarr.json
+    monkeypatch.undo()
+    assert "does not exist" in one_line_error(capsys, "report", url)
+    assert "an unfinished publish" in one_line_error(capsys, "publish", str(local), url)
+
+
 # --------------------------------------------------------------------------------------------- readers
 def test_report_over_s3_equals_local_and_writes_nothing_there(local: Path, published_s3: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -81,12 +81,20 @@ def refuse_url(source: Any, what: str) -> None:
                         "that make concurrent writes safe); write to a local store, then `saferl publish` it there")
 
 
+S3_CONNECTIONS = 100
+"""Connections an S3 client keeps open (botocore's default, 10, would hold a prefetch to 10 requests in flight)."""
+
+
 def storage_options(url: str) -> dict[str, Any]:
-    """fsspec options for `url` from the environment: an S3-compatible endpoint (``AWS_ENDPOINT_URL``). The
-    credentials themselves are found by each file system in the environment and its config files."""
-    if scheme_of(url) == "s3" and os.environ.get("AWS_ENDPOINT_URL"):
-        return {"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}
-    return {}
+    """fsspec options for `url` from the environment: an S3-compatible endpoint (``AWS_ENDPOINT_URL``), and for
+    S3 a connection pool as large as the requests a read keeps in flight. The credentials themselves are found
+    by each file system in the environment and its config files."""
+    if scheme_of(url) != "s3":
+        return {}
+    options: dict[str, Any] = {"config_kwargs": {"max_pool_connections": S3_CONNECTIONS}}
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        options["client_kwargs"] = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+    return options
 
 
 def _missing_package(url: str) -> CubeError:

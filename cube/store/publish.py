@@ -60,6 +60,7 @@ class _Sink:
     def __init__(self, root: str, fs: Any = None) -> None:
         self.root, self.fs = root.rstrip("/"), fs
         self.pending: dict[str, bytes] = {}
+        self.sent: list[str] = []  # remote paths whose writes were started (a failed publish removes them)
 
     def put(self, key: str, data: bytes) -> None:
         if self.fs is None:
@@ -73,8 +74,21 @@ class _Sink:
 
     def flush(self) -> None:
         if self.fs is not None and self.pending:
+            self.sent += self.pending
             self.fs.pipe(self.pending)
             self.pending = {}
+
+    def remove_sent(self) -> str:
+        """Remove, best effort, what this sink has written remotely; a clause saying what became of it."""
+        if not self.sent:
+            return "nothing was written there"
+        try:
+            self.fs.rm(self.sent)
+        except Exception as exc:  # noqa: BLE001 - each file system raises its own types
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+            return (f"{len(self.sent)} object(s) it had written could not be removed ({first}): no zarr.json was "
+                    "written, so readers refuse it; remove that prefix before publishing there again")
+        return f"the {len(self.sent)} object(s) it had written were removed"
 
 
 def publish_store(source: Any, dest: str, *, partial: bool = False, consolidate: bool = True,
@@ -105,19 +119,35 @@ def publish_store(source: Any, dest: str, *, partial: bool = False, consolidate:
 def _publish_remote(src: Path, dest: str, sizes: Sizes, partial: bool, consolidate: bool,
                     progress: Callable[[int, int], None] | None) -> Published:
     fs, root = filesystem(dest)
+    root = root.rstrip("/")
     try:
-        there = fs.exists(f"{root.rstrip('/')}/zarr.json")
+        there = fs.exists(f"{root}/zarr.json")
+        leftovers = not there and _holds_objects(fs, root)
     except Exception as exc:  # noqa: BLE001 - each file system raises its own types
         raise remote_error(exc, dest, "publish to") from None
     if there:
         raise CubeError(f"{redact(dest)} already holds a store; a snapshot is immutable: publish to a new URL")
+    if leftovers:
+        raise CubeError(f"{redact(dest)} holds objects but no zarr.json (an unfinished publish?); remove them or "
+                        "publish to a new URL")
+    sink = _Sink(root, fs)
     try:
-        out = _copy(src, _Sink(root, fs), sizes, partial, consolidate, progress)
-    except (CubeError, KeyboardInterrupt):
+        out = _copy(src, sink, sizes, partial, consolidate, progress)
+    except KeyboardInterrupt:
+        sink.remove_sent()
         raise
     except Exception as exc:  # noqa: BLE001 - each file system raises its own types
-        raise remote_error(exc, dest, "publish to") from None
+        error = remote_error(exc, dest, "publish to")
+        raise CubeError(f"{error}; {sink.remove_sent()}") from None
     return Published(redact(dest), *out)
+
+
+def _holds_objects(fs: Any, root: str) -> bool:
+    """Whether anything is stored under `root` (a prefix of an object store: missing is empty)."""
+    try:
+        return bool(fs.ls(root, detail=False))
+    except FileNotFoundError:
+        return False
 
 
 def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool,
