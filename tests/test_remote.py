@@ -332,6 +332,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 @pytest.mark.parametrize("argv", [
     ("demo", "s3://results/new.zarr"),
+    ("train", "--out", "s3://results/new.zarr", "--preset", "smoke"),
     ("import", "episodes", "runs.csv", "--out", "https://user:secret@example.org/x.zarr?token=abc"),
 ])
 def test_writers_refuse_a_url(env: dict[str, str], capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
