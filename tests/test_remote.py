@@ -317,6 +317,8 @@ def test_first_table_at_100ms_a_request(local: Path, published_http: str, http_r
         seconds = time.perf_counter() - start
     assert done.returncode == 0 and done.stdout == expected, done.stderr
     assert proxy.max_in_flight >= 8, f"chunk requests went out {proxy.max_in_flight} at a time"
+    objects = sum(1 for p in (http_root[0] / name).rglob("*") if p.is_file())
+    assert proxy.requests <= objects, f"{proxy.requests} requests for {objects} objects: some read twice"
     with capsys.disabled():
         print(f"\nfirst table over 100 ms/request: {seconds:.1f} s ({proxy.requests} requests, "
               f"{proxy.max_in_flight} at once at most)")
