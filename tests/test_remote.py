@@ -392,3 +392,22 @@ def test_a_truncated_chunk_on_the_server(local: Path, http_root: tuple[Path, str
 
 def test_status_watch_refuses_a_snapshot(published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "never changes" in one_line_error(capsys, "status", published_http, "--watch")
+
+
+def test_readme_share_a_cube_works_as_written(env: dict[str, str], local: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """README's "Share a cube" publish and report lines, against the moto server (its bucket for `my-lab`)."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"## Share a cube\n+```bash\n(.*?)```", readme, re.S)
+    assert block is not None
+    lines = [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()]
+    run = [line for line in lines if line.startswith(("saferl publish", "saferl report"))]
+    assert [line.split()[1] for line in run] == ["publish", "report"]
+    for line in run:
+        argv = shlex.split(line.replace("demo/results.zarr", str(local)).replace("s3://my-lab", f"s3://{BUCKET}"))
+        rc, out, err = run_cli(capsys, *argv[1:])
+        assert rc == 0, err
+    assert "\\begin{table" in out  # the LaTeX Table 2
