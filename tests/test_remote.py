@@ -324,6 +324,25 @@ def test_first_table_at_100ms_a_request(local: Path, published_http: str, http_r
               f"{proxy.max_in_flight} at once at most)")
 
 
+def test_a_pass_prefetches_every_episode_chunk_once(published_http: str, http_root: tuple[Path, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prefetch_pass` starts one request per reward/cost chunk on the server; the pass takes each over (none
+    left pending); a cube larger than PREFETCH_BYTES is not prefetched."""
+    from cube.stats.suffstats import load_suffstats
+    from cube.store import snapshot
+    from cube.store.location import prefetch_pass
+
+    folder = http_root[0] / published_http.rsplit("/", 1)[1]
+    chunks = [p for name in ("reward", "cost") for p in (folder / name / "c").rglob("*") if p.is_file()]
+    url = published_http.replace("127.0.0.1", "localhost")  # a URL of its own: nothing of it kept or pending yet
+    assert prefetch_pass(url) == len(chunks) > 0
+    assert sum(key[0] == url for key in snapshot.PENDING) == len(chunks)
+    load_suffstats(url, cache=False)
+    assert not [key for key in snapshot.PENDING if key[0] == url]
+    monkeypatch.setattr(snapshot, "PREFETCH_BYTES", 0)
+    assert prefetch_pass(url) == 0
+
+
 # --------------------------------------------------------------------------------------------- errors
 def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     rc, _, err = run_cli(capsys, *argv)

@@ -131,7 +131,12 @@ def remote_error(exc: BaseException, url: str, what: str = "read") -> CubeError:
 
 def open_remote_store(url: str) -> Any:
     """A read-only zarr store over the URL `url` (fsspec, asynchronous: the chunk requests of one read go
-    out concurrently)."""
+    out concurrently), keeping small objects and taking prefetched chunks (`cube.store.snapshot`)."""
+    return SnapshotStore(fsspec_store(url), url)
+
+
+def fsspec_store(url: str) -> Any:
+    """The plain read-only fsspec zarr store over the URL `url` (every read a request)."""
     import zarr
     from zarr.storage import FsspecStore
 
@@ -141,7 +146,7 @@ def open_remote_store(url: str) -> Any:
         store = FsspecStore.from_url(url.rstrip("/"), storage_options=storage_options(url) or None, read_only=True)
     except ImportError:
         raise _missing_package(url) from None
-    return SnapshotStore(store, url)
+    return store
 
 
 def prefetch_pass(url: str, names: Sequence[str] = ("reward", "cost")) -> int:
@@ -151,7 +156,7 @@ def prefetch_pass(url: str, names: Sequence[str] = ("reward", "cost")) -> int:
     meta = remote_root_meta(url)
     if meta.get("consolidated_metadata") is None:
         return 0
-    return prefetch_chunks(url, open_remote_store(url), meta, names)
+    return prefetch_chunks(url, fsspec_store(url), meta, names)  # not the snapshot store: it awaits the prefetch
 
 
 @functools.lru_cache(maxsize=32)
@@ -223,7 +228,10 @@ def open_remote_dataset(url: str, chunks: dict[str, int], lazy: bool = True) -> 
     store = open_remote_store(url)
     prefetch_small(url, store, meta)
     try:
-        with quiet_consolidated():
+        with quiet_consolidated(), warnings.catch_warnings():
+            # the per-run arrays of a snapshot are one chunk each, read once and kept (`cube.store.snapshot`):
+            # dask blocks of a few runs splitting them cost no request
+            warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
             return xr.open_zarr(store, consolidated=consolidated, chunks=chunks if lazy else None, zarr_format=3)
     except Exception as exc:  # noqa: BLE001 - fsspec, zarr and xarray raise many types for remote failures
         raise remote_error(exc, url) from None

@@ -131,10 +131,10 @@ def prefetch_small(url: str, store: Any, meta: dict[str, Any]) -> None:
 
 
 def prefetch_chunks(url: str, store: Any, meta: dict[str, Any], names: Sequence[str]) -> int:
-    """Start fetching every chunk of the arrays `names` of the snapshot at `url` (its consolidated root metadata
-    `meta`), `PREFETCH_CONCURRENCY` at a time, in the background on zarr's event loop; the reads of a pass then
-    find them fetched or in flight. Returns how many were started (0: no consolidated metadata, or more than
-    `PREFETCH_BYTES`)."""
+    """Start fetching, through the plain fsspec `store`, every chunk of the arrays `names` of the snapshot at
+    `url` (its consolidated root metadata `meta`), `PREFETCH_CONCURRENCY` at a time, in the background on zarr's
+    event loop; the reads of a pass then find them fetched or in flight. Returns how many were started (0: no
+    consolidated metadata, or more than `PREFETCH_BYTES`)."""
     import numpy as np
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
