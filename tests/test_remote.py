@@ -152,6 +152,68 @@ def test_publish_keeps_complete_runs_only_unless_partial(local: Path, tmp_path: 
                                   open_cube(source).isel(other)["cost"].values)
 
 
+class FailingPipes:
+    """A file system whose `pipe` fails (PermissionError, like a write permission revoked) from its
+    `fail_at`-th call on; with `rm_fails`, removing fails too. Everything else goes to `fs`."""
+
+    def __init__(self, fs: object, fail_at: int, rm_fails: bool = False) -> None:
+        self.fs, self.fail_at, self.rm_fails, self.calls = fs, fail_at, rm_fails, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.fs, name)
+
+    def pipe(self, data: dict[str, bytes]) -> None:
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise PermissionError("Access Denied (injected)")
+        self.fs.pipe(data)
+
+    def rm(self, paths: list[str]) -> None:
+        if self.rm_fails:
+            raise PermissionError("Access Denied (injected on delete)")
+        self.fs.rm(paths)
+
+
+def failing_publish(monkeypatch: pytest.MonkeyPatch, rm_fails: bool) -> list[FailingPipes]:
+    """Make `saferl publish` to a URL send 8 files a batch and fail at its third batch; the wrapper made."""
+    from cube.store import publish
+
+    made: list[FailingPipes] = []
+
+    def filesystem(url: str) -> tuple[object, str]:
+        fs, root = publish.filesystem.__wrapped__(url)
+        made.append(FailingPipes(fs, fail_at=3, rm_fails=rm_fails))
+        return made[-1], root
+
+    filesystem.__wrapped__ = publish.filesystem
+    monkeypatch.setattr(publish, "SINK_BATCH", 8)
+    monkeypatch.setattr(publish, "filesystem", filesystem)
+    return made
+
+
+def test_a_failed_publish_removes_what_it_wrote(env: dict[str, str], local: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    made = failing_publish(monkeypatch, rm_fails=False)
+    line = one_line_error(capsys, "publish", str(local), f"s3://{BUCKET}/failed.zarr")
+    assert made[0].calls == 3 and "access denied" in line
+    assert "24 object(s) it had written were removed" in line  # 3 batches of 8 tried (the last one failed)
+    assert not [key for key in bucket_keys() if "/failed.zarr/" in f"/{key}"]
+    monkeypatch.undo()
+    assert main(["publish", str(local), f"s3://{BUCKET}/failed.zarr"]) == 0  # the URL is free again
+
+
+def test_a_failed_publish_that_cannot_clean_up_is_refused_by_readers(
+        env: dict[str, str], local: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    failing_publish(monkeypatch, rm_fails=True)
+    url = f"s3://{BUCKET}/stuck.zarr"
+    line = one_line_error(capsys, "publish", str(local), url)
+    assert "could not be removed" in line and "remove that prefix" in line
+    assert [key for key in bucket_keys() if "/stuck.zarr/" in f"/{key}"]  # chunks were left behind, no zarr.json
+    monkeypatch.undo()
+    assert "does not exist" in one_line_error(capsys, "report", url)
+    assert "an unfinished publish" in one_line_error(capsys, "publish", str(local), url)
+
+
 # --------------------------------------------------------------------------------------------- readers
 def test_report_over_s3_equals_local_and_writes_nothing_there(local: Path, published_s3: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,7 +297,8 @@ def test_tui_shows_the_local_numbers_over_http(local: Path, published_http: str)
     assert remote and remote == summary(local)
 
 
-def test_first_table_at_100ms_a_request(local: Path, published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_first_table_at_100ms_a_request(local: Path, published_http: str, http_root: tuple[Path, str],
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     """Through a proxy adding 100 ms to every request: the report's chunk requests go out concurrently, and
     its table equals the local one. The time to the first table is printed (bench/remote_latency.py
     measures it on the demo cube and the remote / local ratio at 1/24 scale)."""
@@ -246,17 +309,38 @@ def test_first_table_at_100ms_a_request(local: Path, published_http: str, capsys
     from tests.latency_proxy import LatencyProxy
 
     expected = report_csv(capsys, str(local))
-    base, name = published_http.rsplit("/", 1)
-    with LatencyProxy(base, delay_s=0.1) as proxy:  # the reader in a process of its own, as a user runs it
+    name = published_http.rsplit("/", 1)[1]
+    with LatencyProxy(str(http_root[0]), delay_s=0.1) as proxy:  # serves the folder; the reader: a process
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "cube.cli", "report", f"{proxy.url}/{name}", "--format", "csv",
                                "--boot", "200", "--no-cache"], capture_output=True, text=True, timeout=300)
         seconds = time.perf_counter() - start
     assert done.returncode == 0 and done.stdout == expected, done.stderr
     assert proxy.max_in_flight >= 8, f"chunk requests went out {proxy.max_in_flight} at a time"
+    objects = sum(1 for p in (http_root[0] / name).rglob("*") if p.is_file())
+    assert proxy.requests <= objects, f"{proxy.requests} requests for {objects} objects: some read twice"
     with capsys.disabled():
         print(f"\nfirst table over 100 ms/request: {seconds:.1f} s ({proxy.requests} requests, "
               f"{proxy.max_in_flight} at once at most)")
+
+
+def test_a_pass_prefetches_every_episode_chunk_once(published_http: str, http_root: tuple[Path, str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`prefetch_pass` starts one request per reward/cost chunk on the server; the pass takes each over (none
+    left pending); a cube larger than PREFETCH_BYTES is not prefetched."""
+    from cube.stats.suffstats import load_suffstats
+    from cube.store import snapshot
+    from cube.store.location import prefetch_pass
+
+    folder = http_root[0] / published_http.rsplit("/", 1)[1]
+    chunks = [p for name in ("reward", "cost") for p in (folder / name / "c").rglob("*") if p.is_file()]
+    url = published_http.replace("127.0.0.1", "localhost")  # a URL of its own: nothing of it kept or pending yet
+    assert prefetch_pass(url) == len(chunks) > 0
+    assert sum(key[0] == url for key in snapshot.PENDING) == len(chunks)
+    load_suffstats(url, cache=False)
+    assert not [key for key in snapshot.PENDING if key[0] == url]
+    monkeypatch.setattr(snapshot, "PREFETCH_BYTES", 0)
+    assert prefetch_pass(url) == 0
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -269,6 +353,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 @pytest.mark.parametrize("argv", [
     ("demo", "s3://results/new.zarr"),
+    ("train", "--out", "s3://results/new.zarr", "--preset", "smoke"),
     ("import", "episodes", "runs.csv", "--out", "https://user:secret@example.org/x.zarr?token=abc"),
 ])
 def test_writers_refuse_a_url(env: dict[str, str], capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
@@ -326,3 +411,22 @@ def test_a_truncated_chunk_on_the_server(local: Path, http_root: tuple[Path, str
 
 def test_status_watch_refuses_a_snapshot(published_http: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert "never changes" in one_line_error(capsys, "status", published_http, "--watch")
+
+
+def test_readme_share_a_cube_works_as_written(env: dict[str, str], local: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """README's "Share a cube" publish and report lines, against the moto server (its bucket for `my-lab`)."""
+    import re
+    import shlex
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = re.search(r"## Share a cube\n+```bash\n(.*?)```", readme, re.S)
+    assert block is not None
+    lines = [line.split("#", 1)[0].strip() for line in block.group(1).splitlines()]
+    run = [line for line in lines if line.startswith(("saferl publish", "saferl report"))]
+    assert [line.split()[1] for line in run] == ["publish", "report"]
+    for line in run:
+        argv = shlex.split(line.replace("demo/results.zarr", str(local)).replace("s3://my-lab", f"s3://{BUCKET}"))
+        rc, out, err = run_cli(capsys, *argv[1:])
+        assert rc == 0, err
+    assert "\\begin{table" in out  # the LaTeX Table 2

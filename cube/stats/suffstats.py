@@ -53,6 +53,7 @@ from cube.store.location import (
     REMOTE_WORKERS,
     is_remote,
     local_path,
+    prefetch_pass,
     remote_blocks,
     remote_cache_folder,
 )
@@ -392,6 +393,7 @@ def _remote_suffstats(url: str, progress: Progress | None, kappa: np.ndarray, ca
     else:
         import dask
 
+        prefetch_pass(url, ("reward", "cost"))  # every chunk requested at once, in the background
         with dask.config.set(num_workers=REMOTE_WORKERS):  # tasks wait on the network: more of them at once
             ss = compute_suffstats(open_cube(url, chunks=blocks), kappa, progress, None, kernel, cvar_alphas)
         if folder is not None:

@@ -14,13 +14,14 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from cube.errors import CubeError
+from cube.store.snapshot import SnapshotStore, kept_object, prefetch_chunks, prefetch_small
 
 REMOTE_SCHEMES = ("s3", "gs", "gcs", "http", "https")
 """URL schemes read through fsspec; `file://` is read as the local path it names."""
@@ -80,12 +81,20 @@ def refuse_url(source: Any, what: str) -> None:
                         "that make concurrent writes safe); write to a local store, then `saferl publish` it there")
 
 
+S3_CONNECTIONS = 100
+"""Connections an S3 client keeps open (botocore's default, 10, would hold a prefetch to 10 requests in flight)."""
+
+
 def storage_options(url: str) -> dict[str, Any]:
-    """fsspec options for `url` from the environment: an S3-compatible endpoint (``AWS_ENDPOINT_URL``). The
-    credentials themselves are found by each file system in the environment and its config files."""
-    if scheme_of(url) == "s3" and os.environ.get("AWS_ENDPOINT_URL"):
-        return {"client_kwargs": {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}}
-    return {}
+    """fsspec options for `url` from the environment: an S3-compatible endpoint (``AWS_ENDPOINT_URL``), and for
+    S3 a connection pool as large as the requests a read keeps in flight. The credentials themselves are found
+    by each file system in the environment and its config files."""
+    if scheme_of(url) != "s3":
+        return {}
+    options: dict[str, Any] = {"config_kwargs": {"max_pool_connections": S3_CONNECTIONS}}
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        options["client_kwargs"] = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+    return options
 
 
 def _missing_package(url: str) -> CubeError:
@@ -122,7 +131,12 @@ def remote_error(exc: BaseException, url: str, what: str = "read") -> CubeError:
 
 def open_remote_store(url: str) -> Any:
     """A read-only zarr store over the URL `url` (fsspec, asynchronous: the chunk requests of one read go
-    out concurrently)."""
+    out concurrently), keeping small objects and taking prefetched chunks (`cube.store.snapshot`)."""
+    return SnapshotStore(fsspec_store(url), url)
+
+
+def fsspec_store(url: str) -> Any:
+    """The plain read-only fsspec zarr store over the URL `url` (every read a request)."""
     import zarr
     from zarr.storage import FsspecStore
 
@@ -132,81 +146,17 @@ def open_remote_store(url: str) -> Any:
         store = FsspecStore.from_url(url.rstrip("/"), storage_options=storage_options(url) or None, read_only=True)
     except ImportError:
         raise _missing_package(url) from None
-    return SnapshotStore(store, url)
+    return store
 
 
-SMALL_OBJECT_BYTES = 1 << 20
-"""Objects of a remote snapshot up to this size are kept in memory once read (metadata, coordinates, the
-one-chunk per-run arrays): a snapshot never changes, and each later open or read of them costs no request."""
-
-_KEPT: dict[tuple[str, str], bytes] = {}
-
-
-def _snapshot_store_class() -> type:
-    from zarr.storage import WrapperStore
-
-    class Snapshot(WrapperStore):
-        """A remote snapshot's store: small objects kept once read (`SMALL_OBJECT_BYTES`)."""
-
-        def __init__(self, store: Any, url: str) -> None:
-            super().__init__(store)
-            self.url = url
-
-        def _with_store(self, store: Any) -> Any:
-            return type(self)(store, self.url)
-
-        def __reduce__(self) -> tuple[Any, ...]:  # dask ships the store to its workers
-            return (SnapshotStore, (self._store, self.url))
-
-        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-            if byte_range is None and (self.url, key) in _KEPT:
-                return prototype.buffer.from_bytes(_KEPT[(self.url, key)])
-            buf = await self._store.get(key, prototype, byte_range)
-            if buf is not None and byte_range is None and len(buf) <= SMALL_OBJECT_BYTES:
-                _KEPT[(self.url, key)] = buf.to_bytes()
-            return buf
-
-    return Snapshot
-
-
-def SnapshotStore(store: Any, url: str) -> Any:  # noqa: N802 - a class made on first use (zarr imported late)
-    """`store` (an FsspecStore of the snapshot at `url`) keeping its small objects once read."""
-    global _SNAPSHOT_CLASS
-    if _SNAPSHOT_CLASS is None:
-        _SNAPSHOT_CLASS = _snapshot_store_class()
-    return _SNAPSHOT_CLASS(store, url)
-
-
-_SNAPSHOT_CLASS: type | None = None
-
-
-def prefetch_small(url: str, store: Any, meta: dict[str, Any]) -> None:
-    """Read, concurrently in one batch, every one-chunk array of the snapshot (coordinates, per-run arrays
-    written whole by `saferl publish`) named in its consolidated metadata `meta`: opening it then costs one
-    round trip for them all instead of one per array."""
-    import asyncio
-
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
-    keys = []
-    for name, array in ((meta.get("consolidated_metadata") or {}).get("metadata") or {}).items():
-        try:
-            shape, chunks = array["shape"], array["chunk_grid"]["configuration"]["chunk_shape"]
-            one = all(int(c) >= int(n) for n, c in zip(shape, chunks, strict=True))
-            default = (array.get("chunk_key_encoding") or {}).get("name") == "default"
-        except (KeyError, TypeError, ValueError):
-            continue
-        key = f"{name}/" + "/".join(["c", *["0"] * len(shape)])
-        if one and default and (url, key) not in _KEPT:
-            keys.append(key)
-
-    async def fetch() -> None:  # inside zarr's event loop, where the store's session lives
-        prototype = default_buffer_prototype()
-        await asyncio.gather(*(store.get(key, prototype) for key in keys), return_exceptions=True)
-
-    if keys:
-        sync(fetch())
+def prefetch_pass(url: str, names: Sequence[str] = ("reward", "cost")) -> int:
+    """Start fetching, concurrently and in the background, every chunk of the arrays `names` of the snapshot at
+    `url`, for a statistics pass about to read them all (`cube.store.snapshot.prefetch_chunks`); returns how
+    many requests were started (0 for a store without consolidated metadata or too large to hold)."""
+    meta = remote_root_meta(url)
+    if meta.get("consolidated_metadata") is None:
+        return 0
+    return prefetch_chunks(url, fsspec_store(url), meta, names)  # not the snapshot store: it awaits the prefetch
 
 
 @functools.lru_cache(maxsize=32)
@@ -224,6 +174,7 @@ def remote_root_meta(url: str) -> dict[str, Any]:
         raise CubeError(f"cannot read {redact(url)}: its zarr.json is not JSON; is it a Zarr v3 store?") from None
     if not isinstance(meta, dict) or meta.get("node_type") != "group":
         raise CubeError(f"cannot read {redact(url)}: its zarr.json is not a Zarr v3 group; give a results store")
+    kept_object(url, "zarr.json", raw)  # zarr's open of the store then asks for it no more
     return meta
 
 
@@ -277,7 +228,10 @@ def open_remote_dataset(url: str, chunks: dict[str, int], lazy: bool = True) -> 
     store = open_remote_store(url)
     prefetch_small(url, store, meta)
     try:
-        with quiet_consolidated():
+        with quiet_consolidated(), warnings.catch_warnings():
+            # the per-run arrays of a snapshot are one chunk each, read once and kept (`cube.store.snapshot`):
+            # dask blocks of a few runs splitting them cost no request
+            warnings.filterwarnings("ignore", message=".*separate the stored chunks.*")
             return xr.open_zarr(store, consolidated=consolidated, chunks=chunks if lazy else None, zarr_format=3)
     except Exception as exc:  # noqa: BLE001 - fsspec, zarr and xarray raise many types for remote failures
         raise remote_error(exc, url) from None

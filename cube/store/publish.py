@@ -29,6 +29,7 @@ from cube.store.fs import staged_store
 from cube.store.grid import Sizes, cut_metadata, published_sizes
 from cube.store.location import SNAPSHOT_ATTR, filesystem, is_remote, local_path, redact, remote_error, scheme_of
 from cube.store.locks import WRITE_SEQ, read_write_seqs, runs_written_since
+from cube.store.snapshot import chunk_keys
 
 EPISODE_ARRAYS = ("reward", "cost")
 """Copied chunk by chunk, byte for byte; every other per-run array (status, manifest, per-iterate variables)
@@ -59,6 +60,7 @@ class _Sink:
     def __init__(self, root: str, fs: Any = None) -> None:
         self.root, self.fs = root.rstrip("/"), fs
         self.pending: dict[str, bytes] = {}
+        self.sent: list[str] = []  # remote paths whose writes were started (a failed publish removes them)
 
     def put(self, key: str, data: bytes) -> None:
         if self.fs is None:
@@ -72,21 +74,21 @@ class _Sink:
 
     def flush(self) -> None:
         if self.fs is not None and self.pending:
+            self.sent += self.pending
             self.fs.pipe(self.pending)
             self.pending = {}
 
-
-def _chunk_keys(meta: dict[str, Any], shape: list[int]) -> list[tuple[tuple[int, ...], str]]:
-    """Every chunk of an array of `shape` (its zarr.json `meta`): (chunk coordinates, key below the array)."""
-    chunks = meta["chunk_grid"]["configuration"]["chunk_shape"]
-    encoding = meta.get("chunk_key_encoding") or {"name": "default"}
-    sep = (encoding.get("configuration") or {}).get("separator", "/" if encoding["name"] == "default" else ".")
-    counts = [-(-int(n) // int(c)) for n, c in zip(shape, chunks, strict=True)]
-    out = []
-    for coords in np.ndindex(*counts):
-        text = sep.join(map(str, coords)) if coords else "0"
-        out.append((coords, f"c{sep}{text}" if encoding["name"] == "default" else text))
-    return out
+    def remove_sent(self) -> str:
+        """Remove, best effort, what this sink has written remotely; a clause saying what became of it."""
+        if not self.sent:
+            return "nothing was written there"
+        try:
+            self.fs.rm(self.sent)
+        except Exception as exc:  # noqa: BLE001 - each file system raises its own types
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+            return (f"{len(self.sent)} object(s) it had written could not be removed ({first}): no zarr.json was "
+                    "written, so readers refuse it; remove that prefix before publishing there again")
+        return f"the {len(self.sent)} object(s) it had written were removed"
 
 
 def publish_store(source: Any, dest: str, *, partial: bool = False, consolidate: bool = True,
@@ -117,19 +119,35 @@ def publish_store(source: Any, dest: str, *, partial: bool = False, consolidate:
 def _publish_remote(src: Path, dest: str, sizes: Sizes, partial: bool, consolidate: bool,
                     progress: Callable[[int, int], None] | None) -> Published:
     fs, root = filesystem(dest)
+    root = root.rstrip("/")
     try:
-        there = fs.exists(f"{root.rstrip('/')}/zarr.json")
+        there = fs.exists(f"{root}/zarr.json")
+        leftovers = not there and _holds_objects(fs, root)
     except Exception as exc:  # noqa: BLE001 - each file system raises its own types
         raise remote_error(exc, dest, "publish to") from None
     if there:
         raise CubeError(f"{redact(dest)} already holds a store; a snapshot is immutable: publish to a new URL")
+    if leftovers:
+        raise CubeError(f"{redact(dest)} holds objects but no zarr.json (an unfinished publish?); remove them or "
+                        "publish to a new URL")
+    sink = _Sink(root, fs)
     try:
-        out = _copy(src, _Sink(root, fs), sizes, partial, consolidate, progress)
-    except (CubeError, KeyboardInterrupt):
+        out = _copy(src, sink, sizes, partial, consolidate, progress)
+    except KeyboardInterrupt:
+        sink.remove_sent()
         raise
     except Exception as exc:  # noqa: BLE001 - each file system raises its own types
-        raise remote_error(exc, dest, "publish to") from None
+        error = remote_error(exc, dest, "publish to")
+        raise CubeError(f"{error}; {sink.remove_sent()}") from None
     return Published(redact(dest), *out)
+
+
+def _holds_objects(fs: Any, root: str) -> bool:
+    """Whether anything is stored under `root` (a prefix of an object store: missing is empty)."""
+    try:
+        return bool(fs.ls(root, detail=False))
+    except FileNotFoundError:
+        return False
 
 
 def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool,
@@ -147,7 +165,7 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         keep &= before % 2 == 0  # a writer inside: never half a write in a snapshot
     metas = _array_metas(src, sizes)
     digest = hashlib.sha256()
-    total = sum(len(_chunk_keys(m, m["shape"])) for n, m in metas.items() if n in EPISODE_ARRAYS)
+    total = sum(len(chunk_keys(m)) for n, m in metas.items() if n in EPISODE_ARRAYS)
     done = 0
     whole = [n for n, m in metas.items() if _is_run_array(m) and n not in EPISODE_ARRAYS]
     for name in whole:
@@ -157,7 +175,7 @@ def _copy(src: Path, sink: _Sink, sizes: Sizes, partial: bool, consolidate: bool
         if name in whole:
             continue
         sink.put(f"{name}/zarr.json", json.dumps(meta).encode())
-        for coords, key in _chunk_keys(meta, meta["shape"]):
+        for coords, key in chunk_keys(meta):
             done += name in EPISODE_ARRAYS
             if _is_run_array(meta) and not keep[coords[: len(RUN_DIMS)]]:
                 continue
@@ -258,7 +276,7 @@ def _recopy_moved(src: Path, sink: _Sink, sizes: Sizes, metas: dict[str, dict[st
         for run in moved:
             for name, meta in metas.items():
                 if name in EPISODE_ARRAYS:
-                    for coords, key in _chunk_keys(meta, meta["shape"]):
+                    for coords, key in chunk_keys(meta):
                         if coords[: len(RUN_DIMS)] == run:
                             _copy_chunk(src, sink, f"{name}/{key}", hashlib.sha256())
         before = after
