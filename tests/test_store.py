@@ -278,16 +278,18 @@ def _run_index(path: Path, key: RunKey) -> tuple[int, ...]:
 
 
 def test_every_array_holds_one_run_per_chunk(tiny_store: Path) -> None:
-    """The layout that makes writers of different runs safe: chunk length 1 on every run dim and the
-    whole run (all iterates, episodes, modes) in that one chunk; kept when the grid grows."""
+    """The layout that makes writers of different runs safe: chunk (file: shard where sharded) length 1 on
+    every run dim and the whole run (all iterates, episodes, modes) in that one file; kept when the grid
+    grows."""
     import zarr
 
     for when in ("created", "extended"):
         group = zarr.open_group(tiny_store, mode="r")
         for name in RUN_ARRAYS:
             arr = group[name]
-            assert arr.chunks[:4] == (1, 1, 1, 1), (when, name, arr.chunks)
-            assert arr.chunks[4:] == arr.shape[4:], (when, name, arr.chunks, arr.shape)
+            files = arr.shards or arr.chunks
+            assert files[:4] == (1, 1, 1, 1), (when, name, files)
+            assert files[4:] == arr.shape[4:], (when, name, files, arr.shape)
         extend_store(tiny_store, algos=["p3o"], seeds=[7])
 
 

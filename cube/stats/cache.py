@@ -40,6 +40,7 @@ from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
+from cube.store.chunking import layout_of
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
@@ -106,9 +107,11 @@ def _stat_key(path: Path) -> bytes:
 
 
 class RunChunks:
-    """Where a store keeps each run's reward and cost: one chunk file per run and array, located through zarr's
-    own metadata of the two arrays (their chunk grid and chunk-key encoding). The one place the cache looks at
-    a store's chunk files (to fingerprint them); `run_chunks` makes one where a store keeps one run per chunk."""
+    """Where a store keeps each run's reward and cost: one file per run and array (a plain chunk, or the shard
+    of `cube.store.chunking` whose index lists the run's inner chunks, absent ones as absent), located through
+    zarr's own metadata of the two arrays (their chunk grid and chunk-key encoding). The one place the cache
+    looks at a store's chunk files (to fingerprint them); `run_chunks` makes one where a store keeps one run
+    per file."""
 
     def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]]) -> None:
         self.path, self.keys = Path(path), dict(keys)
@@ -141,9 +144,11 @@ def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks 
         group = zarr.open_group(str(path), mode="r")
         for name in ("reward", "cost"):
             meta = group[name].metadata
-            shape = list(meta.chunk_grid.chunk_shape)
+            shape = list(meta.chunk_grid.chunk_shape)  # of the files: the shards where sharded
             full = shape[4:] if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-            if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or meta.shards is not None
+            sharded = layout_of(meta) is not None  # a shard may end past the last iterate (whole inner chunks)
+            spans = shape[4] >= full[0] and shape[5:] == full[1:] if sharded else shape[4:] == full
+            if (shape[:4] != [1, 1, 1, 1] or not spans or (meta.shards is not None and not sharded)
                     or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
                 return None
             keys[name] = meta.encode_chunk_key
