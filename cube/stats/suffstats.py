@@ -45,7 +45,7 @@ from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
 from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
-from cube.store.chunking import shard_blocks, sharded_layouts
+from cube.store.chunking import fast_layouts, run_blocks
 from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
 from cube.store.location import (
@@ -168,20 +168,20 @@ def _le_dtype(n_episodes: int) -> type:
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
                       written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None,
-                      cvar_alphas: Sequence[float] | None = None, shards: tuple[Path, dict] | None = None
+                      cvar_alphas: Sequence[float] | None = None, files: tuple[Path, dict] | None = None
                       ) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
     block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
     default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
-    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed). `shards`: (the
-    store `ds` is the whole of, its `cube.store.chunking.sharded_layouts`): read its shards (`_sharded_pass`)."""
+    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed). `files`: (the
+    store `ds` is the whole of, its `cube.store.chunking.fast_layouts`): read its chunk files (`_files_pass`)."""
     import dask
     import dask.array as da
 
-    if shards is not None:
-        return _sharded_pass(*shards, ds, kappa, progress, written, kernel, cvar_alphas)
+    if files is not None:
+        return _files_pass(*files, ds, kappa, progress, written, kernel, cvar_alphas)
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -208,12 +208,12 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     return ss
 
 
-def _sharded_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | None, progress: Progress | None,
+def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | None, progress: Progress | None,
                   written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
                   cvar_alphas: Sequence[float] | None) -> xr.Dataset:
-    """`compute_suffstats` of a store in the sharded layout (`cube.store.chunking`), the same numbers: one dask
-    task per group of seeds of a condition reads their shards whole, decodes only the inner chunks that exist
-    and runs the kernel on those; cells of absent chunks keep the statistics of no episodes (zero)."""
+    """`compute_suffstats` of a store in the layout of `cube.store.chunking`, the same numbers: one dask task
+    per group of seeds of a condition reads and decodes their chunk files that exist and runs the kernel on
+    those; cells of absent chunks keep the statistics of no episodes (zero, as NaN filler gives)."""
     import dask
 
     bounds, labels, sizes = _check_bounds(ds), _labels(ds), dict(ds.sizes)
@@ -240,10 +240,10 @@ def _sharded_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray |
 def _read_map_block(path: Path, layouts: dict, runs: list[tuple[int, ...]], d: float, *, sizes: dict[str, int],
                     labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None
                     ) -> list[tuple[tuple, Block]]:
-    """One dask task of `_sharded_pass`: [(place in the cells, statistics)] of each stored block of `runs`."""
+    """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`."""
     a, t, b, s0 = runs[0]
     out = []
-    for m, (j0, arrays) in shard_blocks(path, layouts, runs, sizes["iterate"], sizes["episode"]).items():
+    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes).items():
         r, c = (arrays[n][None, None, None, ..., None] for n in ("reward", "cost"))  # (1, 1, 1, S, J', E, 1)
         block = _map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
         place = (a, t, b, slice(s0, s0 + len(runs)), slice(j0, j0 + r.shape[4]), slice(m, m + 1))
@@ -350,11 +350,11 @@ FULL_PASS_BLOCK_BYTES = 64 * 2**20
 def _full_pass(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
                written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
                cvar_alphas: Sequence[float] | None) -> xr.Dataset:
-    """`compute_suffstats` over the whole store at `path` (its shards, where in the sharded layout)."""
-    layouts = sharded_layouts(path, ds.encoding.get("saferl_grid") or dict(ds.sizes)) if path.is_dir() else None
-    shards = None if layouts is None else (path, layouts)
-    view = ds if shards else _open_for_full_pass(path, ds)
-    return compute_suffstats(view, kappa, progress, written, kernel, cvar_alphas, shards=shards)
+    """`compute_suffstats` over the whole store at `path` (its chunk files, where `fast_layouts` reads them)."""
+    layouts = fast_layouts(path, ds.encoding.get("saferl_grid") or dict(ds.sizes)) if path.is_dir() else None
+    files = None if layouts is None else (path, layouts)
+    view = ds if files else _open_for_full_pass(path, ds)
+    return compute_suffstats(view, kappa, progress, written, kernel, cvar_alphas, files=files)
 
 
 def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:

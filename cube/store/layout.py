@@ -1,9 +1,9 @@
 """The store's layout: creating a cube, growing its grid, opening its group and locating runs.
 
 Layout: one Zarr group holding 1-D coordinate arrays for the seven dimensions, ``reward`` and ``cost``
-(float32, fill NaN) stored one run per shard file ``(1, 1, 1, 1, J, E, M)`` of inner chunks that hold one
-mode each and are not written where they hold no episode (`cube.store.chunking`; stores written before
-issue 37: one plain chunk per run, all modes in it, read the same), per-iterate variables
+(float32, fill NaN) chunked one run and one mode per chunk ``(1, 1, 1, 1, 16, E, 1)``, chunks that hold no
+episode not written (`cube.store.chunking`; stores written before issue 37: one chunk per run, every mode in
+it, read the same), per-iterate variables
 (float64, one chunk per run), ``run_status`` (int8) and ``run_manifest`` (JSON string) with one chunk
 per run. Writers of different runs therefore never touch the same chunk, so separate processes can
 fill one store at the same time. Growing the grid (``extend_store``) resizes arrays along a run
@@ -121,9 +121,9 @@ def create_store(
     a store of another grid or schema is refused. The store is built in a temporary folder and renamed
     into place, so a crash never leaves a half-created store at ``path``.
 
-    Shards (the files) hold one run each; along iterates and episodes a shard spans ``chunk_iterates`` x
-    ``chunk_episodes`` slots (default: all of them, one file per run; iterates rounded up to whole inner
-    chunks, `cube.store.chunking.episode_chunking`). Smaller chunks suit stores that
+    Chunks hold one run and one mode each; along iterates and episodes a chunk spans ``chunk_iterates`` x
+    ``chunk_episodes`` slots (default: all of them; at most 16 iterates, `cube.store.chunking`). Smaller
+    chunks suit stores that
     grow while recorded (`cube.Recorder`): growing adds chunks and never rewrites one.
     """
     refuse_url(path, "create a store at")
@@ -199,13 +199,11 @@ def _build_store(
 
     run_shape = tuple(len(labels[d]) for d in RUN_DIMS)
     one_run = (1, 1, 1, 1)
-    shards, inner = episode_chunking(n_iterates, n_episodes, len(modes), *chunk)
     for name, units in (("reward", "undiscounted episodic return"), ("cost", "undiscounted episodic cost")):
         arr = group.create_array(
             name,
             shape=(*run_shape, n_iterates, n_episodes, len(modes)),
-            shards=shards,
-            chunks=inner,
+            chunks=episode_chunking(n_iterates, n_episodes, *chunk),
             dtype="float32",
             fill_value=np.nan,
             dimension_names=DIMS,
@@ -213,7 +211,7 @@ def _build_store(
         )
         arr.attrs["long_name"] = units
     for name in iterate_vars:
-        _create_iterate_var(group, name, (*run_shape, n_iterates), shards[4])
+        _create_iterate_var(group, name, (*run_shape, n_iterates), chunk[0])
     status = group.create_array(
         "run_status", shape=run_shape, chunks=one_run, dtype="int8", fill_value=0, dimension_names=RUN_DIMS,
         compressors=CHUNK_COMPRESSORS,
@@ -476,7 +474,7 @@ def _grow(path: PathLike, *, labels: dict[str, list[Any]] | None = None, counts:
                           dtype=object if dim in ("algo", "task") else None)
         coord[published[dim]:sizes[dim]] = values.astype(str if dim in ("algo", "task") else coord.dtype)
     run_shape = tuple(sizes[d] for d in RUN_DIMS)
-    chunk_iterates = (raw["cost"].shards or raw["cost"].chunks)[len(RUN_DIMS)]
+    chunk_iterates = raw["cost"].chunks[len(RUN_DIMS)]
     for name in new_vars:
         if name not in raw:
             _add_array(path, name, lambda g, n=name: _create_iterate_var(g, n, (*run_shape, sizes["iterate"]),

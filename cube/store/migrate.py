@@ -2,7 +2,7 @@
 
 Stores written before issue 37 keep each run's reward and cost in one plain chunk holding every iterate,
 episode slot and mode, two thirds of it NaN filler (the evaluation modes exist at the final iterate only).
-`migrate_store` rewrites such a store into the sharded layout of `cube.store.chunking`: the whole store is
+`migrate_store` rewrites such a store into the layout of `cube.store.chunking`: the whole store is
 copied into a staging folder beside it (attributes, coordinates, manifests, statuses, per-iterate variables,
 claims and progress files byte for byte; the statistics cache ``_derived`` is dropped and recomputed on the
 next report), reward and cost are rewritten run by run (the same float32 values, absent episodes not
@@ -105,11 +105,9 @@ def _rewrite_episodes(source: Path, staging: Path, progress: Callable[[int, int]
     for name in EPISODE_VARS:
         arr = old[name]
         shape = arr.shape
-        files = arr.shards or arr.chunks
-        shards, inner = episode_chunking(shape[4], shape[5], shape[6],
-                                         files[4] if files[4] < shape[4] else None,
-                                         files[5] if files[5] < shape[5] else None)
-        out = new.create_array(name, shape=shape, shards=shards, chunks=inner, dtype=arr.dtype,
+        chunks = episode_chunking(shape[4], shape[5], arr.chunks[4] if arr.chunks[4] < shape[4] else None,
+                                  arr.chunks[5] if arr.chunks[5] < shape[5] else None)
+        out = new.create_array(name, shape=shape, chunks=chunks, dtype=arr.dtype,
                                fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
                                compressors=CHUNK_COMPRESSORS)
         out.attrs.update(dict(arr.attrs))
