@@ -14,6 +14,7 @@ computes NaN filler.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,8 @@ def layout_of(meta: Any) -> dict[str, Any] | None:
     encoding = described.get("chunk_key_encoding") or {}
     separator = (encoding.get("configuration") or {}).get("separator", "/")
     chain = [{k: v for k, v in c.items() if c["name"] != "zstd" or k == "name"} for c in described["codecs"]]
-    fast = chain == _FAST_CODECS and described["data_type"] == "float32" and encoding.get("name") == "default"
+    fast = (chain == _FAST_CODECS and described["data_type"] == "float32" and encoding.get("name") == "default"
+            and separator == "/")
     return {"chunk": shape, "fast": fast, "separator": separator}
 
 
@@ -80,7 +82,7 @@ def fast_layouts(path: Path, sizes: Mapping[str, int]) -> dict[str, dict[str, An
     return layouts  # type: ignore[return-value]
 
 
-def read_chunk(file: Path, shape: tuple[int, int]) -> np.ndarray | None:
+def read_chunk(file: str | Path, shape: tuple[int, int]) -> np.ndarray | None:
     """One chunk file read whole, its CRC-32C checked and zstd-decoded: float32 `shape` (iterates, episodes);
     an empty (0, 0) array for an absent file; None for a damaged one (zarr's own read then reports it)."""
     import google_crc32c
@@ -114,8 +116,15 @@ def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[
     for i, run in enumerate(runs):
         for name in ("reward", "cost"):
             for k in range(-(-n_it // block)):
+                folder = os.path.join(path, name, "c", *map(str, run), str(k), "0")  # keys c/a/t/b/s/k/0/m
+                try:
+                    held = os.listdir(folder)  # one listing finds the modes stored: no open of absent files
+                except FileNotFoundError:
+                    continue
                 for m in range(n_modes):
-                    values = read_chunk(chunk_file(path, name, layouts[name], (*run, k, 0, m)), shape)
+                    if str(m) not in held:
+                        continue
+                    values = read_chunk(os.path.join(folder, str(m)), shape)
                     if values is None:
                         values = _through_zarr(path, name, (*run, slice(k * block, (k + 1) * block),
                                                             slice(0, shape[1]), m), shape)
