@@ -209,8 +209,8 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
 
 
 def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | None, progress: Progress | None,
-                  written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
-                  cvar_alphas: Sequence[float] | None) -> xr.Dataset:
+                written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
+                cvar_alphas: Sequence[float] | None) -> xr.Dataset:
     """`compute_suffstats` of a store in the layout of `cube.store.chunking`, the same numbers: one dask task
     per group of seeds of a condition reads and decodes their chunk files that exist and runs the kernel on
     those; cells of absent chunks keep the statistics of no episodes (zero, as NaN filler gives)."""
@@ -407,7 +407,7 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     kappa = kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
         return attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
-                                source), None
+                               source), None
     if is_remote(source):
         return _remote_suffstats(str(source), progress, kappa, cache, kernel, cvar_alphas), None
     path = Path(local_path(source))
