@@ -92,7 +92,7 @@ def grid_fingerprint(ds: xr.Dataset | Mapping[str, np.ndarray], kappa: np.ndarra
     return h.hexdigest()[:32]
 
 
-def _stat_key(path: Path) -> bytes:
+def _stat_key(path: str | Path) -> bytes:
     """Size, mtime and last 8 bytes of a chunk file. The tail holds the chunk's CRC-32C (stores written
     with checksums) or the end of its compressed stream, so a change that keeps the size and restores
     the mtime (`touch -r`) still changes the key."""
@@ -123,8 +123,22 @@ class RunChunks:
         return [self.path / name / self.keys[name](chunk) for name in ("reward", "cost") for chunk in chunks]
 
     def fingerprint(self, index: tuple[int, ...]) -> np.uint64:
-        """The run's fingerprint: a hash of the size, mtime and tail of its chunk files (`_stat_key`)."""
-        h = hashlib.blake2b(b"|".join(_stat_key(f) for f in self.files(index)), digest_size=8)
+        """The run's fingerprint: a hash of the size, mtime and tail of its chunk files (`_stat_key`); in folders
+        of chunk files (keys c/.../k/0/m), one listing per folder says which exist (absent ones: absent)."""
+        if self.blocks == (1, 1) or "/" not in self.keys["cost"]((*index, 0, 0, 0)):
+            keys = [_stat_key(f) for f in self.files(index)]
+        else:
+            keys = []
+            for name in ("reward", "cost"):
+                for k in range(self.blocks[0]):
+                    folder = os.path.join(self.path, name, os.path.dirname(self.keys[name]((*index, k, 0, 0))))
+                    try:
+                        held = sorted(os.listdir(folder))
+                    except FileNotFoundError:
+                        held = []
+                    keys.append(f"{name}/{k}:{','.join(held)}".encode())
+                    keys.extend(_stat_key(os.path.join(folder, m)) for m in held)
+        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
         return np.uint64(int.from_bytes(h.digest(), "little"))
 
     def fingerprints(self, shape: tuple[int, ...]) -> np.ndarray:
