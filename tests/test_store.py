@@ -278,8 +278,9 @@ def _run_index(path: Path, key: RunKey) -> tuple[int, ...]:
 
 
 def test_every_array_holds_one_run_per_chunk(tiny_store: Path) -> None:
-    """The layout that makes writers of different runs safe: chunk length 1 on every run dim and the
-    whole run (all iterates, episodes, modes) in that one chunk; kept when the grid grows."""
+    """The layout that makes writers of different runs safe: chunk length 1 on every run dim; reward and cost
+    hold one mode per chunk (absent evaluation episodes then cost nothing), the others the whole run; kept
+    when the grid grows."""
     import zarr
 
     for when in ("created", "extended"):
@@ -287,7 +288,8 @@ def test_every_array_holds_one_run_per_chunk(tiny_store: Path) -> None:
         for name in RUN_ARRAYS:
             arr = group[name]
             assert arr.chunks[:4] == (1, 1, 1, 1), (when, name, arr.chunks)
-            assert arr.chunks[4:] == arr.shape[4:], (when, name, arr.chunks, arr.shape)
+            whole = (*arr.shape[4:6], 1) if name in ("reward", "cost") else arr.shape[4:]
+            assert arr.chunks[4:] == whole, (when, name, arr.chunks, arr.shape)
         extend_store(tiny_store, algos=["p3o"], seeds=[7])
 
 
@@ -302,8 +304,9 @@ def test_writing_one_run_touches_only_its_own_chunks(tiny_store: Path, tiny_key:
     for name in RUN_ARRAYS:
         files = sorted(p.relative_to(tiny_store / name / "c") for p in (tiny_store / name / "c").rglob("*")
                        if p.is_file())
-        assert len(files) == 1, (name, files)  # one chunk for the whole run
-        assert tuple(int(x) for x in files[0].parts[:4]) == index, (name, files[0])
+        # one chunk for the whole run; reward and cost: one per mode written (train, greedy), none for expl
+        assert len(files) == (2 if name in ("reward", "cost") else 1), (name, files)
+        assert all(tuple(int(x) for x in f.parts[:4]) == index for f in files), (name, files)
 
 
 def _write_neighbours_in_process(path: str, seeds: list[int], start: object, rounds: int) -> None:

@@ -24,9 +24,9 @@ COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the cube's own subcommands: validate, demo, export, status, publish (one module each)."""
-    from cube.cli import demo, export, publish, status, validate
+    from cube.cli import demo, export, migrate, publish, status, validate
 
-    for command in (validate, demo, export, status, publish):
+    for command in (validate, demo, export, status, publish, migrate):
         command.register(sub)
 
 

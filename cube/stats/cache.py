@@ -40,6 +40,7 @@ from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
+from cube.store.chunking import layout_of
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
@@ -91,7 +92,7 @@ def grid_fingerprint(ds: xr.Dataset | Mapping[str, np.ndarray], kappa: np.ndarra
     return h.hexdigest()[:32]
 
 
-def _stat_key(path: Path) -> bytes:
+def _stat_key(path: str | Path) -> bytes:
     """Size, mtime and last 8 bytes of a chunk file. The tail holds the chunk's CRC-32C (stores written
     with checksums) or the end of its compressed stream, so a change that keeps the size and restores
     the mtime (`touch -r`) still changes the key."""
@@ -106,22 +107,38 @@ def _stat_key(path: Path) -> bytes:
 
 
 class RunChunks:
-    """Where a store keeps each run's reward and cost: one chunk file per run and array, located through zarr's
-    own metadata of the two arrays (their chunk grid and chunk-key encoding). The one place the cache looks at
-    a store's chunk files (to fingerprint them); `run_chunks` makes one where a store keeps one run per chunk."""
+    """Where a store keeps each run's reward and cost: one chunk file per run and array (stores before issue 37),
+    or a chunk file per mode and block of iterates (`cube.store.chunking`; absent ones count as absent),
+    located through zarr's own metadata of the two arrays (their chunk grid and chunk-key encoding). The one
+    place the cache looks at a store's chunk files (to fingerprint them); `run_chunks` makes one where every
+    chunk holds one run."""
 
-    def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]]) -> None:
-        self.path, self.keys = Path(path), dict(keys)
+    def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]],
+                 blocks: tuple[int, int] = (1, 1)) -> None:
+        self.path, self.keys, self.blocks = Path(path), dict(keys), blocks
 
-    def files(self, index: tuple[int, ...]) -> tuple[Path, Path]:
-        """The reward and cost chunk files of the run at `index` (positions along the run dims)."""
-        chunk = (*(int(i) for i in index), 0, 0, 0)
-        return self.path / "reward" / self.keys["reward"](chunk), self.path / "cost" / self.keys["cost"](chunk)
+    def files(self, index: tuple[int, ...]) -> list[Path]:
+        """Every reward and cost chunk file the run at `index` (positions along the run dims) may have."""
+        chunks = [(*(int(i) for i in index), k, 0, m) for k in range(self.blocks[0]) for m in range(self.blocks[1])]
+        return [self.path / name / self.keys[name](chunk) for name in ("reward", "cost") for chunk in chunks]
 
     def fingerprint(self, index: tuple[int, ...]) -> np.uint64:
-        """The run's fingerprint: a hash of the size, mtime and tail of its two chunk files (`_stat_key`)."""
-        reward, cost = self.files(index)
-        h = hashlib.blake2b(_stat_key(reward) + b"|" + _stat_key(cost), digest_size=8)
+        """The run's fingerprint: a hash of the size, mtime and tail of its chunk files (`_stat_key`); in folders
+        of chunk files (keys c/.../k/0/m), one listing per folder says which exist (absent ones: absent)."""
+        if self.blocks == (1, 1) or "/" not in self.keys["cost"]((*index, 0, 0, 0)):
+            keys = [_stat_key(f) for f in self.files(index)]
+        else:
+            keys = []
+            for name in ("reward", "cost"):
+                for k in range(self.blocks[0]):
+                    folder = os.path.join(self.path, name, os.path.dirname(self.keys[name]((*index, k, 0, 0))))
+                    try:
+                        held = sorted(os.listdir(folder))
+                    except FileNotFoundError:
+                        held = []
+                    keys.append(f"{name}/{k}:{','.join(held)}".encode())
+                    keys.extend(_stat_key(os.path.join(folder, m)) for m in held)
+        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
         return np.uint64(int.from_bytes(h.digest(), "little"))
 
     def fingerprints(self, shape: tuple[int, ...]) -> np.ndarray:
@@ -135,21 +152,26 @@ class RunChunks:
 def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks | None:
     """The store's `RunChunks` when reward and cost are stored one run per chunk (unsharded, dims in the cube's
     order, each chunk holding all iterates, episodes and modes of the grid `sizes` (dim -> length; None: not
-    checked)); None otherwise, or when the arrays' metadata does not read."""
-    keys = {}
+    checked), or all episode slots of one mode (`cube.store.chunking`)); None otherwise, or when the arrays'
+    metadata does not read."""
+    keys, blocks = {}, (1, 1)
     try:
         group = zarr.open_group(str(path), mode="r")
         for name in ("reward", "cost"):
             meta = group[name].metadata
             shape = list(meta.chunk_grid.chunk_shape)
-            full = shape[4:] if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-            if (shape[:4] != [1, 1, 1, 1] or shape[4:] != full or meta.shards is not None
+            full = list(meta.shape[4:]) if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
+            if layout_of(meta) is not None and shape[5] == full[1]:  # a chunk per mode and block of iterates
+                blocks = (-(-int(meta.shape[4]) // shape[4]), int(meta.shape[6]))
+            elif shape[4:] != (full if sizes is not None else shape[4:]):
+                return None
+            if (shape[:4] != [1, 1, 1, 1] or meta.shards is not None
                     or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
                 return None
             keys[name] = meta.encode_chunk_key
     except Exception:  # noqa: BLE001 - no v3 arrays there (a netCDF file, a foreign store): not one run per chunk
         return None
-    return RunChunks(Path(path), keys)
+    return RunChunks(Path(path), keys, blocks)
 
 
 def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:

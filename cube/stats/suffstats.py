@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -41,12 +40,13 @@ from cube.stats.cache import (
     store_fingerprint,
     write_cache,
     write_cache_in_background,
-    zarr_run_status,
 )
 from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
+from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
-from cube.store.damage import damaged_store_error, reading_store
+from cube.store.chunking import fast_layouts, run_blocks
+from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
 from cube.store.location import (
     REMOTE_BLOCK_RUNS,
@@ -169,16 +169,20 @@ def _le_dtype(n_episodes: int) -> type:
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
                       written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None,
-                      cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
+                      cvar_alphas: Sequence[float] | None = None, files: tuple[Path, dict] | None = None
+                      ) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
     block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
     default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
-    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed)."""
+    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed). `files`: (the
+    store `ds` is the whole of, its `cube.store.chunking.fast_layouts`): read its chunk files (`_files_pass`)."""
     import dask
     import dask.array as da
 
+    if files is not None:
+        return _files_pass(*files, ds, kappa, progress, written, kernel, cvar_alphas)
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -205,13 +209,56 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
     return ss
 
 
+def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | None, progress: Progress | None,
+                written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
+                cvar_alphas: Sequence[float] | None) -> xr.Dataset:
+    """`compute_suffstats` of a store in the layout of `cube.store.chunking`, the same numbers: one dask task
+    per group of seeds of a condition reads and decodes their chunk files that exist and runs the kernel on
+    those; cells of absent chunks keep the statistics of no episodes (zero, as NaN filler gives)."""
+    import dask
+
+    bounds, labels, sizes = _check_bounds(ds), _labels(ds), dict(ds.sizes)
+    spec = BlockSpec(kappa_grid(kappa), _le_dtype(sizes["episode"]), tail_alphas(cvar_alphas), kernel)
+    run_bytes = 2 * sizes["iterate"] * sizes["episode"] * 4  # one mode's reward and cost: the bulk of a run
+    group = int(max(1, min(sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
+    task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written)
+    tasks = []  # named here, so dask does not hash the shared arguments of every task
+    for a, t, b in np.ndindex(sizes["algo"], sizes["task"], sizes["bound"]):
+        for s0 in range(0, sizes["seed"], group):
+            runs = [(a, t, b, s) for s in range(s0, min(sizes["seed"], s0 + group))]
+            tasks.append(dask.delayed(task)(runs, float(bounds[b]), dask_key_name=f"_read_map_block-{len(tasks)}"))
+    ss = _empty_suffstats(ds, tuple(sizes[d] for d in CELL_DIMS), spec)
+    targets = {name: ss[name].values for name in STATS_VARS}
+    for got in _read(tasks, progress, ds.encoding.get("saferl_source")):
+        for place, block in got:
+            for name, values in block.items():
+                targets[name][place] = values
+    for v in COUNT_VARS:
+        ss[v] = ss[v].astype(np.int64)
+    return ss
+
+
+def _read_map_block(path: Path, layouts: dict, runs: list[tuple[int, ...]], d: float, *, sizes: dict[str, int],
+                    labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None
+                    ) -> list[tuple[tuple, Block]]:
+    """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`."""
+    a, t, b, s0 = runs[0]
+    out = []
+    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes).items():
+        r, c = (arrays[n][None, None, None, ..., None] for n in ("reward", "cost"))  # (1, 1, 1, S, J', E, 1)
+        block = _map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
+        place = (a, t, b, slice(s0, s0 + len(runs)), slice(j0, j0 + r.shape[4]), slice(m, m + 1))
+        out.append((place, {name: values[0, 0, 0] for name, values in block.items()}))
+    return out
+
+
 def _empty_suffstats(ds: xr.Dataset, cells: tuple[int, ...], spec: BlockSpec) -> xr.Dataset:
     """A suffstats Dataset of the cells (A, T, B, S, J, M) of `ds`, to be filled: SUM_VARS float64, the CDF
     counts (..., G) of `spec.le_dtype` and the CVaRs (..., A) float64."""
     coords = {d: ds[d].values for d in CELL_DIMS}
-    data = {v: (CELL_DIMS, np.empty(cells, dtype=np.float64)) for v in SUM_VARS}
-    data[CDF_VAR] = ((*CELL_DIMS, "kappa"), np.empty((*cells, spec.kappa.size), dtype=spec.le_dtype))
-    data[CVAR_VAR] = ((*CELL_DIMS, ALPHA_DIM), np.empty((*cells, len(spec.alphas)), dtype=np.float64))
+    data = {v: (CELL_DIMS, np.zeros(cells, dtype=np.float64)) for v in SUM_VARS}  # zero: no episode
+    data[CDF_VAR] = ((*CELL_DIMS, "kappa"), np.zeros((*cells, spec.kappa.size), dtype=spec.le_dtype))
+    data[CVAR_VAR] = ((*CELL_DIMS, ALPHA_DIM), np.zeros((*cells, len(spec.alphas)), dtype=np.float64))
     return xr.Dataset(data, coords={**coords, "kappa": spec.kappa, ALPHA_DIM: np.array(spec.alphas)})
 
 
@@ -267,7 +314,7 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 ss = _update_runs(cached.drop_vars("run_fp"), _dask_view(path, ds), stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
-    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
+    ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
     write(path, ss, attrs, run_fp)
     return ss
 
@@ -299,6 +346,16 @@ def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
 
 
 FULL_PASS_BLOCK_BYTES = 64 * 2**20
+
+
+def _full_pass(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
+               written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
+               cvar_alphas: Sequence[float] | None) -> xr.Dataset:
+    """`compute_suffstats` over the whole store at `path` (its chunk files, where `fast_layouts` reads them)."""
+    layouts = fast_layouts(path, ds.encoding.get("saferl_grid") or dict(ds.sizes)) if path.is_dir() else None
+    files = None if layouts is None else (path, layouts)
+    view = ds if files else _open_for_full_pass(path, ds)
+    return compute_suffstats(view, kappa, progress, written, kernel, cvar_alphas, files=files)
 
 
 def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
@@ -350,8 +407,8 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     sources without write sequences (Datasets, netCDF files, foreign stores)."""
     kappa = kappa_grid(kappa)
     if isinstance(source, xr.Dataset):
-        return _attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
-                                source), None
+        return attach_run_info(compute_suffstats(source, kappa, progress, kernel=kernel, cvar_alphas=cvar_alphas),
+                               source), None
     if is_remote(source):
         return _remote_suffstats(str(source), progress, kappa, cache, kernel, cvar_alphas), None
     path = Path(local_path(source))
@@ -361,15 +418,15 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     sizes = ds.encoding.get("saferl_grid")
     before = read_write_seqs(path, sizes)  # the writers' seqlock, read before any episode
     written = WrittenSince(path, before, sizes) if before is not None else None
-    status = _read_status_meanwhile(path, ds, cache)
+    status = read_status_meanwhile(path, ds, cache)
     if cache and path.is_dir():
         ss = _from_cache(path, ds, kappa, progress, background_write, written, kernel, cvar_alphas)
     else:
-        ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
+        ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
     interrupted: list[tuple[int, ...]] = []
     if before is not None:
         ss = _settle_written_runs(ss, path, ds, before, interrupted, kernel)
-    ss = _attach_run_info(ss, ds, status)
+    ss = attach_run_info(ss, ds, status)
     if interrupted and "run_status" in ss:
         for index in interrupted:  # a run holding an interrupted write is partial, whatever it says
             ss["run_status"].values[index] = min(int(ss["run_status"].values[index]), RUN_STATUS["partial"])
@@ -398,7 +455,7 @@ def _remote_suffstats(url: str, progress: Progress | None, kappa: np.ndarray, ca
             ss = compute_suffstats(open_cube(url, chunks=blocks), kappa, progress, None, kernel, cvar_alphas)
         if folder is not None:
             write_cache(folder, ss, {"grid": grid, "store": folder.name}, None)
-    return _attach_run_info(ss, ds)
+    return attach_run_info(ss, ds)
 
 
 def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.ndarray,
@@ -419,37 +476,6 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
         if got.interrupted is not None and interrupted is not None:
             interrupted.append(index)
         _put(ss, index, _map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
-    return ss
-
-
-def _read_status_meanwhile(path: Path, ds: xr.Dataset, cache: bool) -> Future | None:
-    """`zarr_run_status` in a thread of its own, started before the pass: reading 1,440 one-run chunk files
-    waits on the disk, which the pass's CPU work then hides (about 2 s of a cold paper-scale report).
-    A status read before the episodes is never newer than them, so a run it calls complete is complete in
-    the statistics too. None when there is no status to read that way."""
-    if "run_status" not in ds or not path.is_dir():
-        return None
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="saferl-status")
-    try:
-        return pool.submit(zarr_run_status, path, ds, cache)
-    finally:
-        pool.shutdown(wait=False)  # its thread ends with this one read
-
-
-def _attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = None) -> xr.Dataset:
-    """Carry the cube's run_status (from `status`, a `_read_status_meanwhile`, when it read one), `means_only`
-    flags and `synthetic` flag (not cached: they change without new episodes)."""
-    if "run_status" in ds:
-        values = status.result() if status is not None else None
-        with reading_store(ds.encoding.get("saferl_source"), "read the runs' status"):
-            ss["run_status"] = values if values is not None else ds["run_status"].transpose(*RUN_DIMS).load()
-    if MEANS_ONLY in ds:
-        ss[MEANS_ONLY] = ds[MEANS_ONLY].transpose(*RUN_DIMS, "mode").load().astype(bool)
-    ss.attrs["synthetic"] = bool(ds.attrs.get("synthetic", False))
-    if ds.attrs.get("imported_from"):
-        ss.attrs["imported_from"] = str(ds.attrs["imported_from"])
-    if isinstance(ds.attrs.get("means_notes"), dict):  # what an import's means are (a sliding window, ...)
-        ss.attrs["means_notes"] = dict(ds.attrs["means_notes"])
     return ss
 
 

@@ -1,7 +1,9 @@
 """The store's layout: creating a cube, growing its grid, opening its group and locating runs.
 
 Layout: one Zarr group holding 1-D coordinate arrays for the seven dimensions, ``reward`` and ``cost``
-(float32, fill NaN) chunked one run per chunk ``(1, 1, 1, 1, J, E, M)``, per-iterate variables
+(float32, fill NaN) chunked one run and one mode per chunk ``(1, 1, 1, 1, 16, E, 1)``, chunks that hold no
+episode not written (`cube.store.chunking`; stores written before issue 37: one chunk per run, every mode in
+it, read the same), per-iterate variables
 (float64, one chunk per run), ``run_status`` (int8) and ``run_manifest`` (JSON string) with one chunk
 per run. Writers of different runs therefore never touch the same chunk, so separate processes can
 fill one store at the same time. Growing the grid (``extend_store``) resizes arrays along a run
@@ -41,6 +43,7 @@ from cube.schema import (
 from cube.schema import MAX_CHUNK_BYTES as MAX_CHUNK_BYTES  # re-exported: the grid's limits
 from cube.schema import MAX_EPISODE_SLOTS as MAX_EPISODE_SLOTS
 from cube.schema import MAX_ITERATES as MAX_ITERATES
+from cube.store.chunking import episode_chunking
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, remove_stale_staging, side_folder, staging_path
 from cube.store.grid import GRID_ATTR, Sizes, open_view, publish, published_sizes
@@ -118,8 +121,9 @@ def create_store(
     a store of another grid or schema is refused. The store is built in a temporary folder and renamed
     into place, so a crash never leaves a half-created store at ``path``.
 
-    Chunks hold one run each; along iterates and episodes a chunk spans ``chunk_iterates`` x
-    ``chunk_episodes`` slots (default: all of them, one chunk per run). Smaller chunks suit stores that
+    Chunks hold one run and one mode each; along iterates and episodes a chunk spans ``chunk_iterates`` x
+    ``chunk_episodes`` slots (default: all of them; at most 16 iterates, `cube.store.chunking`). Smaller
+    chunks suit stores that
     grow while recorded (`cube.Recorder`): growing adds chunks and never rewrites one.
     """
     refuse_url(path, "create a store at")
@@ -199,7 +203,7 @@ def _build_store(
         arr = group.create_array(
             name,
             shape=(*run_shape, n_iterates, n_episodes, len(modes)),
-            chunks=(*one_run, *chunk, len(modes)),
+            chunks=episode_chunking(n_iterates, n_episodes, *chunk),
             dtype="float32",
             fill_value=np.nan,
             dimension_names=DIMS,

@@ -362,7 +362,12 @@ class RunReader:
     def _read_still(self, index: tuple[int, ...]) -> RunRead | None:
         seq_array = self.arrays[WRITE_SEQ]
         seq = int(seq_array[index])
-        values = self._values(index)
+        try:
+            values = self._values(index)
+        except Exception:  # a torn read (a shard rewritten between its index and its chunks) of a write meanwhile
+            if int(seq_array[index]) != seq or seq % 2:
+                return None
+            raise
         if seq % 2 == 0 and int(seq_array[index]) == seq:
             return RunRead(values)
         return None

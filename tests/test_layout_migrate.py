@@ -1,0 +1,188 @@
+"""Issue 37's layout: absent evaluation episodes are not stored (a chunk per run, mode and block of iterates),
+the pass reads only the stored chunks with the same numbers bit for bit, and `saferl migrate` rewrites a store
+of the previous layout (one plain chunk per run, every mode in it) atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from cube.cli import main
+from cube.schema import RunKey
+from cube.stats.cache import run_chunks, run_fingerprints
+from cube.stats.suffstats import compute_suffstats, load_suffstats
+from cube.store.chunking import chunk_file, layout_of
+from cube.store.layout import CHUNK_COMPRESSORS, create_store
+from cube.store.migrate import migrate_store
+from cube.store.read import open_cube
+from cube.store.writer import CubeWriter
+
+J, E = 40, 12  # 40 iterates: three inner chunks of 16 along iterates, the final iterate in the third
+
+
+def _write_new(path: Path) -> Path:
+    create_store(path, algos=["ppo", "p3o"], tasks=["goal"], bounds=[15.0, 25.0], seeds=[0, 1, 2],
+                 n_iterates=J, n_episodes=E)
+    rng = np.random.default_rng(3)
+    writer = CubeWriter(path)
+    for algo in ("ppo", "p3o"):
+        for bound in (15.0, 25.0):
+            for seed in (0, 1, 2):
+                key = RunKey(algo, "goal", bound, seed)
+                reward = np.full((J, E, 3), np.nan, dtype=np.float32)
+                cost = np.full((J, E, 3), np.nan, dtype=np.float32)
+                n = 9 + seed  # fewer episodes than slots: NaN filler inside stored chunks too
+                reward[:, :n, 0] = rng.normal(10, 3, (J, n))
+                cost[:, :n, 0] = rng.choice([0.0, 10.0, 15.0, 30.0], (J, n))
+                reward[-1, :8, 1:] = rng.normal(12, 2, (8, 2))
+                cost[-1, :8, 1:] = rng.choice([0.0, 25.0, 40.0], (8, 2))
+                writer.write_run(key, reward, cost)
+                writer.set_run_manifest(key, status="complete")
+    return path
+
+
+def _to_old_layout(src: Path, dst: Path) -> Path:
+    """A copy of `src` in the previous layout: reward and cost one plain chunk per run, every mode in it."""
+    shutil.copytree(src, dst)
+    old, group = zarr.open_group(str(src), mode="r"), zarr.open_group(str(dst), mode="r+")
+    for name in ("reward", "cost"):
+        arr = old[name]
+        shutil.rmtree(dst / name)
+        out = group.create_array(name, shape=arr.shape, chunks=(1, 1, 1, 1, *arr.shape[4:]), dtype="float32",
+                                 fill_value=np.nan, dimension_names=arr.metadata.dimension_names,
+                                 compressors=CHUNK_COMPRESSORS)
+        out.attrs.update(dict(arr.attrs))
+        out[...] = arr[...]
+    assert layout_of(zarr.open_group(str(dst), mode="r")["cost"].metadata) is None
+    return dst
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("layout")
+    new = _write_new(root / "new.zarr")
+    return new, _to_old_layout(new, root / "old.zarr")
+
+
+def _same_stats(a, b) -> None:
+    assert sorted(a.data_vars) == sorted(b.data_vars)
+    for name in a.data_vars:
+        x, y = a[name].values, b[name].values
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and "_derived" not in p.parts and "_locks" not in p.parts:  # lock files hold no data
+            h.update(str(p.relative_to(path)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def test_absent_evaluation_chunks_are_not_written(stores) -> None:
+    new, _ = stores
+    layout = layout_of(zarr.open_group(str(new), mode="r")["cost"].metadata)
+    assert layout is not None and layout["fast"] and layout["chunk"][4:] == (16, E, 1)
+    for name in ("reward", "cost"):
+        held = [(k, m) for k in range(3) for m in range(3)
+                if chunk_file(new, name, layout, (1, 0, 1, 2, k, 0, m)).is_file()]
+        assert held == [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]  # train everywhere, evaluation at the end only
+
+
+def test_old_and_new_layout_give_the_same_statistics_bit_for_bit(stores) -> None:
+    new, old = stores
+    from_new, from_old = load_suffstats(new, cache=False), load_suffstats(old, cache=False)
+    _same_stats(from_new, from_old)
+    in_memory = compute_suffstats(open_cube(old).load())  # numpy-backed, through the dask-array pass
+    _same_stats(from_new.drop_vars("run_status"), in_memory)
+    assert int(from_new["n"].sel(mode="expl").sum()) == 12 * 8 and int(from_new["n"].sel(mode="train").sum()) > 0
+    for kernel in ("numpy", "fused"):
+        _same_stats(load_suffstats(new, cache=False, kernel=kernel), from_old)
+
+
+def test_old_and_new_layout_give_the_same_report(stores, capsys) -> None:
+    outputs = []
+    for path in stores:
+        assert main(["report", str(path), "--cdf", "--format", "csv", "--boot", "30"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and outputs[0].count("\n") > 3
+
+
+def test_run_fingerprints_see_each_runs_shard(stores, tmp_path) -> None:
+    new = shutil.copytree(stores[0], tmp_path / "fp.zarr")
+    ds = open_cube(new)
+    before = run_fingerprints(new, ds)
+    assert before is not None and run_chunks(new) is not None
+    CubeWriter(new).write_episodes(RunKey("ppo", "goal", 25.0, 1), "greedy", J - 1, np.ones(3), np.zeros(3))
+    after = run_fingerprints(new, ds)
+    assert (before != after).sum() == 1 and before[0, 0, 1, 1] != after[0, 0, 1, 1]
+
+
+def test_migrate_rewrites_an_old_store_with_identical_reports(stores, tmp_path, capsys) -> None:
+    new, old = stores
+    path = shutil.copytree(old, tmp_path / "m.zarr")
+    assert main(["report", str(path), "--cdf", "--format", "csv", "--boot", "30"]) == 0
+    before = capsys.readouterr().out
+    stats_before = load_suffstats(path, cache=False)
+    assert main(["migrate", str(path)]) == 0
+    assert "migrated" in capsys.readouterr().out
+    assert layout_of(zarr.open_group(str(path), mode="r")["reward"].metadata) is not None
+    assert not list(tmp_path.glob(".m.zarr*")) and sorted(os.listdir(tmp_path)) == ["m.zarr"]  # no staging left
+    assert main(["report", str(path), "--cdf", "--format", "csv", "--boot", "30"]) == 0
+    assert capsys.readouterr().out == before
+    _same_stats(load_suffstats(path, cache=False), stats_before)
+    for name in ("reward", "cost", "run_status", "run_manifest", "env_steps"):
+        a, b = zarr.open_group(str(path), mode="r")[name][...], zarr.open_group(str(old), mode="r")[name][...]
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), name
+    assert zarr.open_group(str(path), mode="r").attrs.asdict() == zarr.open_group(str(old), mode="r").attrs.asdict()
+    assert main(["migrate", str(path)]) == 0
+    assert capsys.readouterr().out.strip().endswith("already in the current layout; nothing to do")
+
+
+@pytest.mark.parametrize("case", ["url", "missing", "live claim", "open write"])
+def test_migrate_refuses_bad_input_in_one_line_and_changes_nothing(stores, tmp_path, capsys, case) -> None:
+    path = shutil.copytree(stores[1], tmp_path / "old.zarr")
+    target = str(path)
+    if case == "url":
+        target = "https://example.org/results.zarr"
+    elif case == "missing":
+        target = str(tmp_path / "nowhere.zarr")
+    elif case == "live claim":
+        claim = path / "_claims" / "ppo" / "goal" / "15" / "0.claim"
+        claim.parent.mkdir(parents=True)
+        claim.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}))
+    else:
+        zarr.open_group(str(path), mode="r+")["write_seq"][0, 0, 0, 0] = 3  # a bracket left open
+    digest = _digest(path)
+    assert main(["migrate", target]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err, err
+    assert _digest(path) == digest
+    assert not list(tmp_path.glob(".old.zarr*"))
+
+
+def test_migrate_refuses_a_write_that_lands_during_the_copy(stores, tmp_path, monkeypatch) -> None:
+    from cube.errors import CubeError
+    from cube.store import migrate as mig
+
+    path = shutil.copytree(stores[1], tmp_path / "old.zarr")
+    real = mig._rewrite_episodes
+
+    def with_a_writer(*args, **kwargs):
+        got = real(*args, **kwargs)
+        zarr.open_group(str(path), mode="r+")["write_seq"][1, 0, 0, 2] = 2  # a writer finished a write meanwhile
+        return got
+
+    monkeypatch.setattr(mig, "_rewrite_episodes", with_a_writer)
+    with pytest.raises(CubeError, match="while it was being migrated"):
+        migrate_store(path)
+    assert layout_of(zarr.open_group(str(path), mode="r")["cost"].metadata) is None
+    assert sorted(os.listdir(tmp_path)) == ["old.zarr"]
