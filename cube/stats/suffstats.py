@@ -48,15 +48,7 @@ from cube.stats.tail import cvar_alphas as tail_alphas
 from cube.store.chunking import fast_layouts, run_blocks
 from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
-from cube.store.location import (
-    REMOTE_BLOCK_RUNS,
-    REMOTE_WORKERS,
-    is_remote,
-    local_path,
-    prefetch_pass,
-    remote_blocks,
-    remote_cache_folder,
-)
+from cube.store.location import is_remote, local_path
 from cube.store.locks import read_runs, read_write_seqs, runs_written_since
 from cube.store.read import open_cube
 
@@ -439,6 +431,8 @@ def _remote_suffstats(url: str, progress: Progress | None, kappa: np.ndarray, ca
     local folder keyed by the snapshot's id (`cube.store.location.remote_cache_folder`), so a second report of
     the URL costs what a local repeated report costs. Dask blocks of several seeds: one task's store chunks
     are requested concurrently."""
+    from cube.store.location import REMOTE_BLOCK_RUNS, REMOTE_WORKERS, prefetch_pass, remote_blocks, remote_cache_folder
+
     ds = open_cube(url)
     run_bytes = ds.sizes["iterate"] * ds.sizes["episode"] * ds.sizes["mode"] * ds["cost"].dtype.itemsize
     blocks = remote_blocks(dict(ds.sizes), max(1, min(REMOTE_BLOCK_RUNS, FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
