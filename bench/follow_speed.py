@@ -182,11 +182,11 @@ def fastest(rounds: int, codes: tuple[str, ...], **fields: object) -> list[dict[
     return best
 
 
-def prepare(scale: str, out: Path) -> Path:
-    """The cube to follow: written (default scale) or a hard-link copy of bench/out/paper.zarr."""
+def prepare(scale: str, out: Path, paper: Path | None = None) -> Path:
+    """The cube to follow: written (default scale) or a hard-link copy of `paper` (bench/out/paper.zarr)."""
     shutil.rmtree(out, ignore_errors=True)
     if scale == "paper":
-        paper = ROOT / "bench" / "out" / "paper.zarr"
+        paper = paper or ROOT / "bench" / "out" / "paper.zarr"
         if not paper.is_dir():
             raise SystemExit(f"{paper} is missing: write it with bench/scale.py --keep first")
         subprocess.run(["cp", "-al", str(paper), str(out)], check=True)
@@ -211,6 +211,8 @@ def main() -> None:
     parser.add_argument("--scale", choices=sorted(SCALES), default="default")
     parser.add_argument("--out", type=Path, default=None, help="where the followed cube goes")
     parser.add_argument("--keep", action="store_true", help="keep the followed cube")
+    parser.add_argument("--paper", type=Path, default=None, help="the paper-scale cube copied with --scale paper "
+                        "(default bench/out/paper.zarr; e.g. a `saferl migrate`d copy of it)")
     parser.add_argument("--idle-s", type=float, default=35.0, help="seconds of idle following measured")
     parser.add_argument("--repeat", type=int, default=2, help="rounds of plain read, cold pass and report, "
                         "interleaved; the fastest of each is compared (default 2)")
@@ -221,7 +223,7 @@ def main() -> None:
     print(f"bench/follow_speed.py --scale {args.scale}: {runs} runs x {s['iterates']} iterates x "
           f"{s['episodes']} episodes ({time.strftime('%Y-%m-%d %H:%M:%S %Z')})")
     try:
-        prepare(args.scale, out)
+        prepare(args.scale, out, args.paper)
         read, cold, report = fastest(args.repeat, (READ, COLD, REPORT), out=str(out))
         follow = child(FOLLOW, out=str(out), idle_s=args.idle_s)
     finally:

@@ -1,7 +1,7 @@
 """The statistics pass against the codec floor (issue 37): what a cold `saferl report --cdf` costs beside just
 reading and decoding the episodes the store holds, side by side in one run.
 
-    nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] [--against REV]
+    nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] [--against REV [--against-cube OLD]]
 
 1. the codec floor: every stored chunk file of ``reward`` and ``cost`` read, its CRC-32C checked and its zstd
    payload decoded (google_crc32c and numcodecs, the libraries zarr itself calls), by two threads, with no zarr,
@@ -106,6 +106,8 @@ def main() -> None:
     ap.add_argument("--cube", default=str(ROOT / "bench" / "out" / "c24.zarr"))
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; the fastest of each is kept")
     ap.add_argument("--against", metavar="REV", help="also time the report of this git revision (a worktree)")
+    ap.add_argument("--against-cube", metavar="PATH", help="the store REV's report reads (default --cube): the same "
+                    "episodes as REV wrote them, e.g. the store --cube was `saferl migrate`d from")
     args = ap.parse_args()
     cube = Path(args.cube)
     ensure_cube(cube)
@@ -116,7 +118,8 @@ def main() -> None:
     steps = {"codec floor (2 threads)": lambda: child(FLOOR, cube),
              "saferl report --cdf (cold)": lambda: cold_report(cube)}
     if other is not None:
-        steps[f"report --cdf of {args.against}"] = lambda: cold_report(cube, str(other))
+        theirs_cube = Path(args.against_cube or cube)
+        steps[f"report --cdf of {args.against}"] = lambda: cold_report(theirs_cube, str(other))
     results: dict[str, list[tuple[float, dict[str, str]]]] = {name: [] for name in steps}
     try:
         for _ in range(args.rounds):
@@ -139,7 +142,8 @@ def main() -> None:
     if other is not None:
         ours = min(s for s, _ in results["saferl report --cdf (cold)"])
         theirs = min(s for s, _ in results[f"report --cdf of {args.against}"])
-        print(f"  this report / {args.against}'s: {ours / theirs:.2f}x")
+        where = f" (it read {args.against_cube})" if args.against_cube else ""
+        print(f"  this report / {args.against}'s: {ours / theirs:.2f}x{where}")
 
 
 if __name__ == "__main__":
