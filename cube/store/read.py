@@ -208,12 +208,29 @@ def check_cube_path(path: PathLike) -> None:
                             "(.zarr directory) or a netCDF export (.nc)")
 
 
+def run_dask_chunks(path: Path) -> dict[str, int]:
+    """Default dask chunks of a local v3 store: the store's own, except that a store chunked by mode and block of
+    iterates (`cube.store.chunking`) gets one dask block per run over every iterate and mode, as the earlier
+    layout had (a block per store chunk made a plain read of a paper-scale cube ~70,000 tasks, 7x slower)."""
+    try:
+        meta = json.loads((path / "reward" / "zarr.json").read_text())
+        chunk = meta["chunk_grid"]["configuration"]["chunk_shape"]
+        shape = meta["shape"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if len(chunk) == 7 == len(shape) and chunk[6] == 1 and (chunk[4] < shape[4] or shape[6] > 1):
+        return {"iterate": -1, "mode": -1}
+    return {}
+
+
 def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: Sizes | None = None) -> xr.Dataset:
     check_cube_path(path)
     dask_chunks = chunks if lazy else None
     try:
         if path.is_dir():
             if (path / "zarr.json").exists():
+                if lazy and not chunks:
+                    dask_chunks = run_dask_chunks(path)
                 return xr.open_zarr(view_store(path, sizes), consolidated=False, chunks=dask_chunks)
             if (path / ".zgroup").exists():
                 return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks=dask_chunks)
