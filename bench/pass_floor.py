@@ -1,7 +1,8 @@
 """The statistics pass against the codec floor (issue 37): what a cold `saferl report --cdf` costs beside just
 reading and decoding the episodes the store holds, side by side in one run.
 
-    nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] [--against REV [--against-cube OLD]]
+    nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] \
+        [--against REV [--against-cube OLD]]
 
 1. the codec floor: every stored chunk file of ``reward`` and ``cost`` read, its CRC-32C checked and its zstd
    payload decoded (google_crc32c and numcodecs, the libraries zarr itself calls), by two threads, with no zarr,
