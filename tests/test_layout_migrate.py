@@ -19,13 +19,14 @@ from cube.cli import main
 from cube.schema import RunKey
 from cube.stats.cache import run_chunks, run_fingerprints
 from cube.stats.suffstats import compute_suffstats, load_suffstats
-from cube.store.chunking import chunk_file, layout_of
+from cube.store import chunking
+from cube.store.chunking import chunk_file, episode_chunking, layout_of
 from cube.store.layout import CHUNK_COMPRESSORS, create_store
 from cube.store.migrate import migrate_store
 from cube.store.read import open_cube
 from cube.store.writer import CubeWriter
 
-J, E = 40, 12  # 40 iterates: three inner chunks of 16 along iterates, the final iterate in the third
+J, E = 40, 12  # 40 iterates: three chunks of 16 along iterates (BLOCK_BYTES made small), the final iterate in the third
 
 
 def _write_new(path: Path) -> Path:
@@ -68,7 +69,9 @@ def _to_old_layout(src: Path, dst: Path) -> Path:
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("layout")
-    new = _write_new(root / "new.zarr")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(chunking, "BLOCK_BYTES", 16 * E * 4)  # blocks of 16 iterates, as 2,048 slots get
+        new = _write_new(root / "new.zarr")
     return new, _to_old_layout(new, root / "old.zarr")
 
 
@@ -95,6 +98,14 @@ def test_absent_evaluation_chunks_are_not_written(stores) -> None:
         held = [(k, m) for k in range(3) for m in range(3)
                 if chunk_file(new, name, layout, (1, 0, 1, 2, k, 0, m)).is_file()]
         assert held == [(0, 0), (1, 0), (2, 0), (2, 1), (2, 2)]  # train everywhere, evaluation at the end only
+
+
+def test_chunks_hold_a_block_of_iterates_sized_in_bytes() -> None:
+    assert episode_chunking(122, 2048)[4:] == (16, 2048, 1)  # paper scale: 128 KiB per chunk
+    assert episode_chunking(122, 100)[4:] == (122, 100, 1)  # small E: every iterate of a run in one chunk
+    assert episode_chunking(1000, 100)[4] == chunking.BLOCK_BYTES // 400
+    assert episode_chunking(122, 10**6)[4] == 1 and episode_chunking(5, 10)[4] == 5
+    assert episode_chunking(122, 100, chunk_iterates=8)[4] == 8  # a writer's own block is kept when smaller
 
 
 def test_old_and_new_layout_give_the_same_statistics_bit_for_bit(stores) -> None:

@@ -45,7 +45,7 @@ from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
 from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
-from cube.store.chunking import fast_layouts, run_blocks
+from cube.store.chunking import PerThread, fast_layouts, run_blocks
 from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
 from cube.store.location import is_remote, local_path
@@ -213,7 +213,8 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
     spec = BlockSpec(kappa_grid(kappa), _le_dtype(sizes["episode"]), tail_alphas(cvar_alphas), kernel)
     run_bytes = 2 * sizes["iterate"] * sizes["episode"] * 4  # one mode's reward and cost: the bulk of a run
     group = int(max(1, min(sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
-    task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written)
+    task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written,
+                   scratch=PerThread())
     tasks = []  # named here, so dask does not hash the shared arguments of every task
     for a, t, b in np.ndindex(sizes["algo"], sizes["task"], sizes["bound"]):
         for s0 in range(0, sizes["seed"], group):
@@ -231,12 +232,13 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
 
 
 def _read_map_block(path: Path, layouts: dict, runs: list[tuple[int, ...]], d: float, *, sizes: dict[str, int],
-                    labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None
-                    ) -> list[tuple[tuple, Block]]:
-    """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`."""
+                    labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None,
+                    scratch: PerThread) -> list[tuple[tuple, Block]]:
+    """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`
+    (read into this thread's buffers of `scratch`, free again when the task returns)."""
     a, t, b, s0 = runs[0]
     out = []
-    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes).items():
+    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes, scratch.get()).items():
         r, c = (arrays[n][None, None, None, ..., None] for n in ("reward", "cost"))  # (1, 1, 1, S, J', E, 1)
         block = _map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
         place = (a, t, b, slice(s0, s0 + len(runs)), slice(j0, j0 + r.shape[4]), slice(m, m + 1))

@@ -1,11 +1,12 @@
 """How reward and cost are chunked, and reading the chunks a store holds.
 
-Stores written since issue 37 keep reward and cost in chunks ``(1, 1, 1, 1, BLOCK_ITERATES, E, 1)``: one run,
-one mode and a block of iterates each (so writers of different runs never touch the same chunk file). Zarr
-writes no chunk that is all fill (NaN), so the evaluation modes, recorded at the final iterate only, cost one
-chunk per run instead of a whole iterate x episode block of NaN filler. Every chunk is zstd-compressed and
-carries its CRC-32C, and is written whole by a rename (zarr's local store), so a reader never sees half of
-one. Older stores (one chunk per run, every mode in it) read as they are; `saferl migrate` rewrites one.
+Stores written since issue 37 keep reward and cost in chunks ``(1, 1, 1, 1, I, E, 1)``: one run, one mode
+and a block of I iterates each (about `BLOCK_BYTES` decoded), so writers of different runs never touch the
+same chunk file. Zarr writes no chunk that is all fill (NaN), so the evaluation modes, recorded at the final
+iterate only, cost one chunk per run instead of a whole iterate x episode block of NaN filler. Every chunk is
+zstd-compressed and carries its CRC-32C, and is written whole by a rename (zarr's local store), so a reader
+never sees half of one. Older stores (one chunk per run, every mode in it) read as they are; `saferl migrate`
+rewrites one.
 
 `run_blocks` reads the chunks of some runs straight from their files (one read, CRC check and zstd decode
 each, the libraries zarr itself calls), skipping the absent ones: the statistics pass then never decodes or
@@ -15,24 +16,31 @@ computes NaN filler.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-BLOCK_ITERATES = 16
-"""Iterates per chunk of a new store (bench/pass_floor.py: see docs/performance.md)."""
+BLOCK_BYTES = 128 * 2**10
+"""Decoded bytes of reward (or cost) per chunk of a new store: as many iterates as fill it, at least one
+(16 iterates at 2,048 episode slots; every iterate of a run at 100 slots and up to 327 iterates). Smaller
+chunks cost more per byte to list, open and decode (bench/pass_floor.py: see docs/performance.md); larger
+ones make each iterate's write rewrite more."""
+
 
 _FAST_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}, {"name": "crc32c"}]
 
 
 def episode_chunking(n_iterates: int, n_episodes: int, chunk_iterates: int | None = None,
                      chunk_episodes: int | None = None) -> tuple[int, ...]:
-    """The chunk shape of reward/cost in a new store: one run, one mode, min(BLOCK_ITERATES, `chunk_iterates`
-    (default all)) iterates and `chunk_episodes` slots (default all)."""
-    iterates = min(BLOCK_ITERATES, int(chunk_iterates or n_iterates))
-    return (1, 1, 1, 1, iterates, int(chunk_episodes or n_episodes), 1)
+    """The chunk shape of reward/cost in a new store: one run, one mode, the iterates of BLOCK_BYTES (at most
+    `chunk_iterates`, default all) and `chunk_episodes` slots (default all)."""
+    episodes = int(chunk_episodes or n_episodes)
+    fill = max(1, BLOCK_BYTES // (4 * max(episodes, 1)))
+    iterates = max(1, min(fill, int(chunk_iterates or n_iterates)))
+    return (1, 1, 1, 1, iterates, episodes, 1)
 
 
 def layout_of(meta: Any) -> dict[str, Any] | None:
@@ -82,9 +90,42 @@ def fast_layouts(path: Path, sizes: Mapping[str, int]) -> dict[str, dict[str, An
     return layouts  # type: ignore[return-value]
 
 
-def read_chunk(file: str | Path, shape: tuple[int, int]) -> np.ndarray | None:
-    """One chunk file read whole, its CRC-32C checked and zstd-decoded: float32 `shape` (iterates, episodes);
-    an empty (0, 0) array for an absent file; None for a damaged one (zarr's own read then reports it)."""
+class Scratch:
+    """Reusable float32 buffers for `run_blocks`, one per key, grown as needed: a pass reads block after block
+    into the same memory instead of asking the allocator (and the kernel, through page faults) for fresh
+    tens of MiB per block. Not shared between threads."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[Any, np.ndarray] = {}
+
+    def take(self, key: Any, shape: tuple[int, ...]) -> np.ndarray:
+        """A C-contiguous float32 array of `shape`, uninitialised, valid until the next `take` of `key`."""
+        size = int(np.prod(shape))
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.size < size:
+            buffer = self._buffers[key] = np.empty(size, dtype=np.float32)
+        return buffer[:size].reshape(shape)
+
+
+class PerThread:
+    """A `Scratch` for each thread of one pass (dask's workers), dropped with the pass."""
+
+    def __init__(self) -> None:
+        self._scratch: dict[int, Scratch] = {}
+
+    def get(self) -> Scratch:
+        """The calling thread's Scratch."""
+        return self._scratch.setdefault(threading.get_ident(), Scratch())
+
+    def __dask_tokenize__(self) -> tuple[str, int]:  # dask names tasks by their arguments: never by the buffers
+        return ("PerThread", id(self))
+
+
+def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], spare: Scratch) -> bool | None:
+    """One chunk file of `shape` (iterates, episodes) read whole, its CRC-32C checked and its payload decoded
+    into `dest` (float32 (rows, columns) <= `shape`: the chunk's leading rows and columns): True when done,
+    None for an absent file (`dest` untouched), False for a damaged one (zarr's own read then reports it).
+    A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`."""
     import google_crc32c
     from numcodecs.zstd import Zstd
 
@@ -92,54 +133,65 @@ def read_chunk(file: str | Path, shape: tuple[int, int]) -> np.ndarray | None:
         with open(file, "rb") as fh:
             data = fh.read()
     except FileNotFoundError:
-        return np.empty((0, 0), dtype=np.float32)
-    raw = np.frombuffer(data, dtype=np.uint8)
-    if raw.size < 4 or google_crc32c.value(raw[:-4]).to_bytes(4, "little") != data[-4:]:
         return None
+    body = np.frombuffer(data, dtype=np.uint8)[:-4]
+    if len(data) < 4 or google_crc32c.value(body).to_bytes(4, "little") != data[-4:]:
+        return False
+    whole = dest.shape == shape and dest.flags.c_contiguous
+    out = dest if whole else spare.take("chunk", shape)
     try:
-        values = np.frombuffer(Zstd().decode(raw[:-4]), dtype="<f4")
-    except Exception:  # noqa: BLE001 - a bad stream: zarr's read reports it
-        return None
-    return values.reshape(shape) if values.size == shape[0] * shape[1] else None
+        Zstd().decode(body, out=out)  # the exact size or an error: a short or long chunk is damage
+    except Exception:  # noqa: BLE001 - a bad stream or a wrong length: zarr's read reports it
+        return False
+    if not whole:
+        dest[...] = out[: dest.shape[0], : dest.shape[1]]
+    return True
+
+
+EPISODE_NAMES = ("reward", "cost")
 
 
 def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[tuple[int, ...]],
-               sizes: Mapping[str, int]) -> dict[int, tuple[int, dict[str, np.ndarray]]]:
+               sizes: Mapping[str, int], scratch: Scratch | None = None
+               ) -> dict[int, tuple[int, dict[str, np.ndarray]]]:
     """The episodes of `runs` (run positions) mode by mode, over the iterates from the first to the last chunk
     that some run holds in that mode: {mode: (first iterate, {"reward"/"cost": float32 (len(runs), iterates,
-    episodes)})}, NaN where a run holds no chunk; modes no run holds are left out. A chunk that does not read
-    is read through zarr, which raises for damage."""
+    episodes)})}, NaN where a run holds no chunk; modes no run holds are left out. The arrays live in
+    `scratch` (valid until its next use; a new Scratch when None). A chunk that does not read is read
+    through zarr, which raises for damage."""
+    scratch = Scratch() if scratch is None else scratch
     n_it, n_ep, n_modes = int(sizes["iterate"]), int(sizes["episode"]), int(sizes["mode"])
     block = layouts["reward"]["chunk"][4]
     shape = (block, layouts["reward"]["chunk"][5])
-    got: dict[tuple[int, int, int], dict[str, np.ndarray]] = {}  # (run i, k, m) -> name -> (I, E)
+    held: dict[int, list[tuple[int, str, int, str]]] = {}  # mode -> [(run i, name, block k, file)]
     for i, run in enumerate(runs):
-        for name in ("reward", "cost"):
+        for name in EPISODE_NAMES:
             for k in range(-(-n_it // block)):
                 folder = os.path.join(path, name, "c", *map(str, run), str(k), "0")  # keys c/a/t/b/s/k/0/m
                 try:
-                    held = os.listdir(folder)  # one listing finds the modes stored: no open of absent files
+                    stored = os.listdir(folder)  # one listing finds the modes stored: no open of absent files
                 except FileNotFoundError:
                     continue
                 for m in range(n_modes):
-                    if str(m) not in held:
-                        continue
-                    values = read_chunk(os.path.join(folder, str(m)), shape)
-                    if values is None:
-                        values = _through_zarr(path, name, (*run, slice(k * block, (k + 1) * block),
-                                                            slice(0, shape[1]), m), shape)
-                    if values.size:
-                        got.setdefault((i, k, m), {})[name] = values
+                    if str(m) in stored:
+                        held.setdefault(m, []).append((i, name, k, os.path.join(folder, str(m))))
     out = {}
-    for m in sorted({m for _, _, m in got}):
-        ks = [k for _, k, mode in got if mode == m]
-        j0, j1 = min(ks) * block, min((max(ks) + 1) * block, n_it)
-        arrays = {name: np.full((len(runs), j1 - j0, n_ep), np.nan, dtype=np.float32) for name in ("reward", "cost")}
-        for (i, k, mode), chunks in got.items():
-            if mode == m:
-                start, stop = k * block, min(k * block + block, j1)
-                for name, values in chunks.items():
-                    arrays[name][i, start - j0: stop - j0] = values[: stop - start, :n_ep]
+    for m in sorted(held):
+        k0, k1 = min(k for _, _, k, _ in held[m]), max(k for _, _, k, _ in held[m]) + 1
+        j0, j1 = k0 * block, min(k1 * block, n_it)
+        arrays = {name: scratch.take((name, m), (len(runs), j1 - j0, n_ep)) for name in EPISODE_NAMES}
+        filled = np.zeros((len(runs), len(EPISODE_NAMES), k1 - k0), dtype=bool)
+        for i, name, k, file in held[m]:
+            start, stop = k * block, min(k * block + block, j1)
+            dest = arrays[name][i, start - j0: stop - j0]
+            got = read_chunk_into(file, dest, shape, scratch)
+            if got is False:
+                dest[...] = _through_zarr(path, name, (*runs[i], slice(start, start + block), slice(0, shape[1]), m),
+                                          shape)[: stop - start, :n_ep]
+            filled[i, EPISODE_NAMES.index(name), k - k0] = got is not None
+        for i, v, k in zip(*np.nonzero(~filled), strict=True):
+            start = (k0 + int(k)) * block - j0
+            arrays[EPISODE_NAMES[v]][i, start: start + block] = np.nan
         out[m] = (j0, arrays)
     return out
 
