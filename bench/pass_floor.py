@@ -4,9 +4,9 @@ reading and decoding the episodes the store holds, side by side in one run.
     nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] \
         [--against REV [--against-cube OLD]]
 
-1. the codec floor: every stored chunk file of ``reward`` and ``cost`` read, its CRC-32C checked and its zstd
-   payload decoded (google_crc32c and numcodecs, the libraries zarr itself calls), by two threads, with no zarr,
-   dask or xarray in between;
+1. the codec floor: every stored chunk file of ``reward`` and ``cost`` read, its CRC-32C checked and its payload
+   decoded with the store's codec (Blosc or zstd) into a reused buffer (google_crc32c and numcodecs, the
+   libraries zarr itself calls), by two threads, with no zarr, dask or xarray in between;
 2. the cold `saferl report --cdf` on the same store: its statistics cache (``_derived``) deleted first, the whole
    process timed (start-up, the pass, the tables, the cache written), as a user waits for it;
 3. with ``--against REV``: the same report of another revision (a detached git worktree of REV, made in a
@@ -33,29 +33,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 FLOOR = r"""
-import os, resource, sys, time
+import json, os, resource, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 import google_crc32c
 import numpy as np
+from numcodecs.blosc import Blosc
 from numcodecs.zstd import Zstd
 root = sys.argv[1]
 files = [os.path.join(d, f) for name in ("reward", "cost") for d, _, fs in os.walk(os.path.join(root, name, "c"))
          for f in fs]
-zstd = Zstd()
+meta = json.load(open(os.path.join(root, "reward", "zarr.json")))
+names = [c["name"] for c in meta["codecs"]]
+codec = Blosc() if "blosc" in names else Zstd()
+chunk_bytes = 4 * int(np.prod(meta["chunk_grid"]["configuration"]["chunk_shape"]))
+buffers = {}
 def decode(path):
     with open(path, "rb") as fh:
         data = fh.read()
     payload = np.frombuffer(data, dtype=np.uint8)[:-4]  # as zarr's crc32c codec hands it over: no copy
     if google_crc32c.value(payload).to_bytes(4, "little") != data[-4:]:
         raise SystemExit(f"CRC-32C mismatch in {path}")
-    return len(data), len(zstd.decode(payload))
+    out = buffers.setdefault(threading.get_ident(), np.empty(chunk_bytes, dtype=np.uint8))  # reused, as the pass
+    return len(data), len(codec.decode(payload, out=out))
 t0 = time.perf_counter()
 with ThreadPoolExecutor(2) as pool:
     sizes = list(pool.map(decode, files))
 seconds = time.perf_counter() - t0
 stored, decoded = sum(s for s, _ in sizes), sum(d for _, d in sizes)
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-print(f"RESULT files={len(files)} stored={stored} decoded={decoded} inner_s={seconds:.3f} rss_gib={rss:.3f}")
+print(f"RESULT files={len(files)} stored={stored} decoded={decoded} inner_s={seconds:.3f} rss_gib={rss:.3f} "
+      f"codec={names[1] if len(names) > 1 else names}")
 """
 
 REPORT = r"""
@@ -138,7 +145,8 @@ def main() -> None:
     floor = min(s for s, _ in results["codec floor (2 threads)"])
     for name, values in results.items():
         best, fields = min(values, key=lambda v: v[0])
-        inner = f", decode alone {fields['inner_s']} s" if "inner_s" in fields else f", cube from {fields['source']}"
+        inner = (f", decode alone {fields['inner_s']} s ({fields['codec']})" if "inner_s" in fields
+                 else f", cube from {fields['source']}")
         print(f"  {name:34s} {best:8.3f} s  {best / floor:6.2f}x the floor   peak {fields['rss_gib']} GiB{inner}")
     if other is not None:
         ours = min(s for s, _ in results["saferl report --cdf (cold)"])

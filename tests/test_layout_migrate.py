@@ -20,9 +20,9 @@ from cube.schema import RunKey
 from cube.stats.cache import run_chunks, run_fingerprints
 from cube.stats.suffstats import compute_suffstats, load_suffstats
 from cube.store import chunking
-from cube.store.chunking import chunk_file, episode_chunking, layout_of
+from cube.store.chunking import chunk_file, episode_chunking, fast_layouts, layout_of
 from cube.store.layout import CHUNK_COMPRESSORS, create_store
-from cube.store.migrate import migrate_store
+from cube.store.migrate import migrate_store, needs_migration
 from cube.store.read import open_cube
 from cube.store.writer import CubeWriter
 
@@ -50,19 +50,21 @@ def _write_new(path: Path) -> Path:
     return path
 
 
-def _to_old_layout(src: Path, dst: Path) -> Path:
-    """A copy of `src` in the previous layout: reward and cost one plain chunk per run, every mode in it."""
+def _to_old_layout(src: Path, dst: Path, chunks: tuple[int, ...] | None = None) -> Path:
+    """A copy of `src` in the previous layout: reward and cost zstd-compressed, one plain chunk per run with
+    every mode in it (or `chunks`: the first stores of the current layout, zstd-compressed)."""
     shutil.copytree(src, dst)
     old, group = zarr.open_group(str(src), mode="r"), zarr.open_group(str(dst), mode="r+")
     for name in ("reward", "cost"):
         arr = old[name]
         shutil.rmtree(dst / name)
-        out = group.create_array(name, shape=arr.shape, chunks=(1, 1, 1, 1, *arr.shape[4:]), dtype="float32",
+        out = group.create_array(name, shape=arr.shape, chunks=chunks or (1, 1, 1, 1, *arr.shape[4:]), dtype="float32",
                                  fill_value=np.nan, dimension_names=arr.metadata.dimension_names,
                                  compressors=CHUNK_COMPRESSORS)
         out.attrs.update(dict(arr.attrs))
         out[...] = arr[...]
-    assert layout_of(zarr.open_group(str(dst), mode="r")["cost"].metadata) is None
+    layout = layout_of(zarr.open_group(str(dst), mode="r")["cost"].metadata)
+    assert layout is None if chunks is None else layout["codec"] == "zstd"
     return dst
 
 
@@ -125,6 +127,18 @@ def test_old_and_new_layout_give_the_same_report(stores, capsys) -> None:
         assert main(["report", str(path), "--cdf", "--format", "csv", "--boot", "30"]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1] and outputs[0].count("\n") > 3
+
+
+def test_a_zstd_store_of_this_layout_reads_alike_and_migrates_to_blosc(stores, tmp_path) -> None:
+    new, old = stores
+    chunks = zarr.open_group(str(new), mode="r")["cost"].chunks
+    first = _to_old_layout(new, tmp_path / "zstd.zarr", chunks)  # as the first stores of this layout were written
+    assert fast_layouts(first, dict(open_cube(first).sizes)) is not None  # read from its chunk files too
+    _same_stats(load_suffstats(first, cache=False), load_suffstats(old, cache=False))
+    assert needs_migration(first) and not needs_migration(new)
+    assert migrate_store(first).runs == 12
+    assert layout_of(zarr.open_group(str(first), mode="r")["cost"].metadata)["codec"] == "blosc"
+    _same_stats(load_suffstats(first, cache=False), load_suffstats(old, cache=False))
 
 
 def test_run_fingerprints_see_each_runs_shard(stores, tmp_path) -> None:

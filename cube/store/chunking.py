@@ -4,13 +4,13 @@ Stores written since issue 37 keep reward and cost in chunks ``(1, 1, 1, 1, I, E
 and a block of I iterates each (about `BLOCK_BYTES` decoded), so writers of different runs never touch the
 same chunk file. Zarr writes no chunk that is all fill (NaN), so the evaluation modes, recorded at the final
 iterate only, cost one chunk per run instead of a whole iterate x episode block of NaN filler. Every chunk is
-zstd-compressed and carries its CRC-32C, and is written whole by a rename (zarr's local store), so a reader
-never sees half of one. Older stores (one chunk per run, every mode in it) read as they are; `saferl migrate`
-rewrites one.
+compressed (byte-shuffled Blosc-LZ4; zstd in the first stores of this layout) and carries its CRC-32C, and is
+written whole by a rename (zarr's local store), so a reader never sees half of one. Older stores (one chunk
+per run, every mode in it) read as they are; `saferl migrate` rewrites one.
 
-`run_blocks` reads the chunks of some runs straight from their files (one read, CRC check and zstd decode
-each, the libraries zarr itself calls), skipping the absent ones: the statistics pass then never decodes or
-computes NaN filler.
+`run_blocks` reads the chunks of some runs straight from their files (one read, CRC check and decode each,
+the libraries zarr itself calls, into reused buffers), skipping the absent ones: the statistics pass then
+never decodes or computes NaN filler.
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ chunks cost more per byte to list, open and decode (bench/pass_floor.py: see doc
 ones make each iterate's write rewrite more."""
 
 
-_FAST_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd"}, {"name": "crc32c"}]
+_FAST_CHAINS = {codec: [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": codec}, {"name": "crc32c"}]
+                for codec in ("blosc", "zstd")}
+"""The codec chains `read_chunk_into` decodes itself: Blosc (new stores) or zstd (the first stores of this
+layout), each followed by the CRC-32C; the compressor's own settings are in its frame header."""
 
 
 def episode_chunking(n_iterates: int, n_episodes: int, chunk_iterates: int | None = None,
@@ -44,9 +47,10 @@ def episode_chunking(n_iterates: int, n_episodes: int, chunk_iterates: int | Non
 
 
 def layout_of(meta: Any) -> dict[str, Any] | None:
-    """The layout of an array's zarr metadata: {"chunk": shape, "fast": whether `read_chunk` reads its chunks,
-    "separator": of its chunk keys} when the array is chunked as this module lays it out (one run and one
-    mode per chunk, unsharded); None for any other layout (an older store: every mode in a chunk)."""
+    """The layout of an array's zarr metadata: {"chunk": shape, "fast": whether `read_chunk_into` reads its
+    chunks, "separator": of its chunk keys, "codec": "blosc", "zstd" (`_FAST_CHAINS`) or None} when the array
+    is chunked as this module lays it out (one run and one mode per chunk, unsharded); None for any other
+    layout (an older store: every mode in a chunk)."""
     shape = tuple(int(n) for n in meta.chunk_grid.chunk_shape)
     described = meta.to_dict()
     names = [c["name"] for c in described["codecs"]]
@@ -54,10 +58,11 @@ def layout_of(meta: Any) -> dict[str, Any] | None:
         return None
     encoding = described.get("chunk_key_encoding") or {}
     separator = (encoding.get("configuration") or {}).get("separator", "/")
-    chain = [{k: v for k, v in c.items() if c["name"] != "zstd" or k == "name"} for c in described["codecs"]]
-    fast = (chain == _FAST_CODECS and described["data_type"] == "float32" and encoding.get("name") == "default"
+    chain = [{k: v for k, v in c.items() if c["name"] not in _FAST_CHAINS or k == "name"} for c in described["codecs"]]
+    codec = next((name for name, fast_chain in _FAST_CHAINS.items() if chain == fast_chain), None)
+    fast = (codec is not None and described["data_type"] == "float32" and encoding.get("name") == "default"
             and separator == "/")
-    return {"chunk": shape, "fast": fast, "separator": separator}
+    return {"chunk": shape, "fast": fast, "separator": separator, "codec": codec}
 
 
 def chunk_file(path: Path, name: str, layout: Mapping[str, Any], index: tuple[int, ...]) -> Path:
@@ -121,13 +126,14 @@ class PerThread:
         return ("PerThread", id(self))
 
 
-def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], spare: Scratch) -> bool | None:
+def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], spare: Scratch,
+                    codec: str = "blosc") -> bool | None:
     """One chunk file of `shape` (iterates, episodes) read whole, its CRC-32C checked and its payload decoded
     into `dest` (float32 (rows, columns) <= `shape`: the chunk's leading rows and columns): True when done,
     None for an absent file (`dest` untouched), False for a damaged one (zarr's own read then reports it).
-    A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`."""
+    A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`. `codec`:
+    the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`)."""
     import google_crc32c
-    from numcodecs.zstd import Zstd
 
     try:
         with open(file, "rb") as fh:
@@ -140,12 +146,22 @@ def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], 
     whole = dest.shape == shape and dest.flags.c_contiguous
     out = dest if whole else spare.take("chunk", shape)
     try:
-        Zstd().decode(body, out=out)  # the exact size or an error: a short or long chunk is damage
+        _decoder(codec).decode(body, out=out)  # the exact size or an error: a short or long chunk is damage
     except Exception:  # noqa: BLE001 - a bad stream or a wrong length: zarr's read reports it
         return False
     if not whole:
         dest[...] = out[: dest.shape[0], : dest.shape[1]]
     return True
+
+
+def _decoder(codec: str) -> Any:
+    if codec == "zstd":
+        from numcodecs.zstd import Zstd
+
+        return Zstd()
+    from numcodecs.blosc import Blosc
+
+    return Blosc()
 
 
 EPISODE_NAMES = ("reward", "cost")
@@ -184,7 +200,7 @@ def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[
         for i, name, k, file in held[m]:
             start, stop = k * block, min(k * block + block, j1)
             dest = arrays[name][i, start - j0: stop - j0]
-            got = read_chunk_into(file, dest, shape, scratch)
+            got = read_chunk_into(file, dest, shape, scratch, layouts[name]["codec"])
             if got is False:
                 dest[...] = _through_zarr(path, name, (*runs[i], slice(start, start + block), slice(0, shape[1]), m),
                                           shape)[: stop - start, :n_ep]

@@ -27,7 +27,7 @@ from cube.schema import EPISODE_VARS
 from cube.store.chunking import episode_chunking, layout_of
 from cube.store.claims import holder_alive, holder_text, parse_claim
 from cube.store.fs import PathLike, staged_store
-from cube.store.layout import CHUNK_COMPRESSORS, open_group
+from cube.store.layout import EPISODE_COMPRESSORS, open_group
 from cube.store.location import local_path, refuse_url
 from cube.store.locks import grid_lock, read_write_seqs
 
@@ -45,9 +45,12 @@ class Migrated:
 
 
 def needs_migration(path: PathLike) -> bool:
-    """Whether the store's reward and cost are in an earlier layout (not `cube.store.chunking`'s)."""
+    """Whether the store's reward and cost are in an earlier layout (not `cube.store.chunking`'s) or codec
+    (zstd, before `EPISODE_COMPRESSORS`' Blosc)."""
     group = open_group(path, mode="r")
-    return any(layout_of(group[name].metadata) is None for name in EPISODE_VARS)
+    current = EPISODE_COMPRESSORS[0].to_dict()["name"]
+    layouts = [layout_of(group[name].metadata) for name in EPISODE_VARS]
+    return any(layout is None or layout["codec"] != current for layout in layouts)
 
 
 def migrate_store(path: PathLike, progress: Callable[[int, int], None] | None = None,
@@ -109,7 +112,7 @@ def _rewrite_episodes(source: Path, staging: Path, progress: Callable[[int, int]
                                   arr.chunks[5] if arr.chunks[5] < shape[5] else None)
         out = new.create_array(name, shape=shape, chunks=chunks, dtype=arr.dtype,
                                fill_value=arr.metadata.fill_value, dimension_names=arr.metadata.dimension_names,
-                               compressors=CHUNK_COMPRESSORS)
+                               compressors=EPISODE_COMPRESSORS)
         out.attrs.update(dict(arr.attrs))
         pairs.append((arr, out))
     runs = list(np.ndindex(*pairs[0][0].shape[:4]))
