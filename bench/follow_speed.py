@@ -156,9 +156,14 @@ print(f"RESULT idle_cpu={{(time.process_time() - c0) / (time.perf_counter() - w0
 """
 
 
+SOURCE = [ROOT]
+"""The checkout whose `cube` the child processes import (--source)."""
+
+
 def child(code: str, **fields: object) -> dict[str, float]:
     """Run `code` (formatted with `fields`) in a child process; its RESULT key=value pairs."""
-    res = subprocess.run([sys.executable, "-c", code.format(**fields)], capture_output=True, text=True, cwd=ROOT)
+    res = subprocess.run([sys.executable, "-c", code.format(**fields)], capture_output=True, text=True,
+                         cwd=SOURCE[0])
     if res.returncode != 0:
         raise SystemExit(f"step failed:\n{res.stderr[-3000:]}")
     out: dict[str, float] = {}
@@ -216,7 +221,11 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=35.0, help="seconds of idle following measured")
     parser.add_argument("--repeat", type=int, default=2, help="rounds of plain read, cold pass and report, "
                         "interleaved; the fastest of each is compared (default 2)")
+    parser.add_argument("--follow-only", action="store_true", help="skip steps 1-2 (plain read, cold pass, report)")
+    parser.add_argument("--source", type=Path, default=ROOT, help="the checkout whose cube the steps import "
+                        "(e.g. a worktree of main, to time it on the same machine back to back)")
     args = parser.parse_args()
+    SOURCE[0] = args.source.resolve()
     out = args.out or ROOT / "bench" / "out" / f"follow_{args.scale}.zarr"
     s = SCALES[args.scale]
     runs = s["algos"] * s["tasks"] * s["bounds"] * s["seeds"]
@@ -224,11 +233,16 @@ def main() -> None:
           f"{s['episodes']} episodes ({time.strftime('%Y-%m-%d %H:%M:%S %Z')})")
     try:
         prepare(args.scale, out, args.paper)
-        read, cold, report = fastest(args.repeat, (READ, COLD, REPORT), out=str(out))
+        if not args.follow_only:
+            read, cold, report = fastest(args.repeat, (READ, COLD, REPORT), out=str(out))
         follow = child(FOLLOW, out=str(out), idle_s=args.idle_s)
     finally:
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
+    print(f"  cube imported from {SOURCE[0]}")
+    if args.follow_only:
+        print_follow(follow, args.idle_s)
+        return
     print(f"  plain read of reward + cost                  {read['seconds']:10.3f} s    peak {read['rss_gib']:.2f} GiB")
     print(f"  cold statistics pass (load_suffstats)        {cold['seconds']:10.3f} s    peak {cold['rss_gib']:.2f} GiB")
     print(f"  saferl report --cdf, cache deleted           {report['seconds']:10.3f} s    peak "
@@ -236,6 +250,10 @@ def main() -> None:
     print(line("cold statistics pass / plain read", cold["seconds"] / read["seconds"], TARGETS["cold_ratio"], "x"))
     print(line("saferl report --cdf / plain read", report["seconds"] / read["seconds"], TARGETS["cold_ratio"], "x"))
     print(line("peak memory, report --cdf", report["rss_gib"], TARGETS["cold_mem_gib"], "GiB"))
+    print_follow(follow, args.idle_s)
+
+
+def print_follow(follow: dict[str, float], idle_s: float) -> None:
     print(f"  one run with a new iterate: {follow['moved1']:.0f} sequence(s) moved, {follow['changed1']:.0f} run(s) "
           f"read again (cache patch in background, waited {follow['patch_wait_s']:.3f} s after)")
     print(line("change detection (SeqWatch.poll)", follow["detect_s"], TARGETS["detect_s"]))
@@ -245,7 +263,7 @@ def main() -> None:
           f"{follow['detect16_s']:.3f} s, update {follow['update16_s']:.3f} s, table {follow['table16_s']:.3f} s")
     print(line("16 runs: poll + update + table", follow["sixteen_s"], TARGETS["sixteen_s"]))
     print(f"  incremental statistics == full cold pass: {'yes' if follow['incremental_equals_full'] else 'NO'}")
-    print(line(f"idle follow CPU / wall ({args.idle_s:g} s, poll 1/s)", follow["idle_cpu"], TARGETS["idle_cpu"],
+    print(line(f"idle follow CPU / wall ({idle_s:g} s, poll 1/s)", follow["idle_cpu"], TARGETS["idle_cpu"],
                "core"))
 
 
