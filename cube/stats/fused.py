@@ -26,6 +26,9 @@ import numpy as np
 
 _COMPILE_LOCK = threading.Lock()
 
+SUB_BINS = 256
+"""The bins `select` spreads the costs of the CVaR's CDF bins over (about one cost each at paper size)."""
+
 OUTPUTS = ("n_r", "sum_r", "n", "sum_c", "n_viol", "sum_over")
 """The statistics the loop computes, in the order of its `col` argument (each one's output column is
 `cube.stats.suffvars.COLUMN[name]`: the loop does not fix the output order)."""
@@ -46,156 +49,232 @@ def _compiled() -> Any:
 def _define() -> Any:
     import numba
 
-    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col,
+    jit = numba.njit(nogil=True, error_model="numpy")
+
+    @jit
+    def check_row(c, r):
+        """(whether a cost is NaN, whether all are, whether an episode breaks the episode rule) of one cell's
+        costs and rewards (E,): flags only, so that it vectorises."""
+        some_nan, all_nan, bad = False, True, False
+        for e in range(c.size):
+            x, y = c[e], r[e]
+            no_cost = x != x
+            some_nan |= no_cost
+            all_nan &= no_cost
+            bad |= (x < 0) | (x == np.inf) | (abs(y) == np.inf) | (no_cost & (y == y))
+        return some_nan, all_nan, bad
+
+    @jit
+    def pack(c, r, into_c, into_r):
+        """The episodes of a cell (costs not NaN) in episode order, at the front of into_c, into_r."""
+        n = 0
+        for e in range(c.size):
+            x = c[e]
+            into_c[n], into_r[n] = x, r[e]
+            n += x == x
+        return n
+
+    @jit
+    def spread(c, r, n, d, at_most_d, reward, over):
+        """(n_r, n_viol) of n episodes c[:n], r[:n] (costs present); reward[e] = r[e] as float64, 0.0 where NaN,
+        and over[e] = max(c[e] - d, 0.0): what the sums add (vectorised; +0.0 changes no sum that starts at +0.0)."""
+        n_r = n_viol = np.int32(0)
+        for e in range(n):
+            x, y = c[e], r[e]
+            has_r = y == y
+            n_r += np.int32(has_r)
+            reward[e] = np.float64(y) if has_r else 0.0
+            n_viol += np.int32(x > at_most_d)
+            over[e] = max(np.float64(x) - d, 0.0)
+        return n_r, n_viol
+
+    @jit
+    def add_up(c, reward, over, n, t, top, inv_h, below, inside, use_table, counts):
+        """(sum_r, sum_c, sum_over) of n episodes: float64 sums in episode order, three chains side by side, of
+        reward, c and over (`spread`); counts[#{t < c[e]}] += 1 for every episode, the CDF bin found by
+        `kernel.grid_locate`'s bucket table (the bucket index computed in the costs' dtype, as there) or a
+        binary search."""
+        sum_r = sum_c = sum_over = 0.0
+        if not use_table:
+            for e in range(n):
+                sum_r += reward[e]
+                sum_c += np.float64(c[e])
+                sum_over += over[e]
+                counts[np.searchsorted(t, c[e])] += 1
+            return sum_r, sum_c, sum_over
+        last = c.dtype.type(below.size - 1)
+        for e in range(n):
+            x = c[e]
+            sum_r += reward[e]
+            sum_c += np.float64(x)
+            sum_over += over[e]
+            k = np.uint32(min(max((top - x) * inv_h, c.dtype.type(0)), last))
+            counts[below[k] + (inside[k] < x)] += 1
+        return sum_r, sum_c, sum_over
+
+    @jit
+    def nth_largest(x, n, want):
+        """The want-th largest (from 0) of x[:n], as float64: a quickselect (median of three, three-way
+        partition) that reorders x."""
+        lo, hi = 0, n - 1
+        while lo < hi:
+            p1, p2, p3 = x[lo], x[(lo + hi) // 2], x[hi]
+            pivot = max(min(p1, p2), min(max(p1, p2), p3))
+            lt, e, gt = lo, lo, hi  # [lo, lt) > pivot, [lt, e) == pivot, (gt, hi] < pivot
+            while e <= gt:
+                if x[e] > pivot:
+                    x[lt], x[e] = x[e], x[lt]
+                    lt += 1
+                    e += 1
+                elif x[e] < pivot:
+                    x[gt], x[e] = x[e], x[gt]
+                    gt -= 1
+                else:
+                    e += 1
+            if want < lt:
+                hi = lt - 1
+            elif want > gt:
+                lo = gt + 1
+            else:
+                return np.float64(pivot)
+        return np.float64(x[lo])
+
+    @jit
+    def select(kept, n_kept, rank, v, sub, bin_of, few):
+        """v[a] = the rank[a]-th largest (from 0) of kept[:n_kept] (n_kept > 0), as float64. A histogram of the
+        costs on sub.size bins of equal width from their least to their greatest (the bin a monotone function of
+        the cost) finds the bin of each rank; a quickselect among that bin's few costs, the value."""
+        least = greatest = np.float64(kept[0])
+        for e in range(n_kept):
+            x = np.float64(kept[e])
+            least, greatest = min(least, x), max(greatest, x)
+        if least == greatest:
+            v[:] = least
+            return
+        width, n_sub = greatest - least, sub.size
+        sub[:] = 0
+        for e in range(n_kept):
+            b = min(np.int64((np.float64(kept[e]) - least) / width * n_sub), n_sub - 1)
+            bin_of[e] = b
+            sub[b] += 1
+        for a in range(rank.size):
+            want, b, above = rank[a], n_sub - 1, 0
+            while above + sub[b] <= want:
+                above += sub[b]
+                b -= 1
+            n_few = 0
+            for e in range(n_kept):
+                few[n_few] = kept[e]
+                n_few += bin_of[e] == b
+            v[a] = nth_largest(few, n_few, want - above)
+
+    @jit
+    def tail_means(c, n, counts, t, k_tab, an_tab, tail, kept, rank, v, sub, bin_of, few, out):
+        """out[a] = CVaR_alpha of the costs c[:n] (`cube.stats.tail`), counts (G + 1,) their CDF bins. v = c_(k),
+        the k-th largest, lies in the bin where the counts from the top reach k: one scan keeps the costs above
+        the lowest such bin of every alpha (in episode order), a quickselect among those of the bins of the
+        alphas finds each v, and S adds the kept costs above v in episode order (the costs left out are below
+        v: they would add +0.0)."""
+        g = t.size
+        n_alpha = k_tab.shape[0]
+        b_low, b_high = g, 0
+        for a in range(n_alpha):
+            k = k_tab[a, n]
+            b = g
+            reached = counts[g]
+            while reached < k:
+                b -= 1
+                reached += counts[b]
+            rank[a] = k
+            b_low, b_high = min(b_low, b), max(b_high, b)
+        above = 0  # the costs above the bins of the alphas
+        for j in range(b_high + 1, g + 1):
+            above += counts[j]
+        lower = np.float64(t[b_low - 1]) if b_low > 0 else -np.inf  # bin b: t[b - 1] < c <= t[b]
+        upper = np.float64(t[b_high]) if b_high < g else np.inf
+        n_tail = 0
+        for e in range(n):
+            x = c[e]
+            tail[n_tail] = x
+            n_tail += x > lower
+        n_kept = 0
+        for e in range(n_tail):
+            x = tail[e]
+            kept[n_kept] = x
+            n_kept += x <= upper
+        for a in range(n_alpha):
+            rank[a] -= above + 1  # v's position in descending order among the kept costs
+        select(kept, n_kept, rank, v, sub, bin_of, few)
+        a = 0
+        while a < n_alpha:  # S: the kept costs above v, in episode order, two alphas per scan
+            second = a + 1 if a + 1 < n_alpha else a
+            cut1, cut2 = v[a], v[second]
+            total1 = total2 = 0.0
+            count1 = count2 = 0
+            for e in range(n_tail):
+                x = np.float64(tail[e])
+                total1 += x if x > cut1 else 0.0
+                count1 += x > cut1
+                total2 += x if x > cut2 else 0.0
+                count2 += x > cut2
+            an = an_tab[a, n]
+            out[a] = (total1 + (an - count1) * cut1) / an
+            an = an_tab[second, n]
+            out[second] = (total2 + (an - count2) * cut2) / an
+            a += 2
+
+    def cells(r2, c2, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col,
               k_tab, an_tab, cvar):
-        """r3, c3: (n, E, M) rewards and costs; selected (n, M) bool: the cells of bound d. Fills, for the
+        """r2, c2: (cells, E) rewards and costs; selected (cells,) bool: the cells of bound d. Fills, for the
         selected cells with a cost, sums[cell] (6,) float64 (OUTPUTS[k] in column col[k]), le[cell] (G,)
         int64, cvar[cell] (A,) float64 (CVaR_alpha of the costs, from k_tab and an_tab: `tail.tail_table`)
-        and has_cost[cell] (cell = i * M + m). Returns True when an episode breaks the cube's episode rule."""
-        n, n_eps, n_modes = c3.shape
+        and has_cost[cell]. Returns True when an episode breaks the cube's episode rule."""
+        n_cells, n_eps = c2.shape
         g = t.size
-        last = below.size - 1
-        hist = np.zeros(g + 1, dtype=np.int64)
+        counts = np.empty(g + 1, dtype=np.int64)
+        packed_c, packed_r = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=r2.dtype)
+        reward, over = np.empty(n_eps, dtype=np.float64), np.empty(n_eps, dtype=np.float64)
+        tail, kept = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=c2.dtype)
+        few = np.empty(n_eps, dtype=c2.dtype)
+        sub, bin_of = np.empty(SUB_BINS, dtype=np.int64), np.empty(n_eps, dtype=np.int64)
         n_alpha = k_tab.shape[0]
-        costs = np.empty_like(c3[0, :, 0])  # the cell's costs in episode order, NaN left out
-        kept = np.empty_like(costs)  # the costs of the bins that hold the v of every alpha
         rank = np.empty(n_alpha, dtype=np.int64)
         v = np.empty(n_alpha, dtype=np.float64)
-        for i in range(n):
-            for m in range(n_modes):
-                if not selected[i, m]:
-                    continue
-                hist[:] = 0
-                n_r = n_c = n_viol = 0
-                sum_r = sum_c = sum_over = 0.0
-                for e in range(n_eps):
-                    x = c3[i, e, m]
-                    y = r3[i, e, m]
-                    if np.isnan(x):
-                        if not np.isnan(y):
-                            return True
-                        continue
-                    if x < 0 or np.isinf(x) or np.isinf(y):
-                        return True
-                    if not np.isnan(y):
-                        n_r += 1
-                        sum_r += np.float64(y)
-                    costs[n_c] = x
-                    n_c += 1
-                    sum_c += np.float64(x)
-                    if x > at_most_d:
-                        n_viol += 1
-                    over = np.float64(x) - d
-                    if over > 0.0:
-                        sum_over += over
-                    if use_table:
-                        q = (top[0] - x) * inv_h[0]
-                        q = min(max(q, 0), last)
-                        k = np.int64(np.int32(q))
-                        at = np.int64(below[k]) + (1 if inside[k] < x else 0)
-                    else:
-                        at = np.searchsorted(t, x)
-                    hist[at] += 1
-                if n_c == 0:
-                    continue
-                cell = i * n_modes + m
-                has_cost[cell] = True
-                sums[cell, col[0]] = n_r
-                sums[cell, col[1]] = sum_r
-                sums[cell, col[2]] = n_c
-                sums[cell, col[3]] = sum_c
-                sums[cell, col[4]] = n_viol
-                sums[cell, col[5]] = sum_over
-                running = 0
-                for j in range(g):
-                    running += hist[j]
-                    le[cell, j] = running
-                # CVaR: v = c_(k), the k-th largest cost, lies in the CDF bin where the counts from the top reach
-                # k. One scan keeps the costs of the bins of every alpha (from the lowest to the highest of them),
-                # each alpha's v is a quickselect among those few; one more scan adds the costs above each v.
-                b_low, b_high = g, 0
-                for a in range(n_alpha):
-                    k = k_tab[a, n_c]
-                    b = g
-                    reached = hist[g]
-                    while reached < k:
-                        b -= 1
-                        reached += hist[b]
-                    rank[a] = k
-                    b_low, b_high = min(b_low, b), max(b_high, b)
-                above = 0  # the costs above the kept bins
-                for j in range(b_high + 1, g + 1):
-                    above += hist[j]
-                lower = np.float64(t[b_low - 1]) if b_low > 0 else -np.inf  # bin b: t[b - 1] < c <= t[b]
-                upper = np.float64(t[b_high]) if b_high < g else np.inf
-                n_kept = 0
-                for e in range(n_c):
-                    x = costs[e]
-                    if x > lower and x <= upper:
-                        kept[n_kept] = x
-                        n_kept += 1
-                done = -1  # the position of the last v found: kept is partitioned around it
-                for a in range(n_alpha):
-                    lo, hi, want = 0, n_kept - 1, rank[a] - above - 1  # v's position in descending order
-                    if done >= 0 and want < done:
-                        hi = done - 1
-                    elif done >= 0 and want > done:
-                        lo = done + 1
-                    elif done >= 0:
-                        v[a] = v[a - 1]
-                        continue
-                    while True:
-                        if lo >= hi:
-                            v[a] = np.float64(kept[lo])
-                            done = lo
-                            break
-                        p1, p2, p3 = kept[lo], kept[(lo + hi) // 2], kept[hi]
-                        pivot = max(min(p1, p2), min(max(p1, p2), p3))  # the median of three
-                        lt, e, gt = lo, lo, hi  # [lo, lt) > pivot, [lt, e) == pivot, (gt, hi] < pivot
-                        while e <= gt:
-                            if kept[e] > pivot:
-                                kept[lt], kept[e] = kept[e], kept[lt]
-                                lt += 1
-                                e += 1
-                            elif kept[e] < pivot:
-                                kept[gt], kept[e] = kept[e], kept[gt]
-                                gt -= 1
-                            else:
-                                e += 1
-                        if want < lt:
-                            hi = lt - 1
-                        elif want > gt:
-                            lo = gt + 1
-                        else:
-                            v[a] = np.float64(pivot)
-                            done = want
-                            break
-                a = 0
-                while a < n_alpha:  # S: the costs above v, added in episode order (two alphas per scan)
-                    second = a + 1 if a + 1 < n_alpha else a
-                    cut1, cut2 = v[a], v[second]
-                    total1 = total2 = 0.0
-                    count1 = count2 = 0
-                    for e in range(n_c):
-                        x = np.float64(costs[e])
-                        if x > cut1:
-                            total1 += x
-                            count1 += 1
-                        if x > cut2:
-                            total2 += x
-                            count2 += 1
-                    an = an_tab[a, n_c]
-                    cvar[cell, a] = (total1 + (an - count1) * cut1) / an
-                    an = an_tab[second, n_c]
-                    cvar[cell, second] = (total2 + (an - count2) * cut2) / an
-                    a += 2
+        for cell in range(n_cells):
+            if not selected[cell]:
+                continue
+            c, r = c2[cell], r2[cell]
+            some_nan, all_nan, bad = check_row(c, r)
+            if bad:
+                return True
+            if all_nan:
+                continue
+            n = n_eps
+            if some_nan:
+                n = pack(c, r, packed_c, packed_r)
+                c, r = packed_c, packed_r
+            n_r, n_viol = spread(c, r, n, d, at_most_d, reward, over)
+            counts[:] = 0
+            sum_r, sum_c, sum_over = add_up(c, reward, over, n, t, top, inv_h, below, inside, use_table, counts)
+            has_cost[cell] = True
+            sums[cell, col[0]] = n_r
+            sums[cell, col[1]] = sum_r
+            sums[cell, col[2]] = n
+            sums[cell, col[3]] = sum_c
+            sums[cell, col[4]] = n_viol
+            sums[cell, col[5]] = sum_over
+            running = 0
+            for j in range(g):
+                running += counts[j]
+                le[cell, j] = running
+            tail_means(c, n, counts, t, k_tab, an_tab, tail, kept, rank, v, sub, bin_of, few, cvar[cell])
         return False
 
     try:
-        cached = numba.njit(cache=True, nogil=True)(cells)
+        cached = numba.njit(cache=True, nogil=True, error_model="numpy")(cells)
     except RuntimeError:  # no folder to cache in (a read-only install, no writable home): compile per process
-        return numba.njit(nogil=True)(cells)
-    return CacheFallback(cached, lambda: numba.njit(nogil=True)(cells))
+        return numba.njit(nogil=True, error_model="numpy")(cells)
+    return CacheFallback(cached, lambda: numba.njit(nogil=True, error_model="numpy")(cells))
 
 
 class CacheFallback:
@@ -218,19 +297,18 @@ class CacheFallback:
         return self._uncached(*args)
 
 
-def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
+def fill_cells(r2: np.ndarray, c2: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
                t: np.ndarray, table: tuple | None, sums: np.ndarray, le: np.ndarray, has_cost: np.ndarray,
                col: np.ndarray, k_tab: np.ndarray, an_tab: np.ndarray, cvar: np.ndarray) -> bool:
-    """Run the compiled loop on C-contiguous (n, E, M) rewards and costs of one float dtype (see `cells`);
+    """Run the compiled loop on C-contiguous (cells, E) rewards and costs of one float dtype (see `cells`);
     `table`: `kernel`'s bucket table for `t`, or None for a binary search; `col` (6,) int64: the output
     column of each of OUTPUTS; `k_tab`, `an_tab` (A, E + 1): `cube.stats.tail.tail_table`, `cvar` (cells, A)
     its output. Returns whether the block breaks the episode rule (then the outputs are incomplete)."""
-    dtype = c3.dtype
+    dtype = c2.dtype
     if table is None:
         top, inv_h, below, inside = 0.0, 1.0, np.zeros(1, np.int32), np.zeros(1, dtype)
     else:
         top, inv_h, below, inside = table[:4]
-    return bool(_compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t,
-                            np.array([top], dtype=dtype), np.array([inv_h], dtype=dtype), below,
-                            np.asarray(inside, dtype=dtype), table is not None, sums, le, has_cost, col,
-                            k_tab, an_tab, cvar))
+    return bool(_compiled()(r2, c2, selected, float(d), dtype.type(at_most_d), t, dtype.type(top),
+                            dtype.type(inv_h), below, np.asarray(inside, dtype=dtype), table is not None, sums,
+                            le, has_cost, col, k_tab, an_tab, cvar))
