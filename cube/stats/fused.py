@@ -75,10 +75,13 @@ def _define() -> Any:
         return n
 
     @jit
-    def spread(c, r, n, d, at_most_d, reward, over):
-        """(n_r, n_viol) of n episodes c[:n], r[:n] (costs present); reward[e] = r[e] as float64, 0.0 where NaN,
-        and over[e] = max(c[e] - d, 0.0): what the sums add (vectorised; +0.0 changes no sum that starts at +0.0)."""
+    def spread(c, r, n, d, at_most_d, top, inv_h, n_buckets, reward, over, bucket):
+        """(n_r, n_viol) of n episodes c[:n], r[:n] (costs present), and what the in-order sums need, elementwise
+        so that it vectorises: reward[e] = r[e] as float64 (0.0 where NaN), over[e] = max(c[e] - d, 0.0) (+0.0
+        changes no sum that starts at +0.0), and bucket[e] the cost's bucket in `kernel.grid_locate`'s table
+        (computed in the costs' dtype, as there; n_buckets = 0: no table)."""
         n_r = n_viol = np.int32(0)
+        last = c.dtype.type(n_buckets - 1)
         for e in range(n):
             x, y = c[e], r[e]
             has_r = y == y
@@ -86,14 +89,14 @@ def _define() -> Any:
             reward[e] = np.float64(y) if has_r else 0.0
             n_viol += np.int32(x > at_most_d)
             over[e] = max(np.float64(x) - d, 0.0)
+            bucket[e] = np.int32(min(max((top - x) * inv_h, c.dtype.type(0)), last))
         return n_r, n_viol
 
     @jit
-    def add_up(c, reward, over, n, t, top, inv_h, below, inside, use_table, counts):
+    def add_up(c, reward, over, bucket, n, t, below, inside, use_table, counts):
         """(sum_r, sum_c, sum_over) of n episodes: float64 sums in episode order, three chains side by side, of
-        reward, c and over (`spread`); counts[#{t < c[e]}] += 1 for every episode, the CDF bin found by
-        `kernel.grid_locate`'s bucket table (the bucket index computed in the costs' dtype, as there) or a
-        binary search."""
+        reward, c and over (`spread`); counts[#{t < c[e]}] += 1 for every episode, the CDF bin found from the
+        bucket (`kernel.grid_locate`) or by a binary search."""
         sum_r = sum_c = sum_over = 0.0
         if not use_table:
             for e in range(n):
@@ -102,13 +105,11 @@ def _define() -> Any:
                 sum_over += over[e]
                 counts[np.searchsorted(t, c[e])] += 1
             return sum_r, sum_c, sum_over
-        last = c.dtype.type(below.size - 1)
         for e in range(n):
-            x = c[e]
+            x, k = c[e], np.uint32(bucket[e])
             sum_r += reward[e]
             sum_c += np.float64(x)
             sum_over += over[e]
-            k = np.uint32(min(max((top - x) * inv_h, c.dtype.type(0)), last))
             counts[below[k] + (inside[k] < x)] += 1
         return sum_r, sum_c, sum_over
 
@@ -140,21 +141,25 @@ def _define() -> Any:
         return np.float64(x[lo])
 
     @jit
-    def select(kept, n_kept, rank, v, sub, bin_of, few):
-        """v[a] = the rank[a]-th largest (from 0) of kept[:n_kept] (n_kept > 0), as float64. A histogram of the
-        costs on sub.size bins of equal width from their least to their greatest (the bin a monotone function of
-        the cost) finds the bin of each rank; a quickselect among that bin's few costs, the value."""
-        least = greatest = np.float64(kept[0])
-        for e in range(n_kept):
-            x = np.float64(kept[e])
-            least, greatest = min(least, x), max(greatest, x)
-        if least == greatest:
-            v[:] = least
+    def select(kept, n_kept, least, greatest, rank, v, sub, bin_of, few):
+        """v[a] = the rank[a]-th largest (from 0) of kept[:n_kept] (n_kept > 0), as float64; every kept cost lies
+        in [least, greatest] (greatest = inf: unknown). A histogram of the costs on equal bins from least to
+        greatest (the bin a monotone function of the cost) finds the bin of each rank; a quickselect among that
+        bin's few costs, the value."""
+        if greatest == np.inf:
+            greatest = np.float64(kept[0])
+            for e in range(n_kept):
+                greatest = max(greatest, np.float64(kept[e]))
+        n_sub = min(sub.size, max(1, n_kept // 2))
+        scale = n_sub / (greatest - least) if greatest > least else np.inf
+        if scale == np.inf:  # all alike, or too close to spread: a quickselect among all of them
+            for a in range(rank.size):
+                few[:n_kept] = kept[:n_kept]
+                v[a] = nth_largest(few, n_kept, rank[a])
             return
-        width, n_sub = greatest - least, sub.size
-        sub[:] = 0
+        sub[:n_sub] = 0
         for e in range(n_kept):
-            b = min(np.int64((np.float64(kept[e]) - least) / width * n_sub), n_sub - 1)
+            b = min(np.int32((np.float64(kept[e]) - least) * scale), n_sub - 1)
             bin_of[e] = b
             sub[b] += 1
         for a in range(rank.size):
@@ -204,7 +209,7 @@ def _define() -> Any:
             n_kept += x <= upper
         for a in range(n_alpha):
             rank[a] -= above + 1  # v's position in descending order among the kept costs
-        select(kept, n_kept, rank, v, sub, bin_of, few)
+        select(kept, n_kept, lower if b_low > 0 else 0.0, upper, rank, v, sub, bin_of, few)
         a = 0
         while a < n_alpha:  # S: the kept costs above v, in episode order, two alphas per scan
             second = a + 1 if a + 1 < n_alpha else a
@@ -234,9 +239,11 @@ def _define() -> Any:
         counts = np.empty(g + 1, dtype=np.int64)
         packed_c, packed_r = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=r2.dtype)
         reward, over = np.empty(n_eps, dtype=np.float64), np.empty(n_eps, dtype=np.float64)
+        bucket = np.empty(n_eps, dtype=np.int32)
+        n_buckets = below.size if use_table else 1
         tail, kept = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=c2.dtype)
         few = np.empty(n_eps, dtype=c2.dtype)
-        sub, bin_of = np.empty(SUB_BINS, dtype=np.int64), np.empty(n_eps, dtype=np.int64)
+        sub, bin_of = np.empty(SUB_BINS, dtype=np.int64), np.empty(n_eps, dtype=np.int32)
         n_alpha = k_tab.shape[0]
         rank = np.empty(n_alpha, dtype=np.int64)
         v = np.empty(n_alpha, dtype=np.float64)
@@ -253,9 +260,9 @@ def _define() -> Any:
             if some_nan:
                 n = pack(c, r, packed_c, packed_r)
                 c, r = packed_c, packed_r
-            n_r, n_viol = spread(c, r, n, d, at_most_d, reward, over)
+            n_r, n_viol = spread(c, r, n, d, at_most_d, top, inv_h, n_buckets, reward, over, bucket)
             counts[:] = 0
-            sum_r, sum_c, sum_over = add_up(c, reward, over, n, t, top, inv_h, below, inside, use_table, counts)
+            sum_r, sum_c, sum_over = add_up(c, reward, over, bucket, n, t, below, inside, use_table, counts)
             has_cost[cell] = True
             sums[cell, col[0]] = n_r
             sums[cell, col[1]] = sum_r
