@@ -228,29 +228,37 @@ def _define() -> Any:
             out[second] = (total2 + (an - count2) * cut2) / an
             a += 2
 
-    def cells(r2, c2, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col,
+    def cells(r3, c3, selected, d, at_most_d, t, top, inv_h, below, inside, use_table, sums, le, has_cost, col,
               k_tab, an_tab, cvar):
-        """r2, c2: (cells, E) rewards and costs; selected (cells,) bool: the cells of bound d. Fills, for the
-        selected cells with a cost, sums[cell] (6,) float64 (OUTPUTS[k] in column col[k]), le[cell] (G,)
-        int64, cvar[cell] (A,) float64 (CVaR_alpha of the costs, from k_tab and an_tab: `tail.tail_table`)
-        and has_cost[cell]. Returns True when an episode breaks the cube's episode rule."""
-        n_cells, n_eps = c2.shape
+        """r3, c3: (n, E, M) rewards and costs; selected (n * M,) bool: the cells of bound d (cell = i * M + m).
+        Fills, for the selected cells with a cost, sums[cell] (6,) float64 (OUTPUTS[k] in column col[k]),
+        le[cell] (G,) int64, cvar[cell] (A,) float64 (CVaR_alpha of the costs, from k_tab and an_tab:
+        `tail.tail_table`) and has_cost[cell]. Returns True when an episode breaks the cube's episode rule."""
+        n_runs, n_eps, n_modes = c3.shape
+        r2, c2 = r3.reshape((n_runs, n_eps * n_modes)), c3.reshape((n_runs, n_eps * n_modes))
         g = t.size
         counts = np.empty(g + 1, dtype=np.int64)
-        packed_c, packed_r = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=r2.dtype)
+        row_c, row_r = np.empty(n_eps, dtype=c3.dtype), np.empty(n_eps, dtype=r3.dtype)
+        packed_c, packed_r = np.empty(n_eps, dtype=c3.dtype), np.empty(n_eps, dtype=r3.dtype)
         reward, over = np.empty(n_eps, dtype=np.float64), np.empty(n_eps, dtype=np.float64)
         bucket = np.empty(n_eps, dtype=np.int32)
         n_buckets = below.size if use_table else 1
-        tail, kept = np.empty(n_eps, dtype=c2.dtype), np.empty(n_eps, dtype=c2.dtype)
-        few = np.empty(n_eps, dtype=c2.dtype)
+        tail, kept = np.empty(n_eps, dtype=c3.dtype), np.empty(n_eps, dtype=c3.dtype)
+        few = np.empty(n_eps, dtype=c3.dtype)
         sub, bin_of = np.empty(SUB_BINS, dtype=np.int64), np.empty(n_eps, dtype=np.int32)
         n_alpha = k_tab.shape[0]
         rank = np.empty(n_alpha, dtype=np.int64)
         v = np.empty(n_alpha, dtype=np.float64)
-        for cell in range(n_cells):
+        for cell in range(n_runs * n_modes):
             if not selected[cell]:
                 continue
-            c, r = c2[cell], r2[cell]
+            i, m = cell // n_modes, cell % n_modes
+            if n_modes == 1:  # a cell's episodes are a row already (stores chunked by mode)
+                c, r = c2[i], r2[i]
+            else:
+                for e in range(n_eps):
+                    row_c[e], row_r[e] = c3[i, e, m], r3[i, e, m]
+                c, r = row_c, row_r
             some_nan, all_nan, bad = check_row(c, r)
             if bad:
                 return True
@@ -304,18 +312,18 @@ class CacheFallback:
         return self._uncached(*args)
 
 
-def fill_cells(r2: np.ndarray, c2: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
+def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, at_most_d: np.generic,
                t: np.ndarray, table: tuple | None, sums: np.ndarray, le: np.ndarray, has_cost: np.ndarray,
                col: np.ndarray, k_tab: np.ndarray, an_tab: np.ndarray, cvar: np.ndarray) -> bool:
-    """Run the compiled loop on C-contiguous (cells, E) rewards and costs of one float dtype (see `cells`);
+    """Run the compiled loop on C-contiguous (n, E, M) rewards and costs of one float dtype (see `cells`);
     `table`: `kernel`'s bucket table for `t`, or None for a binary search; `col` (6,) int64: the output
     column of each of OUTPUTS; `k_tab`, `an_tab` (A, E + 1): `cube.stats.tail.tail_table`, `cvar` (cells, A)
     its output. Returns whether the block breaks the episode rule (then the outputs are incomplete)."""
-    dtype = c2.dtype
+    dtype = c3.dtype
     if table is None:
         top, inv_h, below, inside = 0.0, 1.0, np.zeros(1, np.int32), np.zeros(1, dtype)
     else:
         top, inv_h, below, inside = table[:4]
-    return bool(_compiled()(r2, c2, selected, float(d), dtype.type(at_most_d), t, dtype.type(top),
+    return bool(_compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t, dtype.type(top),
                             dtype.type(inv_h), below, np.asarray(inside, dtype=dtype), table is not None, sums,
                             le, has_cost, col, k_tab, an_tab, cvar))

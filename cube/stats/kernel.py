@@ -132,19 +132,20 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
     """`cell_stats` by the compiled loop; None when the block breaks the episode rule."""
     n_eps, n_modes = cost.shape[-2:]
     cells = (*cost.shape[:-2], n_modes)
-    r_2d, c_2d = (_cell_rows(x.reshape(-1, n_eps, n_modes)) for x in (reward, cost))
+    r_3d = np.ascontiguousarray(reward.reshape(-1, n_eps, n_modes))
+    c_3d = np.ascontiguousarray(cost.reshape(-1, n_eps, n_modes))
     d_cells = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)
-    n_cells = c_2d.shape[0]
+    n_cells = d_cells.size
     sums = np.empty((n_cells, len(SUM_VARS)), dtype=np.float64)
     le = np.empty((n_cells, kappa.size), dtype=np.int64)
     cvar = np.empty((n_cells, len(alphas)), dtype=np.float64)
     has_cost = np.zeros(n_cells, dtype=bool)
     k_tab, an_tab = tail_table(alphas, n_eps)
     for bound in np.unique(d_cells):
-        at_most_d, le_kappa = cost_thresholds(float(bound), kappa, c_2d.dtype)
+        at_most_d, le_kappa = cost_thresholds(float(bound), kappa, c_3d.dtype)
         selected = d_cells == bound
-        if fused.fill_cells(r_2d, c_2d, selected, float(bound), at_most_d, le_kappa,
-                            _bucket_table(le_kappa, c_2d.dtype), sums, le, has_cost, FUSED_COLUMNS,
+        if fused.fill_cells(r_3d, c_3d, selected, float(bound), at_most_d, le_kappa,
+                            _bucket_table(le_kappa, c_3d.dtype), sums, le, has_cost, FUSED_COLUMNS,
                             k_tab, an_tab, cvar):
             return None
     rows = np.flatnonzero(has_cost)
@@ -152,11 +153,6 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
         return CellStats(cells, rows, sums, le, cvar)
     return CellStats(cells, rows, sums[rows], le[rows], cvar[rows])
 
-
-def _cell_rows(x: np.ndarray) -> np.ndarray:
-    """(n, E, M) -> C-contiguous (n * M, E): each cell's episodes in a row, cell i * M + m (no copy for M = 1,
-    the layout of stores chunked by mode)."""
-    return np.ascontiguousarray(x.transpose(0, 2, 1)).reshape(-1, x.shape[1])
 
 
 def _numpy_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
