@@ -1,18 +1,22 @@
-"""The statistics kernel as one compiled loop (numba): the same numbers as `cube.stats.kernel`'s numpy
-kernel, bit for bit, at a fraction of its CPU time.
+"""The statistics kernel as one compiled loop (numba, `cube.stats.fused_loop`): the same numbers as
+`cube.stats.kernel`'s numpy kernel, bit for bit, at a fraction of its CPU time.
 
 The numpy kernel makes about thirty passes over a block's episodes (NaN masks, a gathered copy, the CDF
-bucket, a histogram, five sums); this loop reads each episode once. It is an accelerator, not a second
-definition: counts are exact in both, the CDF counts use the same thresholds (`cost_thresholds`) and the
-same bucket tables (`grid_locate`), and every float64 sum adds the episodes in episode order, as the numpy
-kernel does (an accumulation along the episodes of an (E, k) array). CVaR (`cube.stats.tail`) takes the
-cell's costs as the loop kept them: the k-th largest, v, is found in the CDF bin where the counts from the
-top reach k (a quickselect of the few costs of those bins, exact), then S sums the costs above v in episode
-order, as the numpy kernel does after a partition. A block breaking the episode rule returns `broken`; the numpy
-kernel then names the first bad episode.
+bucket, a histogram, five sums); the loop reads a cell's episodes from memory once and works on them in
+cache, a few short passes per cell: flags (a NaN, a bad value) in a vectorised check, the NaN left out only
+where there is one; what the sums add (float64 rewards, overshoots, the CDF bucket index) in a vectorised
+pass; then one scalar pass with the three float64 sums side by side and the CDF histogram. It is an
+accelerator, not a second definition: counts are exact in both, the CDF counts use the same thresholds
+(`cost_thresholds`) and the same bucket tables (`grid_locate`), and every float64 sum adds the episodes in
+episode order, as the numpy kernel does (an accumulation along the episodes of an (E, k) array); no
+fast-math anywhere. CVaR (`cube.stats.tail`): the k-th largest cost, v, lies in the CDF bin where the
+counts from the top reach k; the costs of those bins are binned again, finely, and a quickselect among the
+few of the right fine bin gives v exactly; S sums the costs above v in episode order, as the numpy kernel
+does after a partition. A block breaking the episode rule returns `broken`; the numpy kernel then names the
+first bad episode.
 
-numba is imported on first use only (about 0.3 s, and a compile of 2-5 s per dtype the first time on a
-machine, cached next to this file after that); `available()` says whether it can be.
+numba is imported on first use only (about 0.3 s, and a compile of 4-8 s per dtype the first time on a
+machine, cached next to `fused_loop` after that); `available()` says whether it can be.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def check_row(c, r):
 
 @_jit
 def pack(c, r, into_c, into_r):
-    """The episodes of a cell (costs not NaN) in episode order, at the front of into_c, into_r."""
+    """The episodes of a cell (costs not NaN) in episode order, at the front of into_c, into_r; their count."""
     n = np.int64(0)
     for e in range(c.size):
         x = c[e]
@@ -44,7 +44,7 @@ def spread(c, r, n, d, at_most_d, top, inv_h, n_buckets, reward, over, bucket):
     """(n_r, n_viol) of n episodes c[:n], r[:n] (costs present), and what the in-order sums need, elementwise
     so that it vectorises: reward[e] = r[e] as float64 (0.0 where NaN), over[e] = max(c[e] - d, 0.0) (+0.0
     changes no sum that starts at +0.0), and bucket[e] the cost's bucket in `kernel.grid_locate`'s table
-    (computed in the costs' dtype, as there; n_buckets = 0: no table)."""
+    (computed in the costs' dtype, as there; n_buckets = 1: no table)."""
     n_r = n_viol = np.int32(0)
     last = c.dtype.type(n_buckets - 1)
     for e in range(n):
@@ -148,9 +148,9 @@ def select(kept, n_kept, least, greatest, rank, v, sub, bin_of, few):
 def tail_means(c, n, counts, t, k_tab, an_tab, tail, kept, rank, v, sub, bin_of, few, out):
     """out[a] = CVaR_alpha of the costs c[:n] (`cube.stats.tail`), counts (G + 1,) their CDF bins. v = c_(k),
     the k-th largest, lies in the bin where the counts from the top reach k: one scan keeps the costs above
-    the lowest such bin of every alpha (in episode order), a quickselect among those of the bins of the
-    alphas finds each v, and S adds the kept costs above v in episode order (the costs left out are below
-    v: they would add +0.0)."""
+    the lowest such bin of every alpha (in episode order), `select` finds each v among those of the bins of
+    the alphas, and S adds the kept costs above v in episode order (the costs left out are at most v: they
+    would add +0.0)."""
     g = t.size
     n_alpha = k_tab.shape[0]
     b_low, b_high = g, 0
