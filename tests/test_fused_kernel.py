@@ -70,6 +70,47 @@ def test_fused_equals_numpy_on_any_grid(monkeypatch, grid, seed, dtype):
     _assert_same(_stats("fused", monkeypatch, r, c, d, kappa), _stats("numpy", monkeypatch, r, c, d, kappa))
 
 
+def _adversarial(seed: int, dtype: type, shape: tuple[int, ...], d: float, pool_size: int, nan_rate: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """A (S, J, E, M) block of valid episodes built to break a fast path: costs drawn from a small pool (so
+    that the CVaR's k-th largest has many ties) of values the kernels decide at a boundary (0, -0.0, the
+    smallest subnormal, d and its neighbours, every CDF threshold and its neighbours, huge values), NaN in
+    runs at the start, the end and at random, whole cells empty, rewards NaN, -0.0 or huge at random."""
+    rng = np.random.default_rng(seed)
+    info = np.finfo(dtype)
+    at_most_d, t = kernel.cost_thresholds(d, kernel.default_kappa(), np.dtype(dtype))
+    edges = np.concatenate([t, [at_most_d, d]]).astype(dtype)
+    special = np.concatenate([edges, np.nextafter(edges, dtype(np.inf)), np.nextafter(edges, dtype(0)),
+                              np.array([0.0, -0.0, info.smallest_subnormal, info.tiny, 1e30 if dtype is np.float32
+                                        else 1e300, info.max if dtype is np.float32 else 1e290], dtype=dtype)])
+    special = special[np.isfinite(special) & ~(special < 0)]
+    pool = np.concatenate([rng.choice(special, pool_size), (rng.gamma(2.0, d, pool_size)).astype(dtype)])
+    c = rng.choice(pool, shape).astype(dtype)
+    s_, j_, e_, m_ = shape
+    c[rng.random(shape) < nan_rate] = np.nan
+    c[:, :, : rng.integers(0, e_ + 1), rng.integers(0, m_)] = np.nan  # leading and trailing gaps
+    c[:, :, e_ - rng.integers(0, e_ + 1):, rng.integers(0, m_)] = np.nan
+    c[np.broadcast_to(rng.random((s_, j_, 1, m_)) < 0.3, shape)] = np.nan
+    r = rng.choice(np.array([0.0, -0.0, 1.5, -2.5, 1e30, -1e30, np.nan], dtype=dtype), shape)
+    r = np.where(rng.random(shape) < 0.5, rng.normal(0.0, 100.0, shape), r).astype(dtype)
+    r[np.isnan(c)] = np.nan
+    return r, c
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), dtype=st.sampled_from([np.float32, np.float64]),
+       shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 600), st.integers(1, 3)),
+       d=st.sampled_from([25.0, 0.1, 1 / 3, 7e5]), pool_size=st.sampled_from([1, 2, 5, 40, 400]),
+       nan_rate=st.sampled_from([0.0, 0.1, 0.9]), alphas=st.sampled_from([(0.1, 0.05), (0.05, 0.1, 1.0, 0.003)]))
+def test_fused_equals_numpy_on_adversarial_blocks(monkeypatch, seed, dtype, shape, d, pool_size, nan_rate, alphas):
+    """Ties at the bound and at every CDF threshold, costs at grid points, zeros (-0.0 too), subnormal and huge
+    costs, heavy ties around the CVaR's k-th largest, NaN gaps: every statistic bit for bit."""
+    r, c = _adversarial(seed, dtype, shape, d, pool_size, nan_rate)
+    kappa = kernel.default_kappa()
+    _assert_same(_stats("fused", monkeypatch, r, c, np.array(d), kappa, alphas=alphas),
+                 _stats("numpy", monkeypatch, r, c, np.array(d), kappa, alphas=alphas))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_both_kernels_add_episodes_in_order(monkeypatch, dtype):
     """sum_r, sum_c and sum_over are float64 sums in episode order, NaN adding nothing: a plain loop. float32

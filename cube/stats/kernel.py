@@ -134,8 +134,8 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
     cells = (*cost.shape[:-2], n_modes)
     r_3d = np.ascontiguousarray(reward.reshape(-1, n_eps, n_modes))
     c_3d = np.ascontiguousarray(cost.reshape(-1, n_eps, n_modes))
-    d_cells = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(c_3d.shape[0], n_modes)
-    n_cells = c_3d.shape[0] * n_modes
+    d_cells = np.broadcast_to(np.asarray(d, dtype=np.float64), cost.shape)[..., 0, :].reshape(-1)
+    n_cells = d_cells.size
     sums = np.empty((n_cells, len(SUM_VARS)), dtype=np.float64)
     le = np.empty((n_cells, kappa.size), dtype=np.int64)
     cvar = np.empty((n_cells, len(alphas)), dtype=np.float64)
@@ -149,7 +149,10 @@ def _fused_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa
                             k_tab, an_tab, cvar):
             return None
     rows = np.flatnonzero(has_cost)
+    if rows.size == n_cells:  # every cell holds episodes (training blocks): no gathered copy
+        return CellStats(cells, rows, sums, le, cvar)
     return CellStats(cells, rows, sums[rows], le[rows], cvar[rows])
+
 
 
 def _numpy_cell_stats(reward: np.ndarray, cost: np.ndarray, d: np.ndarray, kappa: np.ndarray,
