@@ -157,11 +157,12 @@ def test_fused_path_names_the_first_bad_episode_as_numpy_does(monkeypatch, where
     assert errors[0] == errors[1] and message in errors[0]
 
 
-def test_auto_uses_the_compiled_loop_for_large_blocks_only(monkeypatch):
+def test_auto_uses_the_compiled_loop_for_large_blocks_or_once_loaded(monkeypatch):
     calls = []
     real = fused.fill_cells
     monkeypatch.setattr(fused, "fill_cells", lambda *a: calls.append(a[1].size) or real(*a))
     monkeypatch.setattr(kernel, "FUSED_MIN_VALUES", 1000)
+    monkeypatch.setattr(fused, "loaded", lambda: False)  # a process that has not loaded the loop yet
     kappa = kernel.default_kappa()
     small = _block(1, (1, 2, 100, 3), np.float32, 0.0, 0.0, np.array([25.0]))
     large = _block(1, (2, 2, 100, 3), np.float32, 0.0, 0.0, np.array([25.0]))
@@ -171,6 +172,9 @@ def test_auto_uses_the_compiled_loop_for_large_blocks_only(monkeypatch):
     assert calls == [1200]
     _stats("numpy", monkeypatch, *large, kappa)
     assert calls == [1200]
+    monkeypatch.setattr(fused, "loaded", lambda: True)  # once loaded, small blocks use it too
+    _stats("auto", monkeypatch, *small, kappa)
+    assert calls == [1200, 600]
 
 
 def test_an_unknown_kernel_is_one_line(monkeypatch):
@@ -187,6 +191,7 @@ def test_the_environment_replaces_the_default_kernel_only(monkeypatch):
     calls = []
     real = fused.fill_cells
     monkeypatch.setattr(fused, "fill_cells", lambda *a: calls.append(a[1].size) or real(*a))
+    monkeypatch.setattr(fused, "loaded", lambda: False)  # a process that has not loaded the loop yet
     r, c, d = _block(1, (1, 2, 10, 3), np.float32, 0.0, 0.0, np.array([25.0]))
     kappa = kernel.default_kappa()
     monkeypatch.delenv("SAFERL_KERNEL", raising=False)

@@ -40,6 +40,12 @@ def available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def loaded() -> bool:
+    """Whether this process has the compiled loop already (a block of FUSED_MIN_VALUES came first): smaller
+    blocks then cost it nothing more to use."""
+    return _define.cache_info().currsize > 0
+
+
 def _compiled() -> Any:
     """The compiled loop; dask's threads ask for it at once on the first block, so they take turns."""
     with _COMPILE_LOCK:
