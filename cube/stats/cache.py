@@ -1,8 +1,9 @@
 """The statistics cache inside a store: `_derived/suffstats` (keyed by a fingerprint of the grid and
 one per run: the stat keys of its reward and cost chunk files, `cube.stats.fingerprint`, taken with the cutoff
 kept in its `settled` attribute; stores not chunked one run per chunk are keyed by all their episode files)
-and `_derived/run_status.npz`. A report reads it straight from its chunk files (`_cache_from_files`). Written whole as a store of its own and
-moved in, so readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
+and `_derived/run_status.npz`. A report reads it straight from its chunk files (`_cache_from_files`).
+Written whole as a store of its own and moved in, so
+readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
 conditions whose runs changed, one (algo, task, bound) per chunk), statistics first and fingerprints last,
 while readers read the fingerprints first. Best effort (a read-only store is simply not cached). The CVaRs
 are kept for the alphas they were computed with (`cvar_alpha`: 0.1 and 0.05, and another one last asked for);
@@ -100,9 +101,10 @@ def grid_fingerprint(ds: xr.Dataset | Mapping[str, np.ndarray], kappa: np.ndarra
 def cache_attrs(path: Path) -> dict[str, object] | None:
     """The attributes of the cache on disk (its grid, `settled` cutoff, ...); None when there is none readable."""
     try:
-        return dict(zarr.open_group(str(path / CACHE_GROUP), mode="r").attrs)
-    except Exception:  # noqa: BLE001 - no cache, or one that does not open
+        attrs = json.loads((path / CACHE_GROUP / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return attrs if isinstance(attrs, dict) else None
 
 
 def read_cache(path: Path) -> xr.Dataset | None:

@@ -290,13 +290,10 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
     write = write_cache_in_background if background else write_cache
     grid = grid_fingerprint(ds, kappa)
     cached = read_cache(path)
-    if cached is not None and (cached.attrs.get("grid") != grid or not _holds_alphas(cached, cvar_alphas)):
-        cached = None
-    # taken before any episode is read (a later write makes them stale), with the cache's cutoff (`cache.py`)
-    settled = fingerprint_cutoff(cached.attrs if cached is not None else None)
-    run_fp = run_fingerprints(path, ds, settled)
+    settled = fingerprint_cutoff(cached.attrs if cached is not None else None)  # its fingerprints' (`cache.py`)
+    run_fp = run_fingerprints(path, ds, settled)  # before any episode is read: a later write makes it stale
     attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else "", "settled": str(settled)}
-    if cached is not None:
+    if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
         if run_fp is None and cached.attrs.get("store") == attrs["store"]:
             return cached.drop_vars("run_fp", errors="ignore")
         if run_fp is not None and "run_fp" in cached:
@@ -307,9 +304,9 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 ss = _update_runs(cached.drop_vars("run_fp"), _dask_view(path, ds), stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
-        if run_fp is not None:  # written whole: fingerprints of the cutoff now (fewer files read whole next time)
-            attrs["settled"] = str(settled := fingerprint_cutoff(None))
-            run_fp = run_fingerprints(path, ds, settled)
+    if run_fp is not None and cached is not None and "settled" in cached.attrs:  # written whole: a cutoff of now
+        attrs["settled"] = str(settled := fingerprint_cutoff(None))  # (fewer files read whole next time)
+        run_fp = run_fingerprints(path, ds, settled)
     ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
     write(path, ss, attrs, run_fp)
     return ss

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from cube.schema import (
 )
 from cube.store.chunkfiles import read_run_array
 from cube.store.damage import damaged_store_error, odd_chunk_files, reading_store
+from cube.store.deferred_dask import defer_dask_imports
 from cube.store.fs import PathLike
 from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
 from cube.store.layout import open_group, read_coords
@@ -116,51 +116,6 @@ def verify_run_arrays(path: PathLike, names: tuple[str, ...], *, cache: bool = F
 # reading
 
 
-def defer_dask_array_import() -> None:
-    """Let xarray build variables without importing dask.array (half a second, and all a cached report would
-    import dask for): xarray asks, for every variable it makes, whether the data is a dask array, and imports
-    dask.array to know its type. No object is one before dask.array is imported, so until it is the answer is
-    "no type"; once anything imports it (a pass that builds a graph), xarray sees `dask.array.Array` as always.
-    A no-op where xarray keeps its duck-array modules otherwise (another version), or already knows dask's."""
-    from xarray.namedarray import pycompat
-
-    known, base = getattr(pycompat, "_cached_duck_array_modules", None), getattr(pycompat, "DuckArrayModule", None)
-    if not isinstance(known, dict) or not isinstance(base, type) or "dask" in known:
-        return
-
-    class DaskWhenImported(base):  # type: ignore[misc, valid-type]
-        """xarray's record of dask whose array type is looked up when asked, never imported for it."""
-
-        def __init__(self) -> None:  # the base class imports the module here
-            pass
-
-        @property
-        def type(self) -> tuple[type, ...]:
-            array = getattr(sys.modules.get("dask.array"), "Array", None)
-            return (array,) if isinstance(array, type) else ()
-
-        @property
-        def module(self) -> Any:
-            import dask
-
-            return dask
-
-        @property
-        def version(self) -> Any:
-            from packaging.version import Version
-
-            return Version(self.module.__version__)
-
-        @property
-        def available(self) -> bool:
-            return True
-
-    from importlib.util import find_spec
-
-    if find_spec("dask") is not None:  # a dependency; an install without it keeps xarray's own record
-        known["dask"] = DaskWhenImported()
-
-
 def open_cube(
     source: PathLike | xr.Dataset, *, check: bool = True, chunks: dict[str, int] | None = None,
     lazy: bool = True, sizes: Sizes | None = None,
@@ -179,7 +134,7 @@ def open_cube(
     While writers write, a lazy read guarantees one grid but nothing across variables: use
     ``ds.saferl.load()`` (`load_consistent`) for every run as one writer state.
     """
-    defer_dask_array_import()
+    defer_dask_imports()
     remote = is_remote(source)
     source = local_path(source)
     if isinstance(source, xr.Dataset):
