@@ -10,7 +10,9 @@ printed with its ratio to `python -c pass`, beside the targets (--help < 0.5 s, 
 as the console script runs it (`cube.cli.entry.console_main`), output to /dev/null. With ``--against REV`` the
 same two commands of another revision (a detached git worktree in a temporary folder, first on PYTHONPATH, this
 venv's packages) join the rounds, and each pair's ratio is printed: on a busy machine the absolute times swing,
-the ratios of one run much less.
+the ratios of one run much less. The other revision reports on a copy of the cube of its own (`--against-cube`,
+default: a copy made in a temporary folder beside the cube): two revisions whose caches differ (another
+fingerprint) would otherwise rewrite each other's cache on every round and time cold reports.
 
 The commands run with Python's bytecode cache on, as an installed `saferl` runs (pip compiles the package's
 modules; an editable checkout writes its `__pycache__` on the first run): PYTHONDONTWRITEBYTECODE, where the
@@ -56,6 +58,8 @@ def main() -> None:
     ap.add_argument("--cube", default=str(ROOT / "bench" / "out" / "c24.zarr"), help="a 1/24-scale cube")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; the fastest of each is kept")
     ap.add_argument("--against", metavar="REV", help="also time this git revision's --help and warm report")
+    ap.add_argument("--against-cube", metavar="PATH",
+                    help="the cube REV reports on (default: a copy of --cube, made in a temporary folder beside it)")
     ap.add_argument("--no-bytecode", action="store_true",
                     help="keep PYTHONDONTWRITEBYTECODE where set (no bytecode written for the checkout's modules)")
     args = ap.parse_args()
@@ -68,12 +72,18 @@ def main() -> None:
         "saferl --help": ([*saferl, "--help"], None),
         "saferl report (warm)": ([*saferl, "report", str(cube), "--cdf"], None),
     }
-    other = None
+    other = copies = None
     if args.against:
         other = Path(tempfile.mkdtemp(prefix="startup-against-"))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against], check=True, cwd=ROOT)
+        if args.against_cube:
+            their_cube = Path(args.against_cube).resolve()
+        else:  # the same episodes, a cache of its own
+            copies = Path(tempfile.mkdtemp(prefix="startup-cube-", dir=cube.parent))
+            their_cube = copies / cube.name
+            shutil.copytree(cube, their_cube, symlinks=True, ignore=shutil.ignore_patterns("_derived"))
         commands[f"{args.against}: saferl --help"] = ([*saferl, "--help"], str(other))
-        commands[f"{args.against}: saferl report (warm)"] = ([*saferl, "report", str(cube), "--cdf"], str(other))
+        commands[f"{args.against}: saferl report (warm)"] = ([*saferl, "report", str(their_cube), "--cdf"], str(other))
     times: dict[str, list[float]] = {name: [] for name in commands}
     try:
         for name, (argv, path) in commands.items():
@@ -86,8 +96,11 @@ def main() -> None:
         if other is not None:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=False)
             shutil.rmtree(other, ignore_errors=True)
+        if copies is not None:
+            shutil.rmtree(copies, ignore_errors=True)
     load = os.getloadavg()
-    print(f"bench/startup.py: {args.rounds} alternating rounds, fastest of each; cube {cube}; "
+    print(f"bench/startup.py: {args.rounds} alternating rounds, fastest of each; cube {cube}"
+          f"{f' ({args.against} on a copy)' if args.against else ''}; "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores; "
           f"bytecode cache {'on' if bytecode else 'off (PYTHONDONTWRITEBYTECODE kept)'}")
     base = min(times["python -c pass"])

@@ -1,7 +1,9 @@
 """The statistics cache inside a store: `_derived/suffstats` (keyed by a fingerprint of the grid and
-one per run: size, mtime and tail of its reward and cost chunk files; stores not chunked one run per chunk
-are keyed by all their episode files) and `_derived/run_status.npz`. Written whole as a store of its own and
-moved in, so readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
+one per run: the stat keys of its reward and cost chunk files, `cube.stats.fingerprint`, taken with the cutoff
+kept in its `settled` attribute; stores not chunked one run per chunk are keyed by all their episode files)
+and `_derived/run_status.npz`. A report reads it straight from its chunk files (`_cache_from_files`).
+Written whole as a store of its own and moved in, so
+readers never see a partial cache; or patched run by run (`patch_cache`: the chunks of the
 conditions whose runs changed, one (algo, task, bound) per chunk), statistics first and fingerprints last,
 while readers read the fingerprints first. Best effort (a read-only store is simply not cached). The CVaRs
 are kept for the alphas they were computed with (`cvar_alpha`: 0.1 and 0.05, and another one last asked for);
@@ -23,6 +25,7 @@ is a link (it would make the cache write, and delete, outside the store).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -39,10 +42,18 @@ import zarr
 from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
 from cube.stats.bootstrap import StatsWarning
+from cube.stats.fingerprint import (  # noqa: F401 - the cache's keys, named here as before
+    UNKNOWN_FP,
+    RunChunks,
+    fingerprint_cutoff,
+    run_chunks,
+    run_fingerprints,
+    settled_cutoff,
+    store_fingerprint,
+)
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
-from cube.store.chunking import layout_of
+from cube.store.chunkfiles import read_array
 from cube.store.fs import pid_alive, refuse_links, side_folder
-from cube.store.grid import open_view
 from cube.store.layout import CHUNK_COMPRESSORS
 
 CACHE_GROUP = "_derived/suffstats"
@@ -50,17 +61,12 @@ CACHE_LOCK = "_derived/.suffstats.lock"
 SUFFSTATS_VERSION = 3
 """1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`); 3: with the CVaRs
 (`cvar_c`, dim `cvar_alpha`). A cache of another version is of another grid: recomputed, never misread."""
-UNKNOWN_FP = np.uint64(0)
-"""The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
-with odds of 2^-64): written for a run that changed while its statistics were computed."""
-
-
 class CacheWarning(CubeWarning, StatsWarning):
     """The statistics cache did not verify (or sits behind a link) and is not used (a StatsWarning too, so the
     commands that show the statistics' warnings show it)."""
 
 
-def _cache_folder_ok(path: Path) -> bool:
+def cache_folder_ok(path: Path) -> bool:
     """Whether `_derived` (and the cache group) may be used: no link planted in their place (one warning)."""
     try:
         refuse_links(path, path / CACHE_GROUP)
@@ -92,116 +98,25 @@ def grid_fingerprint(ds: xr.Dataset | Mapping[str, np.ndarray], kappa: np.ndarra
     return h.hexdigest()[:32]
 
 
-def _stat_key(path: str | Path) -> bytes:
-    """Size, mtime and last 8 bytes of a chunk file. The tail holds the chunk's CRC-32C (stores written
-    with checksums) or the end of its compressed stream, so a change that keeps the size and restores
-    the mtime (`touch -r`) still changes the key."""
+def cache_attrs(path: Path) -> dict[str, object] | None:
+    """The attributes of the cache on disk (its grid, `settled` cutoff, ...); None when there is none readable."""
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            f.seek(max(st.st_size - 8, 0))
-            tail = f.read(8)
-    except FileNotFoundError:
-        return b"-"
-    return f"{st.st_size}:{st.st_mtime_ns}:".encode() + tail
-
-
-class RunChunks:
-    """Where a store keeps each run's reward and cost: one chunk file per run and array (stores before issue 37),
-    or a chunk file per mode and block of iterates (`cube.store.chunking`; absent ones count as absent),
-    located through zarr's own metadata of the two arrays (their chunk grid and chunk-key encoding). The one
-    place the cache looks at a store's chunk files (to fingerprint them); `run_chunks` makes one where every
-    chunk holds one run."""
-
-    def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]],
-                 blocks: tuple[int, int] = (1, 1)) -> None:
-        self.path, self.keys, self.blocks = Path(path), dict(keys), blocks
-
-    def files(self, index: tuple[int, ...]) -> list[Path]:
-        """Every reward and cost chunk file the run at `index` (positions along the run dims) may have."""
-        chunks = [(*(int(i) for i in index), k, 0, m) for k in range(self.blocks[0]) for m in range(self.blocks[1])]
-        return [self.path / name / self.keys[name](chunk) for name in ("reward", "cost") for chunk in chunks]
-
-    def fingerprint(self, index: tuple[int, ...]) -> np.uint64:
-        """The run's fingerprint: a hash of the size, mtime and tail of its chunk files (`_stat_key`); in folders
-        of chunk files (keys c/.../k/0/m), one listing per folder says which exist (absent ones: absent)."""
-        if self.blocks == (1, 1) or "/" not in self.keys["cost"]((*index, 0, 0, 0)):
-            keys = [_stat_key(f) for f in self.files(index)]
-        else:
-            keys = []
-            for name in ("reward", "cost"):
-                for k in range(self.blocks[0]):
-                    folder = os.path.join(self.path, name, os.path.dirname(self.keys[name]((*index, k, 0, 0))))
-                    try:
-                        held = sorted(os.listdir(folder))
-                    except FileNotFoundError:
-                        held = []
-                    keys.append(f"{name}/{k}:{','.join(held)}".encode())
-                    keys.extend(_stat_key(os.path.join(folder, m)) for m in held)
-        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
-        return np.uint64(int.from_bytes(h.digest(), "little"))
-
-    def fingerprints(self, shape: tuple[int, ...]) -> np.ndarray:
-        """Every run's fingerprint, (algo, task, bound, seed) uint64."""
-        out = np.empty(shape, dtype=np.uint64)
-        for idx in np.ndindex(*shape):
-            out[idx] = self.fingerprint(idx)
-        return out
-
-
-def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks | None:
-    """The store's `RunChunks` when reward and cost are stored one run per chunk (unsharded, dims in the cube's
-    order, each chunk holding all iterates, episodes and modes of the grid `sizes` (dim -> length; None: not
-    checked), or all episode slots of one mode (`cube.store.chunking`)); None otherwise, or when the arrays'
-    metadata does not read."""
-    keys, blocks = {}, (1, 1)
-    try:
-        group = zarr.open_group(str(path), mode="r")
-        for name in ("reward", "cost"):
-            meta = group[name].metadata
-            shape = list(meta.chunk_grid.chunk_shape)
-            full = list(meta.shape[4:]) if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-            if layout_of(meta) is not None and shape[5] == full[1]:  # a chunk per mode and block of iterates
-                blocks = (-(-int(meta.shape[4]) // shape[4]), int(meta.shape[6]))
-            elif shape[4:] != (full if sizes is not None else shape[4:]):
-                return None
-            if (shape[:4] != [1, 1, 1, 1] or meta.shards is not None
-                    or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
-                return None
-            keys[name] = meta.encode_chunk_key
-    except Exception:  # noqa: BLE001 - no v3 arrays there (a netCDF file, a foreign store): not one run per chunk
+        attrs = json.loads((path / CACHE_GROUP / "zarr.json").read_text())["attributes"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return RunChunks(Path(path), keys, blocks)
-
-
-def run_fingerprints(path: Path, ds: xr.Dataset) -> np.ndarray | None:
-    """Per run (algo, task, bound, seed): uint64 hash of the size, mtime and tail of its reward and cost chunk
-    files; None when the store is not chunked one run per chunk (then the whole store is hashed)."""
-    chunks = run_chunks(path, dict(ds.sizes))
-    return None if chunks is None else chunks.fingerprints(tuple(ds.sizes[d] for d in RUN_DIMS))
-
-
-def store_fingerprint(path: Path) -> str:
-    """Hash of the names, sizes and mtimes of every file of the reward and cost arrays."""
-    h = hashlib.sha256()
-    for name in ("reward", "cost"):
-        _hash_files(h, path, name)
-    return h.hexdigest()[:32]
-
-
-def _hash_files(h, path: Path, name: str) -> None:
-    """Feed the relative names, sizes and mtimes of the files below path/name into the hash h."""
-    for root, _dirs, files in sorted(os.walk(path / name)):
-        for f in sorted(files):
-            full = os.path.join(root, f)
-            h.update(f"{os.path.relpath(full, path)}:".encode() + _stat_key(Path(full)) + b";")
+    return attrs if isinstance(attrs, dict) else None
 
 
 def read_cache(path: Path) -> xr.Dataset | None:
     """The cached statistics, verified (checksums of every chunk, the dtypes and shapes they were written
     with); None when there is none, and None with one `CacheWarning` when it does not verify."""
     wait_for_cache_writes(path)
-    if not _cache_folder_ok(path) or not _cache_present(path):
+    if not cache_folder_ok(path):
+        return None
+    cached = _cache_from_files(path / CACHE_GROUP)
+    if cached is not None:
+        return cached
+    if not _cache_present(path):
         return None
     try:
         cached = xr.open_zarr(path / CACHE_GROUP, consolidated=False, chunks=None)
@@ -222,6 +137,46 @@ def read_cache(path: Path) -> xr.Dataset | None:
     if "layout" not in cached.attrs:
         return None  # written before caches were checked: no checksums to trust, so computed again
     return cached.assign_coords({d: np.array([str(v) for v in cached[d].values]) for d in ("algo", "task", "mode")})
+
+
+NAN_FILL = "AAAAAAAA+H8="
+"""The `_FillValue` attribute xarray writes for a float64 array filled with NaN (its 8 bytes in base64): masking
+NaN as NaN changes nothing."""
+
+
+def _cache_from_files(folder: Path) -> xr.Dataset | None:
+    """What `read_cache` gives, read straight from the cache's chunk files (`cube.store.chunkfiles.read_array`:
+    every chunk's CRC-32C checked, zstd-decoded): several times faster than through zarr and xarray. The
+    fingerprints first (patches write them last). None where anything is not as this module writes it (an
+    attribute xarray would decode, a chunk that is missing or does not verify): `read_cache` reads it the
+    slow way then, which judges it."""
+    try:
+        attrs = json.loads((folder / "zarr.json").read_text())["attributes"]
+        names = sorted((e.name for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)),
+                       key=lambda n: (n != "run_fp", n))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(attrs, dict) or "layout" not in attrs or any(n.startswith(".") for n in names):
+        return None
+    coords, data = {}, {}
+    for name in names:
+        got = read_array(folder / name)
+        if got is None:
+            return None
+        values, dims, kept = got
+        if kept and not (kept == {"_FillValue": NAN_FILL} and values.dtype == np.float64):
+            return None
+        if dims == (name,):
+            coords[name] = np.array([str(v) for v in values]) if values.dtype == object else values
+        elif values.dtype != object:
+            data[name] = (dims, values)
+        else:
+            return None
+    try:
+        cached = xr.Dataset(data, coords=coords, attrs=attrs)
+    except ValueError:  # dims that do not agree: the slow way names the problem
+        return None
+    return cached if attrs["layout"] == layout_digest(cached) else None
 
 
 def _cache_present(path: Path) -> bool:
@@ -290,7 +245,7 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
     for name in ("algo", "task", "mode"):
         out[name] = out[name].astype(object)
         out[name].encoding = {}
-    if not _cache_folder_ok(path):
+    if not cache_folder_ok(path):
         return
     _remove_dead_writers_leftovers(path)
     tmp_group = f"{CACHE_GROUP}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -300,7 +255,7 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
             return
         try:
             if run_fp is not None:
-                out = _settle_moved_runs(path, out, run_fp, attrs.get("grid"))
+                out = _settle_moved_runs(path, out, run_fp, attrs.get("grid"), _settled_of(attrs))
             out.attrs = {**attrs, "layout": layout_digest(out)}
             # Written as a store of its own, then moved in as the group: written as a group of the cube, zarr
             # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
@@ -318,11 +273,21 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
                 shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None) -> xr.Dataset:
-    """`out` with its fingerprints `run_fp` (taken before the episodes were read), where runs written since
-    then keep the statistics of the cache on disk when its fingerprint is theirs now, else UNKNOWN_FP."""
+def _settled_of(attrs: Mapping[str, str]) -> int:
+    """The `settled` cutoff fingerprints written with `attrs` were taken with (-1: every file read whole)."""
+    try:
+        return int(attrs.get("settled", -1))
+    except ValueError:
+        return -1
+
+
+def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None,
+                       settled: int) -> xr.Dataset:
+    """`out` with its fingerprints `run_fp` (taken before the episodes were read, with the cutoff `settled`),
+    where runs written since then keep the statistics of the cache on disk when its fingerprint is theirs now,
+    else UNKNOWN_FP."""
     chunks = run_chunks(path)
-    now = chunks.fingerprints(run_fp.shape) if chunks is not None else np.full_like(run_fp, UNKNOWN_FP)
+    now = chunks.fingerprints(run_fp.shape, settled) if chunks is not None else np.full_like(run_fp, UNKNOWN_FP)
     fp = np.array(run_fp, dtype=np.uint64, copy=True)
     moved = np.argwhere(now != fp)
     if moved.shape[0]:
@@ -356,14 +321,16 @@ def _open_cache(path: Path, grid: str | None, alphas: np.ndarray) -> zarr.Group 
         return None
 
 
-def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray, grid: str) -> bool:
+def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray, grid: str,
+                settled: int = -1) -> bool:
     """Write the statistics of `runs` ((n, 4) positions) of `ss` into the cache on disk, chunk by chunk: the
     chunks of their conditions, statistics first and fingerprints (`run_fp`, (n,), taken before the runs'
-    episodes were read) last, under the cache lock, leaving every other run as the cache holds it. A run
-    written since its fingerprint was taken is left out. False (nothing written) when the cache on disk is
-    not of this grid (`grid_fingerprint`) or cannot be patched: write it whole then."""
+    episodes were read, with the cutoff `settled`) last, under the cache lock, leaving every other run as the
+    cache holds it. A run written since its fingerprint was taken is left out. False (nothing written) when
+    the cache on disk is not of this grid (`grid_fingerprint`), keeps fingerprints of another cutoff, or
+    cannot be patched: write it whole then."""
     blocks = _patch_blocks(ss, runs, run_fp)
-    if not _cache_folder_ok(path):
+    if not cache_folder_ok(path):
         return True  # no cache is used here: nothing to patch, nothing to write
     chunks = run_chunks(path)
     if chunks is None:
@@ -372,14 +339,14 @@ def patch_cache(path: Path, ss: xr.Dataset, runs: np.ndarray, run_fp: np.ndarray
         if not locked:
             return True
         group = _open_cache(path, grid, ss[ALPHA_DIM].values)
-        if group is None:
+        if group is None or _settled_of(dict(group.attrs)) != settled:
             return False
         try:
             fps = np.asarray(group["run_fp"][...])
             if fps.shape != ss["n"].shape[: len(RUN_DIMS)]:
                 return False
             for condition, seeds in blocks.items():
-                current = [s for s, fp in seeds.items() if chunks.fingerprint((*condition, s)) == fp]
+                current = [s for s, fp in seeds.items() if chunks.fingerprint((*condition, s), settled) == fp]
                 if not current:
                     continue
                 for v in STATS_VARS:
@@ -449,64 +416,4 @@ def wait_for_cache_writes(path: Path | None = None) -> None:
 
 
 STATUS_CACHE = "_derived/run_status.npz"
-
-
-def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataArray | None:
-    """run_status read by zarr in one concurrent call (one chunk per run makes dask's per-chunk tasks
-    several times slower); None when the store does not hold it as a plain (algo, task, bound, seed) array.
-
-    The values are kept in `_derived/run_status.npz` keyed by the names, sizes and mtimes of the array's
-    files (stat calls only), so an unchanged status is not decoded again chunk by chunk."""
-    try:
-        arr = open_view(path, ds.encoding.get("saferl_grid"))["run_status"]  # the grid `ds` was read with
-        if tuple(arr.metadata.dimension_names or ()) != RUN_DIMS:
-            return None
-        key = _files_fingerprint(path, "run_status")
-        values = _cached_status(path, key, arr.shape) if cache else None
-        if values is None:
-            values = np.asarray(arr[:])
-            if cache:
-                _save_status(path, key, values)
-    except Exception:  # not a Zarr v3 array: let xarray read it
-        return None
-    return xr.DataArray(values, dims=RUN_DIMS, coords={d: ds[d].values for d in RUN_DIMS}, name="run_status")
-
-
-def _files_fingerprint(path: Path, name: str) -> str:
-    h = hashlib.sha256()
-    _hash_files(h, path, name)
-    return h.hexdigest()[:32]
-
-
-def _status_digest(key: str, values: np.ndarray) -> str:
-    return hashlib.sha256(f"{key}:{values.dtype.str}:{values.shape}:".encode() + values.tobytes()).hexdigest()[:32]
-
-
-def _cached_status(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The cached run status if it is for these files and verifies (its digest); else None."""
-    import zipfile
-
-    if not _cache_folder_ok(path):
-        return None
-    try:
-        with np.load(path / STATUS_CACHE) as z:
-            values = z["values"]
-            if str(z["key"]) == key and values.shape == shape and str(z["digest"]) == _status_digest(key, values):
-                return values
-    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
-        pass
-    return None
-
-
-def _save_status(path: Path, key: str, values: np.ndarray) -> None:
-    """Best effort (a read-only store is simply not cached); written to a temporary file, then renamed."""
-    if not _cache_folder_ok(path):
-        return
-    target = path / STATUS_CACHE
-    tmp = target.with_name(f".run_status.{uuid.uuid4().hex[:8]}.npz")
-    try:
-        side_folder(target.parent)
-        np.savez(tmp, key=np.array(key), values=values, digest=np.array(_status_digest(key, values)))
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+"""The runs' status as last read (`cube.stats.runinfo.zarr_run_status`), keyed by its files."""

@@ -3,14 +3,21 @@ own while the pass runs), means-only flags and the synthetic flag (`cube.stats.s
 
 from __future__ import annotations
 
+import hashlib
+import os
+import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from cube.schema import MEANS_ONLY, RUN_DIMS
-from cube.stats.cache import zarr_run_status
+from cube.stats.cache import STATUS_CACHE, cache_folder_ok
+from cube.stats.fingerprint import files_fingerprint
 from cube.store.damage import reading_store
+from cube.store.fs import side_folder
+from cube.store.grid import open_view
 
 
 def read_status_meanwhile(path: Path, ds: xr.Dataset, cache: bool) -> Future | None:
@@ -42,3 +49,58 @@ def attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = None
     if isinstance(ds.attrs.get("means_notes"), dict):  # what an import's means are (a sliding window, ...)
         ss.attrs["means_notes"] = dict(ds.attrs["means_notes"])
     return ss
+
+
+def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataArray | None:
+    """run_status read by zarr in one concurrent call (one chunk per run makes dask's per-chunk tasks
+    several times slower); None when the store does not hold it as a plain (algo, task, bound, seed) array.
+
+    The values are kept in `_derived/run_status.npz` keyed by the names, sizes and mtimes of the array's
+    files (stat calls only), so an unchanged status is not decoded again chunk by chunk."""
+    try:
+        arr = open_view(path, ds.encoding.get("saferl_grid"))["run_status"]  # the grid `ds` was read with
+        if tuple(arr.metadata.dimension_names or ()) != RUN_DIMS:
+            return None
+        key = files_fingerprint(path, "run_status")
+        values = _cached_status(path, key, arr.shape) if cache else None
+        if values is None:
+            values = np.asarray(arr[:])
+            if cache:
+                _save_status(path, key, values)
+    except Exception:  # not a Zarr v3 array: let xarray read it
+        return None
+    return xr.DataArray(values, dims=RUN_DIMS, coords={d: ds[d].values for d in RUN_DIMS}, name="run_status")
+
+
+def _status_digest(key: str, values: np.ndarray) -> str:
+    return hashlib.sha256(f"{key}:{values.dtype.str}:{values.shape}:".encode() + values.tobytes()).hexdigest()[:32]
+
+
+def _cached_status(path: Path, key: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The cached run status if it is for these files and verifies (its digest); else None."""
+    import zipfile
+
+    if not cache_folder_ok(path):
+        return None
+    try:
+        with np.load(path / STATUS_CACHE) as z:
+            values = z["values"]
+            if str(z["key"]) == key and values.shape == shape and str(z["digest"]) == _status_digest(key, values):
+                return values
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
+        pass
+    return None
+
+
+def _save_status(path: Path, key: str, values: np.ndarray) -> None:
+    """Best effort (a read-only store is simply not cached); written to a temporary file, then renamed."""
+    if not cache_folder_ok(path):
+        return
+    target = path / STATUS_CACHE
+    tmp = target.with_name(f".run_status.{uuid.uuid4().hex[:8]}.npz")
+    try:
+        side_folder(target.parent)
+        np.savez(tmp, key=np.array(key), values=values, digest=np.array(_status_digest(key, values)))
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)

@@ -29,18 +29,15 @@ from cube.compute import Progress, compute
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS
 from cube.stats.cache import (
-    UNKNOWN_FP,
-    RunChunks,
+    cache_attrs,
     grid_fingerprint,
     in_background,
     patch_cache,
     read_cache,
-    run_chunks,
-    run_fingerprints,
-    store_fingerprint,
     write_cache,
     write_cache_in_background,
 )
+from cube.stats.fingerprint import fingerprint_cutoff, fingerprints_now, run_chunks, run_fingerprints, store_fingerprint
 from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
 from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
@@ -294,9 +291,10 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
     recomputed (a full pass) with the default alphas and those asked for, and written so."""
     write = write_cache_in_background if background else write_cache
     grid = grid_fingerprint(ds, kappa)
-    run_fp = run_fingerprints(path, ds)  # taken before any data is read: a later write makes it stale
-    attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else ""}
     cached = read_cache(path)
+    settled = fingerprint_cutoff(cached.attrs if cached is not None else None)  # its fingerprints' (`cache.py`)
+    run_fp = run_fingerprints(path, ds, settled)  # before any episode is read: a later write makes it stale
+    attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else "", "settled": str(settled)}
     if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
         if run_fp is None and cached.attrs.get("store") == attrs["store"]:
             return cached.drop_vars("run_fp", errors="ignore")
@@ -308,6 +306,9 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
                 ss = _update_runs(cached.drop_vars("run_fp"), _dask_view(path, ds), stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
+    if run_fp is not None and cached is not None and "settled" in cached.attrs:  # written whole: a cutoff of now
+        attrs["settled"] = str(settled := fingerprint_cutoff(None))  # (fewer files read whole next time)
+        run_fp = run_fingerprints(path, ds, settled)
     ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
     write(path, ss, attrs, run_fp)
     return ss
@@ -330,7 +331,7 @@ def _save_patch(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
         fps = run_fp[tuple(np.asarray(runs).T)]
 
     def job() -> None:
-        if not patch_cache(path, out, runs, fps, attrs["grid"]):
+        if not patch_cache(path, out, runs, fps, attrs["grid"], int(attrs["settled"])):
             write_cache(path, out, attrs, run_fp() if callable(run_fp) else run_fp)
 
     if background:
@@ -519,16 +520,17 @@ def update_suffstats(ss: xr.Dataset, path: str | os.PathLike, seqs_before: np.nd
         return ss, changed, after
     # a store keeping one run per chunk: its cache is keyed, and patched, run by run
     chunks = run_chunks(path, {d: len(v) for d, v in coords.items()}) if cache else None
-    fps = [chunks.fingerprint(tuple(i)) for i in changed] if chunks else []  # before any episode is read
+    settled = fingerprint_cutoff(cache_attrs(path)) if chunks else -1  # the cache's, so its other runs still match
+    fps = [chunks.fingerprint(tuple(i), settled) for i in changed] if chunks else []  # before any episode is read
     ss = _reread_runs(ss, path, group, sizes, coords, changed, kernel)
     if chunks is not None:
         grid = grid_fingerprint(coords, ss["kappa"].values)
-        attrs = {"grid": grid, "store": ""}
+        attrs, shape = {"grid": grid, "store": "", "settled": str(settled)}, ss["n"].shape[: len(RUN_DIMS)]
         if regridded:  # the cache is written whole: every run's fingerprint now
-            _save_patch(path, ss, attrs, _fingerprints_now(chunks, ss, after, sizes, changed, fps), changed,
+            _save_patch(path, ss, attrs, fingerprints_now(chunks, shape, after, sizes, changed, fps, settled), changed,
                         background_write)
         else:  # patched run by run: the others' fingerprints only if that fails (1,440 stat calls saved)
-            whole = partial(_fingerprints_now, chunks, ss, after, sizes, changed, fps)
+            whole = partial(fingerprints_now, chunks, shape, after, sizes, changed, fps, settled)
             _save_patch(path, ss, attrs, whole, changed, background_write, np.asarray(fps, dtype=np.uint64))
     return ss, changed, after
 
@@ -578,21 +580,4 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
             out["run_status"].values[index] = min(status, RUN_STATUS["partial"]) if got.interrupted else status
         if MEANS_ONLY in names:
             out[MEANS_ONLY].values[index] = np.asarray(got.arrays[MEANS_ONLY]).astype(bool)
-    return out
-
-
-def _fingerprints_now(chunks: RunChunks, ss: xr.Dataset, after: np.ndarray, sizes: Sizes, runs: np.ndarray,
-                      fps: list) -> np.ndarray:
-    """Every run's fingerprint for a cache write of `ss` (at sequences `after`): those of `runs` as taken
-    before they were read (`fps`); the others now, where their sequence still is `after` and even (so
-    `ss` holds their data now), else UNKNOWN_FP."""
-    out = chunks.fingerprints(ss["n"].shape[: len(RUN_DIMS)])
-    path = chunks.path
-    still = read_write_seqs(path, sizes)
-    if still is None or still.shape != after.shape:
-        out[...] = UNKNOWN_FP
-    else:
-        out[(still != after) | (after % 2 == 1)] = UNKNOWN_FP
-    for idx, fp in zip(map(tuple, runs), fps, strict=True):
-        out[idx] = fp
     return out

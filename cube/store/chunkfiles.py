@@ -120,3 +120,44 @@ def _vlen_utf8(raw: bytes, count: int) -> np.ndarray | None:
     except UnicodeDecodeError:
         return None
     return out if at == len(raw) else None
+
+
+def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any]] | None:
+    """A whole array of a local Zarr v3 store read straight from its chunk files: (values as zarr reads them,
+    strings as an object array; its dimension names; its attributes). Any regular chunk grid with default keys
+    and a codec chain of CHAINS, every chunk written (a store of this package's own, such as the statistics
+    cache); None otherwise, or where a chunk is missing or does not verify (read it through zarr then)."""
+    try:
+        meta = json.loads((folder / "zarr.json").read_text())
+        names = [c["name"] for c in meta["codecs"]]
+        shape = tuple(int(n) for n in meta["shape"])
+        chunk = tuple(int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"])
+        dims = tuple(str(d) for d in meta.get("dimension_names") or ())
+        keys = meta["chunk_key_encoding"]
+        strings = meta["data_type"] == "string"
+        dtype = np.dtype(object) if strings else np.dtype(meta["data_type"]).newbyteorder("<")
+        endian = next(c for c in meta["codecs"] if c["name"] in ("bytes", "vlen-utf8")).get("configuration") or {}
+        attrs = dict(meta.get("attributes") or {})
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+    if (names not in CHAINS or (names[0] == "vlen-utf8") != strings or not shape or len(dims) != len(shape)
+            or len(chunk) != len(shape) or min(chunk) < 1 or meta["chunk_grid"].get("name") != "regular"
+            or keys.get("name") != "default" or (keys.get("configuration") or {}).get("separator", "/") != "/"
+            or endian.get("endian", "little") != "little" or meta.get("storage_transformers")):
+        return None
+    from numcodecs import Zstd
+
+    zstd = Zstd()
+    out = np.empty(shape, dtype=dtype)
+    per_chunk = int(np.prod(chunk, dtype=np.int64))
+    for index in np.ndindex(*(-(-n // c) for n, c in zip(shape, chunk, strict=True))):
+        try:
+            data = (folder / "c").joinpath(*map(str, index)).read_bytes()
+        except OSError:
+            return None
+        values = _decode(data, zstd, dtype, per_chunk, strings)
+        if values is None:
+            return None
+        place = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, chunk, shape, strict=True))
+        out[place] = values.reshape(chunk)[tuple(slice(0, p.stop - p.start) for p in place)]
+    return out, dims, attrs

@@ -30,6 +30,7 @@ from cube.schema import (
 )
 from cube.store.chunkfiles import read_run_array
 from cube.store.damage import damaged_store_error, odd_chunk_files, reading_store
+from cube.store.deferred_dask import defer_dask_imports
 from cube.store.fs import PathLike
 from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
 from cube.store.layout import open_group, read_coords
@@ -133,6 +134,7 @@ def open_cube(
     While writers write, a lazy read guarantees one grid but nothing across variables: use
     ``ds.saferl.load()`` (`load_consistent`) for every run as one writer state.
     """
+    defer_dask_imports()
     remote = is_remote(source)
     source = local_path(source)
     if isinstance(source, xr.Dataset):

@@ -1,0 +1,134 @@
+"""The warm (statistics cached) report's shortcuts (issue 37): run fingerprints by stat calls, with the tails of
+recently changed chunk files (`cube.stats.fingerprint`), the cutoff kept with the cache; the cache read straight
+from its chunk files; no dask import for a cache hit. Every shortcut gives what the long way gives."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cube import stats
+from cube.stats import cache, fingerprint
+from cube.stats import suffstats as sfs
+from cube.store.read import open_cube
+
+
+@pytest.fixture
+def demo_copy(small_demo_cube: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "c.zarr"
+    shutil.copytree(small_demo_cube, path, ignore=shutil.ignore_patterns("_derived"))
+    return path
+
+
+def _same(a, b) -> None:
+    """The same statistics, bit for bit (NaN where NaN), whatever attributes say where they came from."""
+    assert sorted(a.data_vars) == sorted(b.data_vars)
+    for name in a.data_vars:
+        assert a[name].dtype == b[name].dtype, name
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=name, strict=True)
+
+
+def _count_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    passes: list[int] = []
+    full, some = sfs._full_pass, sfs._update_runs
+    monkeypatch.setattr(sfs, "_full_pass", lambda *a, **k: passes.append(1) or full(*a, **k))
+    monkeypatch.setattr(sfs, "_update_runs", lambda *a, **k: passes.append(2) or some(*a, **k))
+    return passes
+
+
+def test_a_settled_file_is_keyed_by_its_stat_a_recent_one_by_its_tail_too(tmp_path: Path) -> None:
+    chunk = tmp_path / "0"
+    chunk.write_bytes(b"0123456789abcdef-the-checksum")
+    now = time.time_ns()
+    settled, recent = fingerprint._stat_key(chunk, now + 10**12), fingerprint._stat_key(chunk, -1)
+    st = chunk.stat()
+    assert settled == f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}".encode()
+    assert recent == settled + b"+checksum"  # its last 8 bytes
+    assert fingerprint._stat_key(tmp_path / "absent", -1) == b"-"
+    assert fingerprint.settled_cutoff() <= time.time_ns() - fingerprint.SETTLE_NS
+
+
+def test_the_cache_keeps_its_cutoff_so_a_warm_read_matches_whenever_it_runs(demo_copy: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fingerprints of a warm read are taken with the cutoff the cache's were: files written lately (tails
+    read) match the same way later, when a fresh cutoff would call them settled; a changed run is still seen."""
+    first = stats.load_suffstats(demo_copy)
+    kept = int(cache.cache_attrs(demo_copy)["settled"])
+    assert kept <= time.time_ns() - fingerprint.SETTLE_NS
+    monkeypatch.setattr(fingerprint, "settled_cutoff", lambda: time.time_ns() + 3600 * 10**9)  # an hour later
+    passes = _count_passes(monkeypatch)
+    _same(stats.load_suffstats(demo_copy), first)
+    assert passes == []  # a hit
+    ds = open_cube(demo_copy)
+    from cube import CubeWriter, RunKey
+
+    run = RunKey(str(ds.algo.values[1]), str(ds.task.values[0]), float(ds.bound.values[1]), int(ds.seed.values[2]))
+    CubeWriter(demo_copy).write_episodes(run, "train", 0, np.ones(16), np.full(16, 3.0))
+    again = stats.load_suffstats(demo_copy)
+    assert passes == [2]  # that run alone, computed again
+    _same(again, stats.load_suffstats(demo_copy, cache=False))
+
+
+def test_a_run_rewritten_after_settling_is_seen_by_its_stat_alone(demo_copy: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every file settled (a cutoff an hour ahead: no tail read), a run rewritten (a new file in its chunk's
+    place, any size and times) still changes its fingerprint, and only its own."""
+    from cube import CubeWriter, RunKey
+
+    ds = open_cube(demo_copy)
+    future = time.time_ns() + 3600 * 10**9
+    monkeypatch.setattr(fingerprint, "_tail", lambda path: pytest.fail(f"read the tail of {path}"))
+    before = cache.run_fingerprints(demo_copy, ds, future)
+    run = RunKey(str(ds.algo.values[0]), str(ds.task.values[1]), float(ds.bound.values[0]), int(ds.seed.values[1]))
+    CubeWriter(demo_copy).write_episodes(run, "train", 1, np.ones(16), np.ones(16))
+    after = cache.run_fingerprints(demo_copy, ds, future)
+    assert np.argwhere(before != after).tolist() == [[0, 1, 0, 1]]
+
+
+def test_the_cache_read_from_its_files_equals_xarrays_read(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stats.load_suffstats(demo_copy)
+    direct = cache._cache_from_files(demo_copy / cache.CACHE_GROUP)
+    assert direct is not None
+    monkeypatch.setattr(cache, "_cache_from_files", lambda folder: None)
+    slow = cache.read_cache(demo_copy)
+    assert direct.identical(slow)
+    assert all(direct[v].dtype == slow[v].dtype for v in slow.variables)
+
+
+def test_a_damaged_cache_chunk_is_left_to_the_slow_read_which_warns_and_recomputes(demo_copy: Path) -> None:
+    good = stats.load_suffstats(demo_copy)
+    chunk = sorted(p for p in (demo_copy / cache.CACHE_GROUP / "sum_c" / "c").rglob("*") if p.is_file())[0]
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x08
+    chunk.write_bytes(bytes(data))
+    assert cache._cache_from_files(demo_copy / cache.CACHE_GROUP) is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = stats.load_suffstats(demo_copy)
+    assert any(issubclass(w.category, cache.CacheWarning) for w in caught)
+    _same(again, good)
+
+
+HIT = """
+import sys
+from cube import stats
+ss = stats.load_suffstats(sys.argv[1])
+print("dask" in sys.modules, "dask.array" in sys.modules, "scipy" in sys.modules)
+import dask.array as da
+import xarray as xr
+print(xr.DataArray(da.zeros(4, chunks=2), dims="x").chunks is not None, xr.DataArray(ss["n"].values).chunks)
+"""
+
+
+def test_a_cache_hit_imports_no_dask_and_dask_arrays_still_work_after(demo_copy: Path) -> None:
+    stats.load_suffstats(demo_copy)
+    run = subprocess.run([sys.executable, "-c", HIT, str(demo_copy)], capture_output=True, text=True, check=True,
+                         timeout=120)
+    assert run.stdout.split() == ["False", "False", "False", "True", "None"], run.stdout + run.stderr
