@@ -87,14 +87,19 @@ def _layout(folder: Path, sizes: Mapping[str, int] | None
     return shape, chunk, dtype, fill, strings
 
 
-def _decode(data: bytes, zstd: Any, dtype: np.dtype, count: int, strings: bool) -> np.ndarray | None:
-    """One chunk file's values (flat), or None when its checksum, zstd frame or length does not verify."""
+def _decode(data: bytes, zstd: Any, dtype: np.dtype, count: int, strings: bool,
+            into: np.ndarray | None = None) -> np.ndarray | None:
+    """One chunk file's values (flat), or None when its checksum, zstd frame or length does not verify;
+    decoded straight into `into` (C-contiguous, `count` values of `dtype`) when given, and that returned."""
     import google_crc32c
 
-    body, crc = data[:-4], data[-4:]
+    body, crc = np.frombuffer(data, dtype=np.uint8)[:-4], data[-4:]  # a view: no copy of the payload
     if len(data) < 4 or google_crc32c.value(body).to_bytes(4, "little") != crc:
         return None
     try:
+        if into is not None:
+            zstd.decode(body, out=into)  # the exact size or an error: a short or long chunk does not verify
+            return into
         raw = bytes(zstd.decode(body))
     except Exception:  # noqa: BLE001 - not a zstd frame: zarr names it
         return None
@@ -155,9 +160,12 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
             data = (folder / "c").joinpath(*map(str, index)).read_bytes()
         except OSError:
             return None
-        values = _decode(data, zstd, dtype, per_chunk, strings)
+        place = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, chunk, shape, strict=True))
+        dest = out[place]
+        direct = not strings and dest.size == per_chunk and dest.flags.c_contiguous  # a whole chunk, in one piece
+        values = _decode(data, zstd, dtype, per_chunk, strings, dest.reshape(-1) if direct else None)
         if values is None:
             return None
-        place = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, chunk, shape, strict=True))
-        out[place] = values.reshape(chunk)[tuple(slice(0, p.stop - p.start) for p in place)]
+        if not direct:
+            out[place] = values.reshape(chunk)[tuple(slice(0, p.stop - p.start) for p in place)]
     return out, dims, attrs
