@@ -37,11 +37,11 @@ def read_run_array(store: Path, name: str, sizes: Mapping[str, int] | None = Non
     out = np.full(shape, fill, dtype=object if strings else dtype)
     per_chunk = int(np.prod(chunk, dtype=np.int64))
     cut = tuple(slice(0, n) for n in shape[len(RUN_DIMS):])
-    folder = store / name / "c"
+    folder, inner = f"{store}/{name}/c/", "/0" * (len(chunk) - len(RUN_DIMS))
     for index in np.ndindex(*shape[:len(RUN_DIMS)]):
-        path = folder.joinpath(*map(str, index), *("0" for _ in chunk[len(RUN_DIMS):]))
         try:
-            data = path.read_bytes()
+            with open(folder + "/".join(map(str, index)) + inner, "rb", buffering=0) as fh:  # a file per run
+                data = fh.readall()
         except (FileNotFoundError, NotADirectoryError):
             continue  # never written: the fill value
         except OSError:
