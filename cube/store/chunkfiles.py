@@ -21,6 +21,8 @@ import numpy as np
 from cube.schema import RUN_DIMS
 
 CHAINS = (["bytes", "zstd", "crc32c"], ["vlen-utf8", "zstd", "crc32c"])
+ARRAY_CHAINS = (*CHAINS, ["bytes", "blosc", "crc32c"])
+"""The chains `read_array` reads: CHAINS and Blosc's (the statistics cache's numbers)."""
 
 
 def read_run_array(store: Path, name: str, sizes: Mapping[str, int] | None = None) -> np.ndarray | None:
@@ -89,8 +91,9 @@ def _layout(folder: Path, sizes: Mapping[str, int] | None
 
 def _decode(data: bytes, zstd: Any, dtype: np.dtype, count: int, strings: bool,
             into: np.ndarray | None = None) -> np.ndarray | None:
-    """One chunk file's values (flat), or None when its checksum, zstd frame or length does not verify;
-    decoded straight into `into` (C-contiguous, `count` values of `dtype`) when given, and that returned."""
+    """One chunk file's values (flat), or None when its checksum, frame or length does not verify; decoded
+    straight into `into` (C-contiguous, `count` values of `dtype`) when given, and that returned. `zstd`: the
+    numcodecs codec of the chain (Zstd, or Blosc)."""
     import google_crc32c
 
     body, crc = np.frombuffer(data, dtype=np.uint8)[:-4], data[-4:]  # a view: no copy of the payload
@@ -98,6 +101,8 @@ def _decode(data: bytes, zstd: Any, dtype: np.dtype, count: int, strings: bool,
         return None
     try:
         if into is not None:
+            if zstd.codec_id == "blosc" and (len(data) < 20 or int.from_bytes(data[4:8], "little") != into.nbytes):
+                return None  # Blosc fills a larger buffer silently: its header's decoded size must be the chunk's
             zstd.decode(body, out=into)  # the exact size or an error: a short or long chunk does not verify
             return into
         raw = bytes(zstd.decode(body))
@@ -145,14 +150,14 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
         attrs = dict(meta.get("attributes") or {})
     except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return None
-    if (names not in CHAINS or (names[0] == "vlen-utf8") != strings or not shape or len(dims) != len(shape)
+    if (names not in ARRAY_CHAINS or (names[0] == "vlen-utf8") != strings or not shape or len(dims) != len(shape)
             or len(chunk) != len(shape) or min(chunk) < 1 or meta["chunk_grid"].get("name") != "regular"
             or keys.get("name") != "default" or (keys.get("configuration") or {}).get("separator", "/") != "/"
             or endian.get("endian", "little") != "little" or meta.get("storage_transformers")):
         return None
-    from numcodecs import Zstd
+    from numcodecs import Blosc, Zstd
 
-    zstd = Zstd()
+    zstd = Blosc() if names[1] == "blosc" else Zstd()
     out = np.empty(shape, dtype=dtype)
     per_chunk = int(np.prod(chunk, dtype=np.int64))
     for index in np.ndindex(*(-(-n // c) for n, c in zip(shape, chunk, strict=True))):
