@@ -21,6 +21,7 @@ import pytest
 from cube import CubeWriter, RunKey, create_store
 from cube.cli import main
 from cube.errors import CubeError
+from tests.twostore import write_two_runs
 
 pytestmark = pytest.mark.faults
 
@@ -28,18 +29,7 @@ pytestmark = pytest.mark.faults
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two runs with episodes of two modes, env steps, a manifest and a status each."""
-    path = tmp_path_factory.mktemp("damaged") / "w.zarr"
-    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=2, n_episodes=3,
-                 iterate_vars=("env_steps",))
-    writer = CubeWriter(path)
-    for seed in (0, 1):
-        key = RunKey("ppo", "goal", 15.0, seed)
-        for j in range(2):
-            writer.write_episodes(key, "train", j, [1.0, 2.0], [3.0, 4.0])
-            writer.write_episodes(key, "greedy", j, [1.0, 2.0], [3.0, 40.0])
-            writer.write_iterate_vars(key, j, {"env_steps": 100.0 * (j + 1)})
-        writer.set_run_manifest(key, status="complete", manifest={"iterates_done": 2})
-    return path
+    return write_two_runs(tmp_path_factory.mktemp("damaged") / "w.zarr", greedy=True)
 
 
 def _flip(path: Path) -> None:

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from cube import CubeWriter, RunKey, create_store, export_netcdf, open_cube, read_manifests, stats, validate
+from cube import RunKey, export_netcdf, open_cube, read_manifests, stats, validate
 from cube.cli import main
 from cube.errors import DamagedStoreError
 from cube.store.layout import open_group, read_coords, run_index
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs
 from cube.store.runstatus import read_run_status
 from saferl_tui.model import CubeModel
+from tests.twostore import flip_run_chunk, write_two_runs
 
 KEY = RunKey("ppo", "goal", 15.0, 1)
 
@@ -23,29 +24,14 @@ KEY = RunKey("ppo", "goal", 15.0, 1)
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two runs of a 1 x 1 x 1 x 2 grid with episodes, env steps, a manifest and a status each."""
-    path = tmp_path_factory.mktemp("damaged") / "w.zarr"
-    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=2, n_episodes=3,
-                 iterate_vars=("env_steps",))
-    writer = CubeWriter(path)
-    for seed in (0, 1):
-        key = RunKey("ppo", "goal", 15.0, seed)
-        for j in range(2):
-            writer.write_episodes(key, "train", j, [1.0, 2.0], [3.0, 4.0])
-            writer.write_iterate_vars(key, j, {"env_steps": 100.0 * (j + 1)})
-        writer.set_run_manifest(key, status="complete", manifest={"iterates_done": 2})
-    return path
+    return write_two_runs(tmp_path_factory.mktemp("damaged") / "w.zarr")
 
 
 def damaged(written: Path, tmp_path: Path, array: str) -> Path:
     """A copy of `written` with one bit flipped in the chunk of `array` of run KEY (seed 1)."""
     path = tmp_path / "d.zarr"
     shutil.copytree(written, path, ignore=shutil.ignore_patterns("_derived"))
-    index = run_index(read_coords(open_group(path, mode="r")), KEY)
-    chunk = path / array / "c" / "/".join(map(str, index))
-    chunk = chunk if chunk.is_file() else sorted(p for p in chunk.rglob("*") if p.is_file())[0]
-    data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    chunk.write_bytes(bytes(data))
+    flip_run_chunk(path, array, KEY)
     return path
 
 

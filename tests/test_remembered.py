@@ -14,23 +14,14 @@ from cube.errors import DamagedStoreError
 from cube.store import remembered
 from cube.store.layout import open_group, read_coords, run_index
 from cube.store.read import verify_run_arrays
+from tests.twostore import flip_run_chunk, write_two_runs
 
 KEY = RunKey("ppo", "goal", 15.0, 1)
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("remembered") / "w.zarr"
-    create_store(path, algos=["ppo"], tasks=["goal"], bounds=[15.0], seeds=[0, 1], n_iterates=2, n_episodes=3,
-                 iterate_vars=("env_steps",))
-    writer = CubeWriter(path)
-    for seed in (0, 1):
-        key = RunKey("ppo", "goal", 15.0, seed)
-        for j in range(2):
-            writer.write_episodes(key, "train", j, [1.0, 2.0], [3.0, 4.0])
-            writer.write_iterate_vars(key, j, {"env_steps": 100.0 * (j + 1)})
-        writer.set_run_manifest(key, status="complete", manifest={"iterates_done": 2, "note": f"seed {seed}"})
-    return path
+    return write_two_runs(tmp_path_factory.mktemp("remembered") / "w.zarr", note=True)
 
 
 @pytest.fixture
@@ -41,12 +32,7 @@ def store(written: Path, tmp_path: Path) -> Path:
 
 
 def _flip(path: Path, array: str) -> None:
-    index = run_index(read_coords(open_group(path, mode="r")), KEY)
-    chunk = path / array / "c" / "/".join(map(str, index))
-    chunk = chunk if chunk.is_file() else sorted(p for p in chunk.rglob("*") if p.is_file())[0]
-    data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0x10
-    chunk.write_bytes(bytes(data))
+    flip_run_chunk(path, array, KEY)
 
 
 def test_cached_manifests_equal_a_fresh_read_and_come_from_the_cache(store: Path, monkeypatch) -> None:
