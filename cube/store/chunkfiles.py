@@ -33,22 +33,18 @@ def read_run_array(store: Path, name: str, sizes: Mapping[str, int] | None = Non
     if layout is None:
         return None
     shape, chunk, dtype, fill, strings = layout
-    from numcodecs import Zstd
-
-    zstd = Zstd()
     out = np.full(shape, fill, dtype=object if strings else dtype)
     per_chunk = int(np.prod(chunk, dtype=np.int64))
     cut = tuple(slice(0, n) for n in shape[len(RUN_DIMS):])
     folder, inner = f"{store}/{name}/c/", "/0" * (len(chunk) - len(RUN_DIMS))
     for index in np.ndindex(*shape[:len(RUN_DIMS)]):
         try:
-            with open(folder + "/".join(map(str, index)) + inner, "rb", buffering=0) as fh:  # a file per run
-                data = fh.readall()
+            data = read_file(folder + "/".join(map(str, index)) + inner)  # a file per run
         except (FileNotFoundError, NotADirectoryError):
             continue  # never written: the fill value
         except OSError:
             return None
-        values = _decode(data, zstd, dtype, per_chunk, strings)
+        values = _decode(data, "zstd", dtype, per_chunk, strings)
         if values is None:
             return None
         out[index] = values.reshape(chunk[len(RUN_DIMS):])[cut]
@@ -89,24 +85,53 @@ def _layout(folder: Path, sizes: Mapping[str, int] | None
     return shape, chunk, dtype, fill, strings
 
 
-def _decode(data: bytes, zstd: Any, dtype: np.dtype, count: int, strings: bool,
+def read_file(path: str) -> bytes:
+    """A chunk file's bytes in one unbuffered read (thousands per pass: no Path, no buffer object)."""
+    with open(path, "rb", buffering=0) as fh:
+        return fh.readall()
+
+
+def verify_and_decode(data: bytes, codec: str, out: np.ndarray) -> bool:
+    """Check a chunk file's CRC-32C and decode its `codec` ("zstd" or "blosc") payload straight into `out`
+    (C-contiguous, exactly the chunk's decoded size): whether both verified (`out` then holds the values).
+    Blosc fills a larger buffer silently, so its header's decoded size must be `out`'s."""
+    from google_crc32c import value as crc32c
+
+    body = np.frombuffer(data, dtype=np.uint8)[:-4]  # a view: no copy of the payload
+    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
+        return False
+    try:
+        if codec == "blosc":
+            if len(data) < 20 or int.from_bytes(data[4:8], "little") != out.nbytes:
+                return False
+            from numcodecs.blosc import decompress
+
+            decompress(body, out)
+        else:
+            from numcodecs.zstd import Zstd
+
+            Zstd().decode(body, out=out)  # the exact size or an error: a short or long chunk does not verify
+    except Exception:  # noqa: BLE001 - not a frame of that codec: zarr names it
+        return False
+    return True
+
+
+def _decode(data: bytes, codec: str, dtype: np.dtype, count: int, strings: bool,
             into: np.ndarray | None = None) -> np.ndarray | None:
     """One chunk file's values (flat), or None when its checksum, frame or length does not verify; decoded
-    straight into `into` (C-contiguous, `count` values of `dtype`) when given, and that returned. `zstd`: the
-    numcodecs codec of the chain (Zstd, or Blosc)."""
+    straight into `into` (C-contiguous, `count` values of `dtype`) when given, and that returned. `codec`: the
+    compressor of the chain ("zstd" or "blosc")."""
+    if into is not None:
+        return into if verify_and_decode(data, codec, into) else None
     import google_crc32c
+    from numcodecs import Blosc, Zstd
 
-    body, crc = np.frombuffer(data, dtype=np.uint8)[:-4], data[-4:]  # a view: no copy of the payload
+    body, crc = np.frombuffer(data, dtype=np.uint8)[:-4], data[-4:]
     if len(data) < 4 or google_crc32c.value(body).to_bytes(4, "little") != crc:
         return None
     try:
-        if into is not None:
-            if zstd.codec_id == "blosc" and (len(data) < 20 or int.from_bytes(data[4:8], "little") != into.nbytes):
-                return None  # Blosc fills a larger buffer silently: its header's decoded size must be the chunk's
-            zstd.decode(body, out=into)  # the exact size or an error: a short or long chunk does not verify
-            return into
-        raw = bytes(zstd.decode(body))
-    except Exception:  # noqa: BLE001 - not a zstd frame: zarr names it
+        raw = bytes((Blosc() if codec == "blosc" else Zstd()).decode(body))
+    except Exception:  # noqa: BLE001 - not a frame of that codec: zarr names it
         return None
     if not strings:
         return np.frombuffer(raw, dtype=dtype) if len(raw) == count * dtype.itemsize else None
@@ -155,9 +180,6 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
             or keys.get("name") != "default" or (keys.get("configuration") or {}).get("separator", "/") != "/"
             or endian.get("endian", "little") != "little" or meta.get("storage_transformers")):
         return None
-    from numcodecs import Blosc, Zstd
-
-    zstd = Blosc() if names[1] == "blosc" else Zstd()
     out = np.empty(shape, dtype=dtype)
     per_chunk = int(np.prod(chunk, dtype=np.int64))
     for index in np.ndindex(*(-(-n // c) for n, c in zip(shape, chunk, strict=True))):
@@ -168,7 +190,7 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
         place = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, chunk, shape, strict=True))
         dest = out[place]
         direct = not strings and dest.size == per_chunk and dest.flags.c_contiguous  # a whole chunk, in one piece
-        values = _decode(data, zstd, dtype, per_chunk, strings, dest.reshape(-1) if direct else None)
+        values = _decode(data, names[1], dtype, per_chunk, strings, dest.reshape(-1) if direct else None)
         if values is None:
             return None
         if not direct:

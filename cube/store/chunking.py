@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from cube.store.chunkfiles import read_file, verify_and_decode
+
 BLOCK_BYTES = 128 * 2**10
 """Decoded bytes of reward (or cost) per chunk of a new store: as many iterates as fill it, at least one
 (16 iterates at 2,048 episode slots; every iterate of a run at 100 slots and up to 327 iterates). Smaller
@@ -132,46 +134,18 @@ def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], 
     into `dest` (float32 (rows, columns) <= `shape`: the chunk's leading rows and columns): True when done,
     None for an absent file (`dest` untouched), False for a damaged one (zarr's own read then reports it).
     A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`. `codec`:
-    the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`). Thousands of chunks per second go
-    through here while another thread waits for the GIL: it calls the codecs' C functions directly."""
-    from google_crc32c import value as crc32c
-
+    the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`)."""
     try:
-        with open(file, "rb", buffering=0) as fh:
-            data = fh.readall()
+        data = read_file(str(file))
     except FileNotFoundError:
         return None
-    body = np.frombuffer(data, dtype=np.uint8)[:-4]  # a view: no copy of the payload
-    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
-        return False
     whole = dest.shape == shape and dest.flags.c_contiguous
     out = dest if whole else spare.take("chunk", shape)
-    try:
-        if codec == "blosc":
-            if len(data) < 20 or int.from_bytes(data[4:8], "little") != out.nbytes:  # its header's decoded size
-                return False
-            blosc_decompress(body, out)
-        else:
-            zstd_decode(body, out=out)  # the exact size or an error: a short or long chunk is damage
-    except Exception:  # noqa: BLE001 - a bad stream or a wrong length: zarr's read reports it
+    if not verify_and_decode(data, codec, out):
         return False
     if not whole:
         dest[...] = out[: dest.shape[0], : dest.shape[1]]
     return True
-
-
-def blosc_decompress(body: np.ndarray, out: np.ndarray) -> None:
-    """Blosc's decompress of a frame into `out` (its header checked by the caller)."""
-    from numcodecs.blosc import decompress
-
-    decompress(body, out)
-
-
-def zstd_decode(body: np.ndarray, out: np.ndarray) -> None:
-    """zstd's decode of a frame into `out`, which must be exactly its decoded size."""
-    from numcodecs.zstd import Zstd
-
-    Zstd().decode(body, out=out)
 
 
 EPISODE_NAMES = ("reward", "cost")

@@ -28,6 +28,7 @@ import zarr
 
 from cube.errors import CubeError, CubeWarning, DamagedStoreError
 from cube.schema import RUN_DIMS, RunKey
+from cube.store.chunkfiles import read_file
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, side_folder, store_write_error
 from cube.store.grid import Sizes, open_view, published_sizes
@@ -93,8 +94,7 @@ def _read_seq_files(folder: Path, shape: tuple[int, ...], out: np.ndarray | None
     for index in indices:
         chunk = "/".join(map(str, index))
         try:
-            with open(base + chunk, "rb", buffering=0) as fh:  # 1,440 tiny files per call: no Path, no buffer
-                data = fh.readall()
+            data = read_file(base + chunk)  # 1,440 tiny files per call
         except (FileNotFoundError, NotADirectoryError):
             out[index] = 0
             continue
