@@ -43,8 +43,8 @@ def _same(a, b) -> None:
 
 def test_cache_hit_then_only_changed_runs_recomputed(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
     full, patched = [], []
-    real_full, real_update = sfs.compute_suffstats, sfs._update_runs
-    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    real_full, real_update = sfs._full_pass, sfs._update_runs
+    monkeypatch.setattr(sfs, "_full_pass", lambda *a, **k: full.append(1) or real_full(*a, **k))
     monkeypatch.setattr(sfs, "_update_runs",
                         lambda ss, ds, runs, p, *w: patched.append(runs) or real_update(ss, ds, runs, p, *w))
     first = sfs.load_suffstats(demo_copy)
@@ -70,8 +70,8 @@ def test_cache_holds_the_default_cvar_alphas_and_another_when_asked(demo_copy: P
     from cube.stats.suffvars import ALPHA_DIM, CVAR_VAR
 
     full = []
-    real_full = sfs.compute_suffstats
-    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    real_full = sfs._full_pass
+    monkeypatch.setattr(sfs, "_full_pass", lambda *a, **k: full.append(1) or real_full(*a, **k))
     first = sfs.load_suffstats(demo_copy)
     assert first[ALPHA_DIM].values.tolist() == [0.1, 0.05] and len(full) == 1
     assert sfs.load_suffstats(demo_copy, cvar_alphas=(0.05,))[ALPHA_DIM].values.tolist() == [0.1, 0.05]
@@ -98,8 +98,8 @@ def test_a_cache_of_the_previous_version_is_recomputed_not_misread(demo_copy: Pa
     assert CVAR_VAR not in cache.read_cache(demo_copy)
     monkeypatch.undo()
     full = []
-    real_full = sfs.compute_suffstats
-    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    real_full = sfs._full_pass
+    monkeypatch.setattr(sfs, "_full_pass", lambda *a, **k: full.append(1) or real_full(*a, **k))
     got = sfs.load_suffstats(demo_copy)
     assert len(full) == 1 and CVAR_VAR in got
 
@@ -146,8 +146,8 @@ def test_many_changed_runs_fall_back_to_a_full_pass(demo_copy: Path, monkeypatch
                     r, c = rng.normal(size=3), rng.gamma(2.0, 10.0, 3)
                     write_episodes(demo_copy, RunKey(algo, task, bound, seed), "train", 1, r, c)
     full, patched = [], []
-    real_full, real_update = sfs.compute_suffstats, sfs._update_runs
-    monkeypatch.setattr(sfs, "compute_suffstats", lambda *a, **k: full.append(1) or real_full(*a, **k))
+    real_full, real_update = sfs._full_pass, sfs._update_runs
+    monkeypatch.setattr(sfs, "_full_pass", lambda *a, **k: full.append(1) or real_full(*a, **k))
     monkeypatch.setattr(sfs, "_update_runs", lambda *a, **k: patched.append(1) or real_update(*a, **k))
     cached = sfs.load_suffstats(demo_copy)
     assert full == [1] and patched == []  # a full pass, not 36 patched runs
@@ -403,7 +403,7 @@ def test_background_cache_write_is_waited_for_and_reused(demo_copy: Path, monkey
     first = sfs.load_suffstats(demo_copy, background_write=True)
     cache.wait_for_cache_writes(demo_copy)
     assert (demo_copy / cache.CACHE_GROUP / "zarr.json").exists() and not cache._PENDING_WRITES
-    monkeypatch.setattr(sfs, "compute_suffstats", None)  # a second full pass would fail
+    monkeypatch.setattr(sfs, "_full_pass", None)  # a second full pass would fail
     _same(first, sfs.load_suffstats(demo_copy))
 
 
@@ -420,7 +420,7 @@ def test_a_cache_read_waits_for_a_pending_background_write(demo_copy: Path, monk
     first = sfs.load_suffstats(demo_copy, background_write=True)
     assert started.wait(timeout=30) and not (demo_copy / cache.CACHE_GROUP).exists()
     threading.Timer(0.2, release.set).start()  # the read below must block until the write is done
-    monkeypatch.setattr(sfs, "compute_suffstats", None)
+    monkeypatch.setattr(sfs, "_full_pass", None)
     _same(first, sfs.load_suffstats(demo_copy))
 
 

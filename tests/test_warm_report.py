@@ -132,3 +132,60 @@ def test_a_cache_hit_imports_no_dask_and_dask_arrays_still_work_after(demo_copy:
     run = subprocess.run([sys.executable, "-c", HIT, str(demo_copy)], capture_output=True, text=True, check=True,
                          timeout=120)
     assert run.stdout.split() == ["False", "False", "False", "True", "None"], run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("settled", [-1, 2**62], ids=["tails-read", "stat-only"])
+def test_a_full_pass_takes_each_runs_fingerprint_as_it_reads_the_same_as_stat_calls(demo_copy: Path,
+                                                                                     settled: int) -> None:
+    """A cold pass keys the cache with what it saw of each chunk file as it read it (fstat before the read, the
+    tail from the bytes read, absent files from its folder listings), no stat call per possible file: the same
+    fingerprint `RunChunks.fingerprints` takes by stat calls, for files kept whole, files absent (the evaluation
+    modes before the final iterate) and a run without any file."""
+    from cube.stats.kernel import kappa_grid
+    from cube.store.chunking import fast_layouts
+
+    ds = open_cube(demo_copy)
+    shutil.rmtree(demo_copy / "reward" / "c" / "0" / "0" / "0" / "1")  # a run with rewards of no iterate
+    chunks = fingerprint.run_chunks(demo_copy, dict(ds.sizes))
+    assert chunks is not None and fast_layouts(demo_copy, dict(ds.sizes)) is not None
+    _, seen = sfs._full_pass(demo_copy, ds, kappa_grid(None), None, None, None, None, (chunks, settled))
+    looked = chunks.fingerprints(seen.shape, settled)
+    np.testing.assert_array_equal(seen, looked, strict=True)
+    assert len(set(seen.ravel().tolist())) == seen.size  # every run its own key
+    (demo_copy / "cost" / "c" / "0" / "0" / "0" / "0" / "0" / "0" / "0").write_bytes(b"changed")
+    assert chunks.fingerprints(seen.shape, settled)[0, 0, 0, 0] != seen[0, 0, 0, 0]
+
+
+def test_a_late_cache_write_looks_again_only_at_runs_written_since_and_keeps_their_newer_cache(
+        demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole-cache write of statistics read a while ago (a cold report's background write) takes again the
+    fingerprints of the runs whose write sequence moved since the pass began, not of every run's files: a run
+    written meanwhile keeps the newer statistics another reader patched into the cache, the others stand."""
+    from cube import CubeWriter, RunKey
+    from cube.store.locks import read_write_seqs
+
+    old = stats.load_suffstats(demo_copy)
+    seqs = read_write_seqs(demo_copy)
+    attrs = {k: str(v) for k, v in cache.cache_attrs(demo_copy).items() if k in ("grid", "store", "settled")}
+    chunks = fingerprint.run_chunks(demo_copy)
+    old_fp = chunks.fingerprints(seqs.shape, int(attrs["settled"]))
+    ds = open_cube(demo_copy)
+    run = RunKey(str(ds.algo.values[0]), str(ds.task.values[1]), float(ds.bound.values[0]), int(ds.seed.values[1]))
+    CubeWriter(demo_copy).write_episodes(run, "train", 0, np.ones(16), np.full(16, 3.0))
+    newer = stats.load_suffstats(demo_copy)  # patches that run into the cache
+    moved = (0, 1, 0, 1)
+    assert newer["sum_c"].values[moved].sum() != old["sum_c"].values[moved].sum()
+
+    def every_run(*_args, **_kwargs):
+        raise AssertionError("every run's files looked at again")
+
+    monkeypatch.setattr(fingerprint.RunChunks, "fingerprints", every_run)
+    cache.write_cache(demo_copy, old, attrs, old_fp, seqs)
+    monkeypatch.undo()
+    kept = cache.read_cache(demo_copy)
+    np.testing.assert_array_equal(kept["sum_c"].values[moved], newer["sum_c"].values[moved])
+    now_fp = chunks.fingerprints(seqs.shape, int(attrs["settled"]))
+    np.testing.assert_array_equal(kept["run_fp"].values, now_fp)  # the moved run's is its fingerprint now
+    passes = _count_passes(monkeypatch)
+    _same(stats.load_suffstats(demo_copy), stats.load_suffstats(demo_copy, cache=False))
+    assert passes == [1]  # the hit, then the full pass asked for (cache=False)

@@ -56,6 +56,7 @@ from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.chunkfiles import read_array
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.layout import CHUNK_COMPRESSORS
+from cube.store.locks import read_write_seqs, runs_written_since
 
 CACHE_GROUP = "_derived/suffstats"
 CACHE_LOCK = "_derived/.suffstats.lock"
@@ -243,12 +244,16 @@ CACHE_COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32
 to write and to read back (bench/codec_sweep.py on episode data), the CRC-32C kept; typesize from the dtype."""
 
 
-def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None) -> None:
+def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None,
+                seqs_before: np.ndarray | None = None) -> None:
     """Write the cache to a temporary group, then swap it in, so readers never see a partial cache.
 
     `run_fp`: the runs' fingerprints taken before their episodes were read. Under the cache lock they are
     taken again: a run written meanwhile keeps the current cache's statistics where those are of its data
-    now, else gets UNKNOWN_FP. Best effort: a read-only store just leaves the cache as it is.
+    now, else gets UNKNOWN_FP. `seqs_before`: the writers' sequences read before the fingerprints were taken
+    (`cube.store.locks.read_write_seqs`): then only runs whose sequence moved since are looked at again (a
+    store's writers move it), not every run's files. Best effort: a read-only store just leaves the cache
+    as it is.
     """
     out = ss.drop_vars(["run_status", "run_fp"], errors="ignore")
     for name in ("algo", "task", "mode"):
@@ -264,7 +269,7 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
             return
         try:
             if run_fp is not None:
-                out = _settle_moved_runs(path, out, run_fp, attrs.get("grid"), _settled_of(attrs))
+                out = _settle_moved_runs(path, out, run_fp, attrs.get("grid"), _settled_of(attrs), seqs_before)
             out.attrs = {**attrs, "layout": layout_digest(out)}
             # Written as a store of its own, then moved in as the group: written as a group of the cube, zarr
             # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
@@ -291,12 +296,13 @@ def _settled_of(attrs: Mapping[str, str]) -> int:
 
 
 def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: str | None,
-                       settled: int) -> xr.Dataset:
+                       settled: int, seqs_before: np.ndarray | None = None) -> xr.Dataset:
     """`out` with its fingerprints `run_fp` (taken before the episodes were read, with the cutoff `settled`),
     where runs written since then keep the statistics of the cache on disk when its fingerprint is theirs now,
-    else UNKNOWN_FP."""
+    else UNKNOWN_FP. With `seqs_before` (`write_cache`), the runs looked at again are those whose write
+    sequence moved since (or was odd): the fingerprints of the others stand as taken."""
     chunks = run_chunks(path)
-    now = chunks.fingerprints(run_fp.shape, settled) if chunks is not None else np.full_like(run_fp, UNKNOWN_FP)
+    now = _fingerprints_again(path, chunks, run_fp, settled, seqs_before)
     fp = np.array(run_fp, dtype=np.uint64, copy=True)
     moved = np.argwhere(now != fp)
     if moved.shape[0]:
@@ -314,6 +320,24 @@ def _settle_moved_runs(path: Path, out: xr.Dataset, run_fp: np.ndarray, grid: st
                 fp[tuple(keep.T)] = now[tuple(keep.T)]
     out["run_fp"] = (RUN_DIMS, fp)
     return out
+
+
+def _fingerprints_again(path: Path, chunks: RunChunks | None, run_fp: np.ndarray, settled: int,
+                        seqs_before: np.ndarray | None) -> np.ndarray:
+    """The runs' fingerprints now (UNKNOWN_FP everywhere without `chunks`): every run's, or with `seqs_before`
+    those of the runs written since (`runs_written_since`), `run_fp` for the others."""
+    if chunks is None:
+        return np.full_like(run_fp, UNKNOWN_FP)
+    try:
+        seqs_now = read_write_seqs(path) if seqs_before is not None else None
+    except CubeError:  # a damaged sequence chunk: the reader of the store names it; here, look at every run
+        seqs_now = None
+    if seqs_now is None or seqs_now.shape != run_fp.shape or seqs_before.shape != run_fp.shape:
+        return chunks.fingerprints(run_fp.shape, settled)
+    now = np.array(run_fp, dtype=np.uint64, copy=True)
+    for idx in runs_written_since(seqs_before, seqs_now):
+        now[idx] = chunks.fingerprint(idx, settled)
+    return now
 
 
 def _open_cache(path: Path, grid: str | None, alphas: np.ndarray) -> zarr.Group | None:
@@ -390,12 +414,13 @@ def _remove_dead_writers_leftovers(path: Path) -> None:
 _PENDING_WRITES: dict[Path, threading.Thread] = {}
 
 
-def write_cache_in_background(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None) -> None:
+def write_cache_in_background(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None,
+                              seqs_before: np.ndarray | None = None) -> None:
     """`write_cache` in a (non-daemon) thread, so the caller works on the statistics meanwhile; the
     next cache read of the store, `wait_for_cache_writes` and interpreter exit wait for it. The
     statistics are not modified in place by anyone, so the writer can share their arrays."""
     out = ss.copy(deep=False)
-    in_background(path, lambda: write_cache(path, out, attrs, run_fp))
+    in_background(path, lambda: write_cache(path, out, attrs, run_fp, seqs_before))
 
 
 def in_background(path: Path, job: Callable[[], None]) -> None:

@@ -15,7 +15,7 @@ import xarray as xr
 import zarr
 
 from cube.schema import RUN_DIMS
-from cube.store.chunking import layout_of
+from cube.store.chunking import Observed, layout_of
 from cube.store.grid import Sizes
 from cube.store.locks import read_write_seqs
 
@@ -61,8 +61,13 @@ def _stat_key(path: str | Path, settled: int = -1) -> bytes:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return b"-"
+    return _key_of(st, settled, lambda: _tail(str(path)))
+
+
+def _key_of(st: os.stat_result, settled: int, tail: Callable[[], bytes]) -> bytes:
+    """`_stat_key` of a file whose stat is `st`; `tail()` gives its last 8 bytes, asked only when it is needed."""
     key = f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}".encode()
-    return key if st.st_ctime_ns < settled else key + b"+" + _tail(str(path))
+    return key if st.st_ctime_ns < settled else key + b"+" + tail()
 
 
 class RunChunks:
@@ -103,6 +108,24 @@ class RunChunks:
         absent), read whole (tail included) where a file changed at or after `settled` (`settled_cutoff`: the
         fingerprints kept beside statistics are taken with a cutoff before the moment they are taken)."""
         keys = [_stat_key(f, settled) for f in self._file_names(index)]
+        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
+        return np.uint64(int.from_bytes(h.digest(), "little"))
+
+    def observed_fingerprint(self, index: tuple[int, ...], settled: int, observed: Observed) -> np.uint64:
+        """`fingerprint` of the run at `index` from what a pass saw while it read the run (`observed`: the
+        folders it listed, the stat and tail of each file it opened, taken before the read), so the same hash
+        as `fingerprint` taken at that moment; a file in no folder the pass listed is looked at now."""
+        keys = []
+        for f in self._file_names(index):
+            folder, _, entry = f.rpartition("/")
+            listing = observed.listings.get(folder)
+            if listing is not None and entry not in listing:
+                keys.append(b"-")
+            elif f in observed.files:
+                seen = observed.files[f]
+                keys.append(b"-" if seen is None else _key_of(seen[0], settled, lambda s=seen: s[1]))
+            else:
+                keys.append(_stat_key(f, settled))
         h = hashlib.blake2b(b"|".join(keys), digest_size=8)
         return np.uint64(int.from_bytes(h.digest(), "little"))
 

@@ -37,12 +37,19 @@ from cube.stats.cache import (
     write_cache,
     write_cache_in_background,
 )
-from cube.stats.fingerprint import fingerprint_cutoff, fingerprints_now, run_chunks, run_fingerprints, store_fingerprint
+from cube.stats.fingerprint import (
+    RunChunks,
+    fingerprint_cutoff,
+    fingerprints_now,
+    run_chunks,
+    run_fingerprints,
+    store_fingerprint,
+)
 from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
 from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
-from cube.store.chunking import PerThread, fast_layouts, run_blocks
+from cube.store.chunking import Observed, PerThread, fast_layouts, run_blocks
 from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
 from cube.store.location import is_remote, local_path
@@ -158,20 +165,16 @@ def _le_dtype(n_episodes: int) -> type:
 
 def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress: Progress | None = None,
                       written: Callable[[tuple[int, ...]], bool] | None = None, kernel: str | None = None,
-                      cvar_alphas: Sequence[float] | None = None, files: tuple[Path, dict] | None = None
-                      ) -> xr.Dataset:
+                      cvar_alphas: Sequence[float] | None = None) -> xr.Dataset:
     """One pass over the episodes of `ds` -> in-memory sufficient statistics (see module docstring).
 
     One dask task per block of runs and iterates (all episodes and modes of them), returning that
     block's sums, CDF counts and CVaRs, which are then copied into place. `kernel`: "auto" (None: the
     default, `cube.stats.kernel.default_kernel`), "numpy" or "fused"; the same numbers either way.
-    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed). `files`: (the
-    store `ds` is the whole of, its `cube.store.chunking.fast_layouts`): read its chunk files (`_files_pass`)."""
+    `cvar_alphas`: CVaR alphas besides `cube.stats.tail.CVAR_ALPHAS` (always computed)."""
     import dask
     import dask.array as da
 
-    if files is not None:
-        return _files_pass(*files, ds, kappa, progress, written, kernel, cvar_alphas)
     kappa = kappa_grid(kappa)
     bounds = _check_bounds(ds)
     reward, cost = _episodes(ds)
@@ -200,10 +203,12 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
 
 def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | None, progress: Progress | None,
                 written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
-                cvar_alphas: Sequence[float] | None) -> xr.Dataset:
+                cvar_alphas: Sequence[float] | None, fingerprint: tuple[RunChunks, int] | None = None
+                ) -> tuple[xr.Dataset, np.ndarray | None]:
     """`compute_suffstats` of a store in the layout of `cube.store.chunking`, the same numbers: one dask task
     per group of seeds of a condition reads and decodes their chunk files that exist and runs the kernel on
-    those; cells of absent chunks keep the statistics of no episodes (zero, as NaN filler gives)."""
+    those; cells of absent chunks keep the statistics of no episodes (zero, as NaN filler gives). With
+    `fingerprint` (`_full_pass`), each run's fingerprint too, from what its task saw of its files."""
     import dask
 
     bounds, labels, sizes = _check_bounds(ds), _labels(ds), dict(ds.sizes)
@@ -211,36 +216,47 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
     run_bytes = 2 * sizes["iterate"] * sizes["episode"] * 4  # one mode's reward and cost: the bulk of a run
     group = int(max(1, min(sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
     task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written,
-                   scratch=PerThread())
-    tasks = []  # named here, so dask does not hash the shared arguments of every task
+                   scratch=PerThread(), fingerprint=fingerprint)
+    tasks, task_runs = [], []  # named here, so dask does not hash the shared arguments of every task
     for a, t, b in np.ndindex(sizes["algo"], sizes["task"], sizes["bound"]):
         for s0 in range(0, sizes["seed"], group):
             runs = [(a, t, b, s) for s in range(s0, min(sizes["seed"], s0 + group))]
             tasks.append(dask.delayed(task)(runs, float(bounds[b]), dask_key_name=f"_read_map_block-{len(tasks)}"))
+            task_runs.append(runs)
     ss = _empty_suffstats(ds, tuple(sizes[d] for d in CELL_DIMS), spec)
     targets = {name: ss[name].values for name in STATS_VARS}
-    for got in _read(tasks, progress, ds.encoding.get("saferl_source")):
+    run_fp = None if fingerprint is None else np.empty(tuple(sizes[d] for d in RUN_DIMS), dtype=np.uint64)
+    for runs, (got, fps) in zip(task_runs, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         for place, block in got:
             for name, values in block.items():
                 targets[name][place] = values
+        if run_fp is not None:
+            for run, fp in zip(runs, fps, strict=True):
+                run_fp[run] = fp
     for v in COUNT_VARS:
         ss[v] = ss[v].astype(np.int64)
-    return ss
+    return ss, run_fp
 
 
 def _read_map_block(path: Path, layouts: dict, runs: list[tuple[int, ...]], d: float, *, sizes: dict[str, int],
                     labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None,
-                    scratch: PerThread) -> list[tuple[tuple, Block]]:
+                    scratch: PerThread, fingerprint: tuple[RunChunks, int] | None
+                    ) -> tuple[list[tuple[tuple, Block]], list[np.uint64] | None]:
     """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`
-    (read into this thread's buffers of `scratch`, free again when the task returns)."""
+    (read into this thread's buffers of `scratch`, free again when the task returns), and with `fingerprint`
+    ((`RunChunks`, settled cutoff)) each run's fingerprint as of what was read."""
     a, t, b, s0 = runs[0]
+    observed = None if fingerprint is None else Observed()
     out = []
-    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes, scratch.get()).items():
+    for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes, scratch.get(), observed).items():
         r, c = (arrays[n][None, None, None, ..., None] for n in ("reward", "cost"))  # (1, 1, 1, S, J', E, 1)
         block = _map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
         place = (a, t, b, slice(s0, s0 + len(runs)), slice(j0, j0 + r.shape[4]), slice(m, m + 1))
         out.append((place, {name: values[0, 0, 0] for name, values in block.items()}))
-    return out
+    if fingerprint is None or observed is None:
+        return out, None
+    chunks, settled = fingerprint
+    return out, [chunks.observed_fingerprint(run, settled, observed) for run in runs]
 
 
 def _empty_suffstats(ds: xr.Dataset, cells: tuple[int, ...], spec: BlockSpec) -> xr.Dataset:
@@ -292,25 +308,30 @@ def _from_cache(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progres
     write = write_cache_in_background if background else write_cache
     grid = grid_fingerprint(ds, kappa)
     cached = read_cache(path)
-    settled = fingerprint_cutoff(cached.attrs if cached is not None else None)  # its fingerprints' (`cache.py`)
-    run_fp = run_fingerprints(path, ds, settled)  # before any episode is read: a later write makes it stale
-    attrs = {"grid": grid, "store": store_fingerprint(path) if run_fp is None else "", "settled": str(settled)}
+    store_fp = None  # the whole store's fingerprint, for stores not chunked one run per chunk
     if cached is not None and cached.attrs.get("grid") == grid and _holds_alphas(cached, cvar_alphas):
-        if run_fp is None and cached.attrs.get("store") == attrs["store"]:
+        settled = fingerprint_cutoff(cached.attrs)  # its fingerprints' (`cache.py`), so unchanged runs match
+        run_fp = run_fingerprints(path, ds, settled)  # before any episode is read: a later write makes it stale
+        if run_fp is None and cached.attrs.get("store") == (store_fp := store_fingerprint(path)):
             return cached.drop_vars("run_fp", errors="ignore")
         if run_fp is not None and "run_fp" in cached:
             stale = np.argwhere(cached["run_fp"].values != run_fp)
             if stale.shape[0] == 0:
                 return cached.drop_vars("run_fp")
             if stale.shape[0] <= run_fp.size // 2:
+                attrs = {"grid": grid, "store": "", "settled": str(settled)}
                 ss = _update_runs(cached.drop_vars("run_fp"), _dask_view(path, ds), stale, progress, written, kernel)
                 _save_patch(path, ss, attrs, run_fp, stale, background)
                 return ss
-    if run_fp is not None and cached is not None and "settled" in cached.attrs:  # written whole: a cutoff of now
-        attrs["settled"] = str(settled := fingerprint_cutoff(None))  # (fewer files read whole next time)
-        run_fp = run_fingerprints(path, ds, settled)
-    ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
-    write(path, ss, attrs, run_fp)
+    # a full pass: fingerprints with a cutoff of now (fewer files read whole next time), taken as it reads
+    settled = fingerprint_cutoff(None)
+    chunks = run_chunks(path, dict(ds.sizes))
+    if chunks is None and store_fp is None:
+        store_fp = store_fingerprint(path)  # before any episode is read
+    attrs = {"grid": grid, "store": store_fp or "", "settled": str(settled)}
+    ss, run_fp = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas,
+                            None if chunks is None else (chunks, settled))
+    write(path, ss, attrs, run_fp, written.before if isinstance(written, WrittenSince) else None)
     return ss
 
 
@@ -345,12 +366,20 @@ FULL_PASS_BLOCK_BYTES = 64 * 2**20
 
 def _full_pass(path: Path, ds: xr.Dataset, kappa: np.ndarray, progress: Progress | None,
                written: Callable[[tuple[int, ...]], bool] | None, kernel: str | None,
-               cvar_alphas: Sequence[float] | None) -> xr.Dataset:
-    """`compute_suffstats` over the whole store at `path` (its chunk files, where `fast_layouts` reads them)."""
+               cvar_alphas: Sequence[float] | None, fingerprint: tuple[RunChunks, int] | None = None
+               ) -> tuple[xr.Dataset, np.ndarray | None]:
+    """`compute_suffstats` over the whole store at `path` (its chunk files, where `fast_layouts` reads them),
+    and with `fingerprint` (the store's `RunChunks`, a `settled` cutoff) every run's fingerprint as of the
+    episodes read: taken from what the pass saw of each file as it read it (`RunChunks.observed_fingerprint`),
+    or all before the pass reads anything where it reads through zarr; else None."""
     layouts = fast_layouts(path, ds.encoding.get("saferl_grid") or dict(ds.sizes)) if path.is_dir() else None
-    files = None if layouts is None else (path, layouts)
-    view = ds if files else _open_for_full_pass(path, ds)
-    return compute_suffstats(view, kappa, progress, written, kernel, cvar_alphas, files=files)
+    if layouts is not None:
+        return _files_pass(path, layouts, ds, kappa, progress, written, kernel, cvar_alphas, fingerprint)
+    run_fp = None
+    if fingerprint is not None:
+        run_fp = fingerprint[0].fingerprints(tuple(ds.sizes[d] for d in RUN_DIMS), fingerprint[1])
+    ss = compute_suffstats(_open_for_full_pass(path, ds), kappa, progress, written, kernel, cvar_alphas)
+    return ss, run_fp
 
 
 def _open_for_full_pass(path: Path, ds: xr.Dataset) -> xr.Dataset:
@@ -417,7 +446,7 @@ def load_suffstats_at(source: str | os.PathLike | xr.Dataset, progress: Progress
     if cache and path.is_dir():
         ss = _from_cache(path, ds, kappa, progress, background_write, written, kernel, cvar_alphas)
     else:
-        ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)
+        ss = _full_pass(path, ds, kappa, progress, written, kernel, cvar_alphas)[0]
     interrupted: list[tuple[int, ...]] = []
     if before is not None:
         ss = _settle_written_runs(ss, path, ds, before, interrupted, kernel)

@@ -12,6 +12,7 @@ values, never a second judge of damage.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,14 @@ def read_file(path: str) -> bytes:
     """A chunk file's bytes in one unbuffered read (thousands per pass: no Path, no buffer object)."""
     with open(path, "rb", buffering=0) as fh:
         return fh.readall()
+
+
+def read_file_stat(path: str) -> tuple[bytes, os.stat_result]:
+    """`read_file`, and the file's stat taken (fstat of the open file) before its bytes are read: the inode,
+    size and times of what was read, even where a writer renames a new file into its place meanwhile."""
+    with open(path, "rb", buffering=0) as fh:
+        st = os.fstat(fh.fileno())
+        return fh.readall(), st
 
 
 def verify_and_decode(data: bytes, codec: str, out: np.ndarray) -> bool:

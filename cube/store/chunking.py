@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cube.store.chunkfiles import read_file, verify_and_decode
+from cube.store.chunkfiles import read_file_stat, verify_and_decode
 
 BLOCK_BYTES = 128 * 2**10
 """Decoded bytes of reward (or cost) per chunk of a new store: as many iterates as fill it, at least one
@@ -128,17 +128,33 @@ class PerThread:
         return ("PerThread", id(self))
 
 
+class Observed:
+    """What one pass saw of a store's chunk files, for fingerprints taken without a second look
+    (`cube.stats.fingerprint.RunChunks.observed_fingerprint`): each folder listed (its entries; none where it
+    did not exist) and each chunk file opened (its fstat before the read and its last 8 bytes; None where it
+    had gone). Each thread of a pass fills its own."""
+
+    def __init__(self) -> None:
+        self.listings: dict[str, frozenset[str]] = {}
+        self.files: dict[str, tuple[os.stat_result, bytes] | None] = {}
+
+
 def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], spare: Scratch,
-                    codec: str = "blosc") -> bool | None:
+                    codec: str = "blosc", observed: Observed | None = None) -> bool | None:
     """One chunk file of `shape` (iterates, episodes) read whole, its CRC-32C checked and its payload decoded
     into `dest` (float32 (rows, columns) <= `shape`: the chunk's leading rows and columns): True when done,
     None for an absent file (`dest` untouched), False for a damaged one (zarr's own read then reports it).
     A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`. `codec`:
-    the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`)."""
+    the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`). `observed`: where to note the file's
+    stat and tail (or None: gone)."""
     try:
-        data = read_file(str(file))
+        data, st = read_file_stat(str(file))
     except FileNotFoundError:
+        if observed is not None:
+            observed.files[str(file)] = None
         return None
+    if observed is not None:
+        observed.files[str(file)] = (st, data[-8:])
     whole = dest.shape == shape and dest.flags.c_contiguous
     out = dest if whole else spare.take("chunk", shape)
     if not verify_and_decode(data, codec, out):
@@ -152,13 +168,13 @@ EPISODE_NAMES = ("reward", "cost")
 
 
 def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[tuple[int, ...]],
-               sizes: Mapping[str, int], scratch: Scratch | None = None
+               sizes: Mapping[str, int], scratch: Scratch | None = None, observed: Observed | None = None
                ) -> dict[int, tuple[int, dict[str, np.ndarray]]]:
     """The episodes of `runs` (run positions) mode by mode, over the iterates from the first to the last chunk
     that some run holds in that mode: {mode: (first iterate, {"reward"/"cost": float32 (len(runs), iterates,
     episodes)})}, NaN where a run holds no chunk; modes no run holds are left out. The arrays live in
     `scratch` (valid until its next use; a new Scratch when None). A chunk that does not read is read
-    through zarr, which raises for damage."""
+    through zarr, which raises for damage. `observed`: where to note the folders listed and files read."""
     scratch = Scratch() if scratch is None else scratch
     n_it, n_ep, n_modes = int(sizes["iterate"]), int(sizes["episode"]), int(sizes["mode"])
     block = layouts["reward"]["chunk"][4]
@@ -173,7 +189,9 @@ def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[
                 try:
                     stored = os.listdir(folder)  # one listing finds the modes stored: no open of absent files
                 except FileNotFoundError:
-                    continue
+                    stored = []
+                if observed is not None:
+                    observed.listings[folder] = frozenset(stored)
                 for entry in stored:
                     if entry in modes:
                         held.setdefault(modes[entry], []).append((i, name, k, f"{folder}/{entry}"))
@@ -186,7 +204,7 @@ def run_blocks(path: Path, layouts: Mapping[str, Mapping[str, Any]], runs: list[
         for i, name, k, file in held[m]:
             start, stop = k * block, min(k * block + block, j1)
             dest = arrays[name][i, start - j0: stop - j0]
-            got = read_chunk_into(file, dest, shape, scratch, layouts[name]["codec"])
+            got = read_chunk_into(file, dest, shape, scratch, layouts[name]["codec"], observed)
             if got is False:
                 dest[...] = _through_zarr(path, name, (*runs[i], slice(start, start + block), slice(0, shape[1]), m),
                                           shape)[: stop - start, :n_ep]
