@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -179,15 +180,13 @@ def _notes(ss: xr.Dataset) -> list[str]:
     return notes
 
 
-def _convention_notes(path: str, ss: xr.Dataset, reference: str | None, cache: bool = True) -> list[str]:
+def _convention_notes(manifests: RunArrays, ss: xr.Dataset, reference: str | None) -> list[str]:
     """What the selected runs' conventions are (`cube.io.conventions`), one line when they differ, and one
-    line when they differ from the reference's. ``cache``: the manifests read are kept in the store's
-    `_derived` while their files are unchanged (`read_manifests`)."""
+    line when they differ from the reference's; from the run manifests `manifests` read."""
     from cube.io import conventions
-    from cube.store.read import read_manifests
 
     try:
-        rows = read_manifests(path, cache=cache)
+        rows = manifests.manifests()
     except DamagedStoreError:
         raise  # a manifest or status chunk that does not decode: one line naming it, never a silent report
     except (CubeError, OSError, KeyError, ValueError):  # a netCDF export keeps no manifests
@@ -214,6 +213,45 @@ def _convention_notes(path: str, ss: xr.Dataset, reference: str | None, cache: b
         out.append(conventions.reference_line(rows, ref.conventions, reference)
                    or f"the cube's conventions are {reference}'s")
     return out
+
+
+class RunArrays:
+    """The per-run arrays a report stands on besides the episodes, read by a thread of their own while the
+    statistics are computed (they do not depend on them; a pass leaves part of a core idle): the runs' env
+    steps verified (damage is one line; unchanged files verified before are not read again) and their
+    manifests read (`cube.store.read.read_manifests`). ``cache``: both kept in the store's `_derived` while
+    their files are unchanged. Errors reach the caller where it asks for each."""
+
+    def __init__(self, path: str, cache: bool) -> None:
+        self._errors: dict[str, BaseException] = {}
+        self._rows: list[dict] = []
+        self._thread = threading.Thread(target=self._read, args=(path, cache), name="saferl-run-arrays", daemon=True)
+        self._thread.start()
+
+    def _read(self, path: str, cache: bool) -> None:
+        from cube.store.read import read_manifests, verify_run_arrays
+
+        try:
+            verify_run_arrays(path, ("env_steps",), cache=cache)
+        except BaseException as exc:  # noqa: BLE001 - raised where the caller asks (`verify`)
+            self._errors["verify"] = exc
+        try:
+            self._rows = read_manifests(path, cache=cache)
+        except BaseException as exc:  # noqa: BLE001 - raised where the caller asks (`manifests`)
+            self._errors["manifests"] = exc
+
+    def verify(self) -> None:
+        """Wait for the env steps' check; raise what it raised."""
+        self._thread.join()
+        if "verify" in self._errors:
+            raise self._errors["verify"]
+
+    def manifests(self) -> list[dict]:
+        """The runs' manifest rows (`read_manifests`); raise what reading them raised."""
+        self._thread.join()
+        if "manifests" in self._errors:
+            raise self._errors["manifests"]
+        return self._rows
 
 
 def _tables(ss: xr.Dataset, kinds: tuple[str, ...], args: argparse.Namespace, settings: tuple[str, ...],
@@ -296,7 +334,6 @@ def _run(args: argparse.Namespace) -> int:
     from cube.cli.console import err_console, print_recorded_warnings, progress_bar
     from cube.compute import scheduler_context
     from cube.render import text as export
-    from cube.store.read import verify_run_arrays
 
     kinds = _kinds(args)
     fmt = _format(args, kinds)
@@ -304,6 +341,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = stats.settings_arg(settings) if settings is not None else None
     selection = selection_from_args(args)
     _check_args(args, kinds, fmt)
+    runs = RunArrays(args.path, cache=not args.no_cache)  # meanwhile
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
         warnings.simplefilter("always", CubeWarning)
@@ -321,9 +359,8 @@ def _run(args: argparse.Namespace) -> int:
             use = stats.settings_arg(settings, ss)
             _warn_left_out(ss, use)
             tables = _tables(ss, kinds, args, use, bar)
-    # the runs' lengths beside their manifests: damage is one line (unchanged files verified before are not read)
-    verify_run_arrays(args.path, ("env_steps",), cache=not args.no_cache)
-    for note in _notes(ss) + _convention_notes(args.path, ss, args.reference, cache=not args.no_cache):
+    runs.verify()  # the runs' lengths beside their manifests: damage is one line
+    for note in _notes(ss) + _convention_notes(runs, ss, args.reference):
         err_console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     print_recorded_warnings(caught)
     comparisons = _comparisons(tables, args.reference) if args.reference else {}
