@@ -92,7 +92,13 @@ def test_a_run_rewritten_after_settling_is_seen_by_its_stat_alone(demo_copy: Pat
     assert np.argwhere(before != after).tolist() == [[0, 1, 0, 1]]
 
 
-def test_the_cache_read_from_its_files_equals_xarrays_read(demo_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "two-threads"])
+def test_the_cache_read_from_its_files_equals_xarrays_read(demo_copy: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          threads: int) -> None:
+    """Chunk by chunk, or two threads decoding an array's chunks (large arrays: the paper-scale CDF counts)."""
+    from cube.store import chunkfiles
+
+    monkeypatch.setattr(chunkfiles, "PARALLEL_READ_BYTES", 2**62 if threads == 1 else 0)
     stats.load_suffstats(demo_copy)
     direct = cache._cache_from_files(demo_copy / cache.CACHE_GROUP)
     assert direct is not None
@@ -102,13 +108,19 @@ def test_the_cache_read_from_its_files_equals_xarrays_read(demo_copy: Path, monk
     assert all(direct[v].dtype == slow[v].dtype for v in slow.variables)
 
 
-def test_a_damaged_cache_chunk_is_left_to_the_slow_read_which_warns_and_recomputes(demo_copy: Path) -> None:
+@pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "two-threads"])
+def test_a_damaged_cache_chunk_is_left_to_the_slow_read_which_warns_and_recomputes(
+        demo_copy: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    from cube.store import chunkfiles
+
     good = stats.load_suffstats(demo_copy)
-    chunk = sorted(p for p in (demo_copy / cache.CACHE_GROUP / "sum_c" / "c").rglob("*") if p.is_file())[0]
+    chunk = sorted(p for p in (demo_copy / cache.CACHE_GROUP / "sum_c" / "c").rglob("*") if p.is_file())[-1]
     data = bytearray(chunk.read_bytes())
     data[len(data) // 2] ^= 0x08
     chunk.write_bytes(bytes(data))
+    monkeypatch.setattr(chunkfiles, "PARALLEL_READ_BYTES", 2**62 if threads == 1 else 0)
     assert cache._cache_from_files(demo_copy / cache.CACHE_GROUP) is None
+    monkeypatch.undo()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again = stats.load_suffstats(demo_copy)
