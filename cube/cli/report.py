@@ -322,12 +322,14 @@ def _warn_left_out(ss: xr.Dataset, settings: tuple[str, ...]) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compute and print (or write) the requested tables; returns the exit code. A new statistics
     cache is written in the background meanwhile, and waited for before returning."""
+    from cube.cli.console import work_done
     from cube.stats.cache import wait_for_cache_writes
 
     try:
         return _run(args)
     finally:
         wait_for_cache_writes()
+        work_done()  # the cache written, the tables out: nothing left for the interpreter's exit
 
 
 def _run(args: argparse.Namespace) -> int:
