@@ -53,7 +53,7 @@ from cube.store.chunking import Observed, PerThread, fast_layouts, run_blocks
 from cube.store.damage import damaged_store_error
 from cube.store.grid import Sizes
 from cube.store.location import is_remote, local_path
-from cube.store.locks import read_runs, read_write_seqs, runs_written_since
+from cube.store.locks import WrittenSince, read_runs, read_write_seqs, runs_written_since
 from cube.store.read import open_cube
 
 
@@ -125,18 +125,6 @@ def _put(ss: xr.Dataset, index: tuple, block: Block) -> None:
     """Write a block's statistics into `ss` (in place) at `index` (positions along the leading dims)."""
     for name, values in block.items():
         ss[name].values[index] = values
-
-
-class WrittenSince:
-    """Picklable test for `_map_block`: was the run at a position written since `before` (the writers'
-    seqlock read before the pass; see `cube.store.layout.read_write_seqs`)?"""
-
-    def __init__(self, path: Path, before: np.ndarray, sizes: Sizes | None = None) -> None:
-        self.path, self.before, self.sizes = str(path), before, sizes
-
-    def __call__(self, run: tuple[int, ...]) -> bool:
-        now = read_write_seqs(self.path, self.sizes)
-        return now is not None and bool(runs_written_since(self.before[run][None], now[run][None]))
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:

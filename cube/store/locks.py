@@ -199,6 +199,18 @@ def runs_written_since(before: np.ndarray, after: np.ndarray | None) -> list[tup
     return [tuple(int(i) for i in ix) for ix in np.argwhere((before != after) | (before % 2 == 1))]
 
 
+class WrittenSince:
+    """Picklable test for a statistics pass: was the run at a position written since `before` (the writers'
+    seqlock read before the pass, `read_write_seqs`)?"""
+
+    def __init__(self, path: Path, before: np.ndarray, sizes: Sizes | None = None) -> None:
+        self.path, self.before, self.sizes = str(path), before, sizes
+
+    def __call__(self, run: tuple[int, ...]) -> bool:
+        now = read_write_seqs(self.path, self.sizes)
+        return now is not None and bool(runs_written_since(self.before[run][None], now[run][None]))
+
+
 # --------------------------------------------------------------------------------------- intents
 @dataclass(frozen=True)
 class Intent:
