@@ -2,13 +2,15 @@
 reading and decoding the episodes the store holds, side by side in one run.
 
     nice -n 19 .venv/bin/python bench/pass_floor.py [--cube bench/out/c24.zarr] [--rounds 3] \
-        [--against REV [--against-cube OLD]]
+        [--against REV [--against-cube OLD]] [--jit]
 
 1. the codec floor: every stored chunk file of ``reward`` and ``cost`` read, its CRC-32C checked and its payload
    decoded with the store's codec (Blosc or zstd) into a reused buffer (google_crc32c and numcodecs, the
    libraries zarr itself calls), by two threads, with no zarr, dask or xarray in between;
 2. the cold `saferl report --cdf` on the same store: its statistics cache (``_derived``) deleted first, the whole
-   process timed (start-up, the pass, the tables, the cache written), as a user waits for it;
+   process timed (start-up, the pass, the tables, the cache written), as a user waits for it, with the
+   prebuilt statistics loop (`cube.stats.prebuilt`, built first where missing, as a machine's first report
+   leaves it); with ``--jit`` also with the loop of numba's JIT (SAFERL_PREBUILT=off);
 3. with ``--against REV``: the same report of another revision (a detached git worktree of REV, made in a
    temporary folder and removed afterwards, its modules first on PYTHONPATH; this checkout's venv).
 
@@ -81,9 +83,9 @@ print(f"RESULT rss_gib={rss:.3f} source={os.path.dirname(os.path.dirname(cube.__
 """
 
 
-def child(code: str, cube: Path, pythonpath: str | None = None) -> tuple[float, dict[str, str]]:
+def child(code: str, cube: Path, pythonpath: str | None = None, **extra_env: str) -> tuple[float, dict[str, str]]:
     """(wall seconds of the whole child process, its RESULT fields)."""
-    env = dict(os.environ)
+    env = {**os.environ, **extra_env}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath  # that checkout's `cube` before this venv's editable one
     start = time.perf_counter()
@@ -97,9 +99,19 @@ def child(code: str, cube: Path, pythonpath: str | None = None) -> tuple[float, 
     return seconds, dict(kv.split("=") for kv in line.split()[1:])
 
 
-def cold_report(cube: Path, pythonpath: str | None = None) -> tuple[float, dict[str, str]]:
+def cold_report(cube: Path, pythonpath: str | None = None, **extra_env: str) -> tuple[float, dict[str, str]]:
     shutil.rmtree(cube / "_derived", ignore_errors=True)  # the statistics cache: a cold pass
-    return child(REPORT, cube, pythonpath)
+    return child(REPORT, cube, pythonpath, **extra_env)
+
+
+def ensure_prebuilt() -> None:
+    """The prebuilt statistics loop of this machine (`cube.stats.prebuilt`), as every report after a
+    machine's first finds it: built now (in the foreground) where it is missing."""
+    if os.environ.get("SAFERL_PREBUILT", "on").strip().lower() in ("off", "0", "no", "false"):
+        print("SAFERL_PREBUILT is off: the reports compile the loop with numba's JIT", flush=True)
+        return
+    run = subprocess.run([sys.executable, "-m", "cube.stats.prebuilt"], capture_output=True, text=True, cwd=ROOT)
+    print(f"prebuilt statistics loop: {(run.stdout or run.stderr).strip()}", flush=True)
 
 
 def ensure_cube(path: Path) -> None:
@@ -116,15 +128,20 @@ def main() -> None:
     ap.add_argument("--against", metavar="REV", help="also time the report of this git revision (a worktree)")
     ap.add_argument("--against-cube", metavar="PATH", help="the store REV's report reads (default --cube): the same "
                     "episodes as REV wrote them, e.g. the store --cube was `saferl migrate`d from")
+    ap.add_argument("--jit", action="store_true", help="also time the report with the loop of numba's JIT "
+                    "(SAFERL_PREBUILT=off), as a machine's first reports run it")
     args = ap.parse_args()
     cube = Path(args.cube)
     ensure_cube(cube)
+    ensure_prebuilt()
     other = None
     if args.against:
         other = Path(tempfile.mkdtemp(prefix="pass-floor-against-"))
         subprocess.run(["git", "worktree", "add", "--detach", "-q", str(other), args.against], check=True, cwd=ROOT)
     steps = {"codec floor (2 threads)": lambda: child(FLOOR, cube),
              "saferl report --cdf (cold)": lambda: cold_report(cube)}
+    if args.jit:
+        steps["report --cdf (cold, JIT loop)"] = lambda: cold_report(cube, SAFERL_PREBUILT="off")
     if other is not None:
         theirs_cube = Path(args.against_cube or cube)
         steps[f"report --cdf of {args.against}"] = lambda: cold_report(theirs_cube, str(other))

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import difflib
 import html
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +17,10 @@ import pytest
 
 from cube import RunKey, create_store
 from cube.io.demo import make_demo_cube
+
+# No process of the suite loads or builds the prebuilt statistics loop (`cube.stats.prebuilt`) unless a test
+# asks for it (`prebuilt_cache`): the JIT stays the loop under test, and no test leaves a background build.
+os.environ.setdefault("SAFERL_PREBUILT", "off")
 
 TINY_GRID = {
     "algos": ["ppo", "ppo_lag"],
@@ -89,3 +97,28 @@ def snap_compare(snap_compare: Callable[..., bool], request: pytest.FixtureReque
         raise AssertionError("snapshot differs: " + (" | ".join(diff[2:12]) if diff else "same text, other styles"))
 
     return compare
+
+
+@pytest.fixture(scope="session")
+def prebuilt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saferl cache folder holding the prebuilt statistics loop of this machine (`python -m
+    cube.stats.prebuilt`, 12-25 s), built once for all xdist workers (their base folders share a parent):
+    the first worker builds it, the others wait for the module. Skips where numba cannot build it."""
+    from cube.stats import fused, prebuilt
+
+    if not fused.available():
+        pytest.skip("numba is not installed: there is no compiled loop to build")
+    shared = tmp_path_factory.getbasetemp()
+    folder = (shared.parent if os.environ.get("PYTEST_XDIST_WORKER") else shared) / "prebuilt-cache"
+    env = {**os.environ, "SAFERL_CACHE_DIR": str(folder), "SAFERL_PREBUILT": "on"}
+    done = subprocess.run([sys.executable, "-m", "cube.stats.prebuilt"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    module = folder / "kernel" / prebuilt.module_path(prebuilt.key()).name
+    failed = module.parent / (prebuilt.module_name(prebuilt.key()) + ".failed")
+    deadline = time.monotonic() + 600
+    while not module.exists() and not failed.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # another worker's build: wait for its module (a condition, not a guess)
+    if not module.exists():
+        reason = failed.read_text().strip() if failed.exists() else done.stderr[-500:]
+        pytest.skip(f"the prebuilt loop could not be built here: {reason}")
+    return folder

@@ -15,6 +15,20 @@ from cube.stats import fused, kernel
 pytestmark = pytest.mark.skipif(not fused.available(), reason="numba is not installed")
 
 
+@pytest.fixture(scope="module", autouse=True, params=["jit", "prebuilt"])
+def compiled_loop(request: pytest.FixtureRequest) -> str:
+    """Every test on both compiled loops: numba's JIT and the module `cube.stats.prebuilt` builds ahead of
+    time from the same source."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "prebuilt":
+            patch.setenv("SAFERL_CACHE_DIR", str(request.getfixturevalue("prebuilt_cache")))
+            patch.setenv("SAFERL_PREBUILT", "on")
+        fused.reload()
+        assert isinstance(fused.compiled(), fused.Prebuilt) == (request.param == "prebuilt")
+        yield request.param
+    fused.reload()
+
+
 def _stats(choice: str, monkeypatch: pytest.MonkeyPatch, r, c, d, kappa, where=None, alphas=(0.1, 0.05)):
     return kernel.cell_stats(r, c, d, kappa, where, kernel=choice, alphas=alphas)
 

@@ -16,13 +16,16 @@ does after a partition. A block breaking the episode rule returns `broken`; the 
 first bad episode.
 
 numba is imported on first use only (about 0.3 s, and a compile of 4-8 s per dtype the first time on a
-machine, cached next to `fused_loop` after that); `available()` says whether it can be.
+machine, cached next to `fused_loop` after that); `available()` says whether it can be. Where
+`cube.stats.prebuilt` has built the loop ahead of time for this machine, that module serves instead: no numba
+import and no cache load (about a second of a cold process, holding the GIL).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import threading
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -46,7 +49,14 @@ def loaded() -> bool:
     return _define.cache_info().currsize > 0
 
 
-def _compiled() -> Any:
+def reload() -> None:
+    """Forget the loop this process has: the next block takes it again (a prebuilt module built since, or
+    $SAFERL_PREBUILT changed; tests)."""
+    with _COMPILE_LOCK:
+        _define.cache_clear()
+
+
+def compiled() -> Any:
     """The compiled loop; dask's threads ask for it at once on the first block, so they take turns."""
     with _COMPILE_LOCK:
         return _define()
@@ -54,6 +64,18 @@ def _compiled() -> Any:
 
 @cache
 def _define() -> Any:
+    from cube.stats import prebuilt
+
+    modules = prebuilt.load()
+    if modules is not None:
+        return Prebuilt(modules, _jit)
+    prebuilt.build_in_background()  # for the processes after this one
+    return _jit()
+
+
+@cache
+def _jit() -> Any:
+    """The loop compiled by numba's JIT (cached in numba's cache folder where it can be)."""
     import numba
 
     from cube.stats import fused_loop
@@ -64,6 +86,25 @@ def _define() -> Any:
     except RuntimeError:  # no folder to cache in (a read-only install, no writable home): compile per process
         return numba.njit(**options)(fused_loop.cells)
     return CacheFallback(cached, lambda: numba.njit(**options)(fused_loop.cells))
+
+
+class Prebuilt:
+    """The loop of `cube.stats.prebuilt`'s module for the dtypes it holds; the JIT's (`jit()`, compiled on
+    first need) for the others."""
+
+    def __init__(self, modules: dict[np.dtype, Any], jit: Callable[[], Any]) -> None:
+        self._modules, self._jit = modules, jit
+
+    def __call__(self, *args: Any) -> Any:
+        compiled = self._modules.get(args[1].dtype)
+        if compiled is not None:
+            try:
+                return compiled(*args)
+            except TypeError:  # arguments of other types than the module's signature: nothing ran yet
+                pass
+        with _COMPILE_LOCK:
+            compiled = self._jit()
+        return compiled(*args)
 
 
 class CacheFallback:
@@ -98,6 +139,6 @@ def fill_cells(r3: np.ndarray, c3: np.ndarray, selected: np.ndarray, d: float, a
         top, inv_h, below, inside = 0.0, 1.0, np.zeros(1, np.int32), np.zeros(1, dtype)
     else:
         top, inv_h, below, inside = table[:4]
-    return bool(_compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t, dtype.type(top),
+    return bool(compiled()(r3, c3, selected, float(d), dtype.type(at_most_d), t, dtype.type(top),
                             dtype.type(inv_h), below, np.asarray(inside, dtype=dtype), table is not None, sums,
                             le, has_cost, col, k_tab, an_tab, cvar))
