@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -216,40 +215,43 @@ def _convention_notes(manifests: RunArrays, ss: xr.Dataset, reference: str | Non
 
 
 class RunArrays:
-    """The per-run arrays a report stands on besides the episodes, read by a thread of their own while the
-    statistics are computed (they do not depend on them; a pass leaves part of a core idle): the runs' env
-    steps verified (damage is one line; unchanged files verified before are not read again) and their
-    manifests read (`cube.store.read.read_manifests`). ``cache``: both kept in the store's `_derived` while
-    their files are unchanged. Errors reach the caller where it asks for each."""
+    """The per-run arrays a report stands on besides the episodes, read on first demand, after the tables
+    (while the statistics cache is written in the background): the runs' env steps verified (damage is one
+    line; unchanged files verified before are not read again) and their manifests read
+    (`cube.store.read.read_manifests`). ``cache``: both kept in the store's `_derived` while their files are
+    unchanged. Errors reach the caller where it asks for each. Not in a thread beside the pass: both cores
+    decode there, and a third thread's Python (0.3 s alone at paper scale) held the GIL against the decode
+    threads' hand-offs, costing the pass 0.5 s more than it saved."""
 
     def __init__(self, path: str, cache: bool) -> None:
-        self._errors: dict[str, BaseException] = {}
+        self._path, self._cache = path, cache
+        self._errors: dict[str, BaseException] | None = None
         self._rows: list[dict] = []
-        self._thread = threading.Thread(target=self._read, args=(path, cache), name="saferl-run-arrays", daemon=True)
-        self._thread.start()
 
-    def _read(self, path: str, cache: bool) -> None:
+    def _read(self) -> dict[str, BaseException]:
+        if self._errors is not None:
+            return self._errors
         from cube.store.read import read_manifests, verify_run_arrays
 
+        self._errors = {}
         try:
-            verify_run_arrays(path, ("env_steps",), cache=cache)
+            verify_run_arrays(self._path, ("env_steps",), cache=self._cache)
         except BaseException as exc:  # noqa: BLE001 - raised where the caller asks (`verify`)
             self._errors["verify"] = exc
         try:
-            self._rows = read_manifests(path, cache=cache)
+            self._rows = read_manifests(self._path, cache=self._cache)
         except BaseException as exc:  # noqa: BLE001 - raised where the caller asks (`manifests`)
             self._errors["manifests"] = exc
+        return self._errors
 
     def verify(self) -> None:
-        """Wait for the env steps' check; raise what it raised."""
-        self._thread.join()
-        if "verify" in self._errors:
+        """The env steps' check; raise what it raised."""
+        if "verify" in self._read():
             raise self._errors["verify"]
 
     def manifests(self) -> list[dict]:
         """The runs' manifest rows (`read_manifests`); raise what reading them raised."""
-        self._thread.join()
-        if "manifests" in self._errors:
+        if "manifests" in self._read():
             raise self._errors["manifests"]
         return self._rows
 
@@ -343,7 +345,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = stats.settings_arg(settings) if settings is not None else None
     selection = selection_from_args(args)
     _check_args(args, kinds, fmt)
-    runs = RunArrays(args.path, cache=not args.no_cache)  # meanwhile
+    runs = RunArrays(args.path, cache=not args.no_cache)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", stats.StatsWarning)
         warnings.simplefilter("always", CubeWarning)
