@@ -108,8 +108,7 @@ class RunChunks:
         absent), read whole (tail included) where a file changed at or after `settled` (`settled_cutoff`: the
         fingerprints kept beside statistics are taken with a cutoff before the moment they are taken)."""
         keys = [_stat_key(f, settled) for f in self._file_names(index)]
-        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
-        return np.uint64(int.from_bytes(h.digest(), "little"))
+        return _hash_keys(keys)
 
     def observed_fingerprint(self, index: tuple[int, ...], settled: int, observed: Observed) -> np.uint64:
         """`fingerprint` of the run at `index` from what a pass saw while it read the run (`observed`: the
@@ -126,8 +125,7 @@ class RunChunks:
                 keys.append(b"-" if seen is None else _key_of(seen[0], settled, lambda s=seen: s[1]))
             else:
                 keys.append(_stat_key(f, settled))
-        h = hashlib.blake2b(b"|".join(keys), digest_size=8)
-        return np.uint64(int.from_bytes(h.digest(), "little"))
+        return _hash_keys(keys)
 
     def fingerprints(self, shape: tuple[int, ...], settled: int = -1) -> np.ndarray:
         """Every run's fingerprint, (algo, task, bound, seed) uint64: one stat call per chunk file (`fingerprint`)."""
@@ -135,6 +133,11 @@ class RunChunks:
         for idx in np.ndindex(*shape):
             out[idx] = self.fingerprint(idx, settled)
         return out
+
+
+def _hash_keys(keys: list[bytes]) -> np.uint64:
+    """A run's fingerprint from its files' keys, in file order (`RunChunks.fingerprint`)."""
+    return np.uint64(int.from_bytes(hashlib.blake2b(b"|".join(keys), digest_size=8).digest(), "little"))
 
 
 def _plain_separator(encode: Callable[[tuple[int, ...]], str]) -> str | None:
