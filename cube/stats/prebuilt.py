@@ -8,8 +8,9 @@ machine and the host CPU's name and features (a module compiled for one CPU is n
 with a home folder shared by a cluster's nodes). `load` finds the module of this key, or None; the first
 process without one has a detached, nice'd child build it (`build_in_background`: 12-15 s of one core, by
 numba's pycc), so no command waits for it; until it exists, and for dtypes other than float32 and float64,
-`cube.stats.fused` compiles the loop with numba's JIT, as before. A build that fails (no C compiler) leaves
-a ``.failed`` note with its reason and is not tried again for that key.
+`cube.stats.fused` compiles the loop with numba's JIT, as before. The build needs setuptools and a C compiler
+(pycc's toolchain); a build that fails leaves a ``.failed`` note with its reason and is not tried again for
+that key.
 
 The functions are the same source (`cube.stats.fused_loop.cells`) compiled with the JIT's options: the GIL
 released while they run, numpy's error model, no fast-math; bit for bit the JIT's numbers
@@ -221,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     if _building(build_key):
         print(f"{lock}: another process is building it")
         return 0
-    lock.unlink(missing_ok=True)  # a stale lock of a killed build
+    if lock.exists():
+        lock.unlink(missing_ok=True)  # a stale lock, of a killed build (`_building` said so)
     try:
         handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
