@@ -113,8 +113,9 @@ def prebuilt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     env = {**os.environ, "SAFERL_CACHE_DIR": str(folder), "SAFERL_PREBUILT": "on"}
     done = subprocess.run([sys.executable, "-m", "cube.stats.prebuilt"], env=env, capture_output=True, text=True,
                           timeout=600)
-    module = folder / "kernel" / prebuilt.module_path(prebuilt.key()).name
-    failed = module.parent / (prebuilt.module_name(prebuilt.key()) + ".failed")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SAFERL_CACHE_DIR", str(folder))
+        module, failed = prebuilt.module_path(prebuilt.key()), prebuilt.marker(prebuilt.key(), "failed")
     deadline = time.monotonic() + 600
     while not module.exists() and not failed.exists() and time.monotonic() < deadline:
         time.sleep(0.2)  # another worker's build: wait for its module (a condition, not a guess)

@@ -62,13 +62,13 @@ def test_no_build_starts_when_off_built_failed_or_being_built(cache, spawned, mo
     elif state == "built":
         prebuilt.module_path(key).write_bytes(b"")
     else:
-        (prebuilt.folder() / f"{prebuilt.module_name(key)}.{state}").write_text("")
+        prebuilt.marker(key, state).write_text("")
     assert not prebuilt.build_in_background()
     assert spawned.calls == []
 
 
 def test_a_stale_build_lock_of_a_killed_build_is_built_over(cache, spawned):
-    lock = prebuilt.folder() / f"{prebuilt.module_name(prebuilt.key())}.building"
+    lock = prebuilt.marker(prebuilt.key(), "building")
     lock.parent.mkdir(parents=True)
     lock.write_text("")
     old = time.time() - prebuilt.STALE_BUILD_S - 1
@@ -83,9 +83,8 @@ def test_a_failed_build_is_noted_once_and_not_retried(cache, spawned, monkeypatc
 
     monkeypatch.setattr(prebuilt, "build", no_compiler)
     assert prebuilt.main([]) == 1
-    name = prebuilt.module_name(prebuilt.key())
-    assert (prebuilt.folder() / f"{name}.failed").read_text() == "OSError: gcc: command not found\n"
-    assert not (prebuilt.folder() / f"{name}.building").exists()
+    assert prebuilt.marker(prebuilt.key(), "failed").read_text() == "OSError: gcc: command not found\n"
+    assert not prebuilt.marker(prebuilt.key(), "building").exists()
     assert capsys.readouterr().err.count("\n") == 1
     assert not prebuilt.build_in_background()
     assert spawned.calls == []

@@ -5,6 +5,9 @@ the one-line `error:` message of a failure.
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -114,10 +117,6 @@ def end_now(code: int) -> None:
     and no thread that exit would wait for is left: the interpreter's teardown (every object freed one by
     one, zarr's and dask's exit hooks) takes half a second after a paper-scale report and keeps nothing.
     Output is flushed first. Otherwise returns (a normal exit follows)."""
-    import os
-    import sys
-    import threading
-
     if not _WORK_DONE or code != 0:
         return
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()):

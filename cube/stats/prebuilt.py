@@ -134,12 +134,13 @@ def load() -> dict[np.dtype, Callable[..., bool]] | None:
         return None
 
 
-def _marker(build_key: str, kind: str) -> Path:
+def marker(build_key: str, kind: str) -> Path:
+    """The note beside this key's module: ``building`` (the build lock) or ``failed`` (why it failed)."""
     return folder() / f"{module_name(build_key)}.{kind}"
 
 
 def _building(build_key: str) -> bool:
-    lock = _marker(build_key, "building")
+    lock = marker(build_key, "building")
     try:
         return time.time() - lock.stat().st_mtime < STALE_BUILD_S
     except OSError:
@@ -151,7 +152,7 @@ def build_in_background() -> bool:
     failed before; returns whether a child was started. Its output goes nowhere: it never writes on the
     terminal of the command that started it, and outlives it."""
     build_key = key() if enabled() else None
-    if build_key is None or module_path(build_key).exists() or _marker(build_key, "failed").exists():
+    if build_key is None or module_path(build_key).exists() or marker(build_key, "failed").exists():
         return False
     if _building(build_key):
         return False
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--background" in argv:
         os.nice(10)
     folder().mkdir(parents=True, exist_ok=True)
-    lock = _marker(build_key, "building")
+    lock = marker(build_key, "building")
     if _building(build_key):
         print(f"{lock}: another process is building it")
         return 0
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         built = build(build_key)
     except Exception as exc:  # noqa: BLE001 - noted once, never retried for this key
         reason = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}"
-        _marker(build_key, "failed").write_text(reason + "\n")
+        marker(build_key, "failed").write_text(reason + "\n")
         print(f"error: the compiled loop could not be built ({reason}); numba's JIT serves instead",
               file=sys.stderr)
         return 1
