@@ -220,7 +220,7 @@ class RunArrays:
     line; unchanged files verified before are not read again) and their manifests read
     (`cube.store.read.read_manifests`). ``cache``: both kept in the store's `_derived` while their files are
     unchanged. Errors reach the caller where it asks for each. Not in a thread beside the pass: both cores
-    decode there, and a third thread's Python (0.3 s alone at paper scale, 2.5-3.4 s of wall time beside the
+    decode there, and a third thread's Python (0.3 s alone at paper scale, 2.5-4.1 s of wall time beside the
     pass) held the GIL against the decode threads' hand-offs (docs/performance.md, fifth round)."""
 
     def __init__(self, path: str, cache: bool) -> None:

@@ -6,7 +6,7 @@ of a full pass waits for it).
 One module per build key (`key`): the loop's source, this build's format, numba's version, the Python, the
 machine and the host CPU's name and features (a module compiled for one CPU is never loaded on another, as
 with a home folder shared by a cluster's nodes). `load` finds the module of this key, or None; the first
-process without one has a detached, nice'd child build it (`build_in_background`: 12-15 s of one core, by
+process without one has a detached, nice'd child build it (`build_in_background`: 12-14 s of one core, by
 numba's pycc), so no command waits for it; until it exists, and for dtypes other than float32 and float64,
 `cube.stats.fused` compiles the loop with numba's JIT, as before. The build needs setuptools and a C compiler
 (pycc's toolchain); a build that fails leaves a ``.failed`` note with its reason and is not tried again for
