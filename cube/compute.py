@@ -45,6 +45,27 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(m_mmap_threshold, 1 << 30)) and bool(mallopt(m_trim_threshold, KEEP_FREED_BYTES))
 
 
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""The variables that size the BLAS thread pool of numpy's wheels (OpenBLAS) and of conda's numpy (MKL)."""
+
+
+def one_blas_thread() -> bool:
+    """BLAS on one thread in this process unless the user chose a number ($OPENBLAS_NUM_THREADS,
+    $MKL_NUM_THREADS): a command's parallel work is its own threads (the pass's dask workers, the cache
+    write), and the only BLAS call of a report, the bootstrap's matmul, is small. OpenBLAS's idle threads
+    spin on a core for milliseconds after each call: in a cold paper-scale report about 0.6 s of CPU beside
+    the cache write, the bootstrap 0.2 s slower in wall time (bench: docs/performance.md, sixth round).
+    Takes effect only before numpy is imported (the variables are read when its BLAS loads): returns
+    whether it could."""
+    import sys
+
+    if "numpy" in sys.modules:
+        return False
+    for name in BLAS_THREAD_VARS:
+        os.environ.setdefault(name, "1")
+    return True
+
+
 ENV_VAR = "DASK_SCHEDULER_ADDRESS"
 CONNECT_TIMEOUT_S = 5.0
 Progress = Callable[[int, int], None]

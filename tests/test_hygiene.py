@@ -293,3 +293,24 @@ def test_console_script_keeps_freed_memory() -> None:
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[0] == "True" and "usage: saferl" in run.stdout
+
+
+def test_console_script_runs_blas_on_one_thread() -> None:
+    """`console_main` sets BLAS to one thread before numpy loads and keeps a number the user set;
+    `one_blas_thread` leaves the variables alone once numpy is imported."""
+    probe = ("import os, sys, cube.cli.entry as e; "
+             "e.main = lambda: print('numpy' in sys.modules, os.environ['OPENBLAS_NUM_THREADS'], "
+             "os.environ['MKL_NUM_THREADS']) or 0; e.console_main()")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+    def run(code: str, **extra: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run(probe) == ["False", "1", "1"]
+    assert run(probe, OPENBLAS_NUM_THREADS="3") == ["False", "3", "1"]
+    late = ("import os, numpy; from cube.compute import one_blas_thread; "
+            "print(one_blas_thread(), os.environ.get('OPENBLAS_NUM_THREADS'))")
+    assert run(late) == ["False", "None"]

@@ -19,7 +19,7 @@ from cube.cli import main
 from cube.schema import RunKey
 from cube.stats.cache import run_chunks, run_fingerprints
 from cube.stats.suffstats import compute_suffstats, load_suffstats
-from cube.store import chunking
+from cube.store import chunkfiles, chunking
 from cube.store.chunking import chunk_file, episode_chunking, fast_layouts, layout_of
 from cube.store.layout import CHUNK_COMPRESSORS, create_store
 from cube.store.migrate import migrate_store, needs_migration
@@ -119,6 +119,48 @@ def test_old_and_new_layout_give_the_same_statistics_bit_for_bit(stores) -> None
     assert int(from_new["n"].sel(mode="expl").sum()) == 12 * 8 and int(from_new["n"].sel(mode="train").sum()) > 0
     for kernel in ("numpy", "fused"):
         _same_stats(load_suffstats(new, cache=False, kernel=kernel), from_old)
+
+
+def test_blosc_through_ctypes_and_through_numcodecs_give_the_same_statistics(stores, monkeypatch) -> None:
+    """The pass decodes Blosc chunks by calling numcodecs' library directly (`blosc_decompress_ctx`); where that
+    is not found, through numcodecs' `decompress`: the same numbers either way."""
+    new, old = stores
+    assert chunkfiles.blosc_decompress_ctx() is not None  # the direct call is what runs here
+    direct = load_suffstats(new, cache=False)
+    monkeypatch.setattr(chunkfiles, "blosc_decompress_ctx", lambda: None)
+    _same_stats(direct, load_suffstats(new, cache=False))
+
+
+def _frame(values: np.ndarray) -> bytes:
+    """A chunk file as zarr writes it: the Blosc frame of `values`, then its CRC-32C."""
+    import google_crc32c
+    from numcodecs import Blosc
+
+    body = Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE).encode(values)
+    return bytes(body) + google_crc32c.value(bytes(body)).to_bytes(4, "little")
+
+
+def test_a_chunk_file_verifies_only_whole_and_of_its_own_size(tmp_path) -> None:
+    values = np.arange(64, dtype=np.float32).reshape(4, 16)
+    data = _frame(values)
+    out = np.empty_like(values)
+    assert chunkfiles.verify_and_decode(data, "blosc", out) and np.array_equal(out, values)
+    assert chunkfiles.verify_and_decode(np.frombuffer(data, np.uint8), "blosc", out)  # a read buffer's view
+    assert not chunkfiles.verify_and_decode(data, "blosc", np.empty(32, np.float32))  # another decoded size
+    frame = bytearray(data[:-4])
+    frame[12:16] = (len(frame) + 8).to_bytes(4, "little")  # a frame claiming more bytes than it has
+    import google_crc32c
+
+    forged = bytes(frame) + google_crc32c.value(bytes(frame)).to_bytes(4, "little")
+    assert not chunkfiles.verify_and_decode(forged, "blosc", out)
+    assert not chunkfiles.verify_and_decode(data[:-1] + bytes([data[-1] ^ 1]), "blosc", out)  # CRC
+    file = tmp_path / "chunk"
+    file.write_bytes(data)
+    filled, st = chunkfiles.read_into(str(file), np.empty(len(data) + 1, np.uint8))
+    assert filled is not None and filled.tobytes() == data and st.st_size == len(data)
+    assert chunkfiles.read_into(str(file), np.empty(len(data), np.uint8))[0] is None  # might not be all of it
+    with pytest.raises(FileNotFoundError):
+        chunkfiles.read_into(str(tmp_path / "absent"), np.empty(8, np.uint8))
 
 
 def test_old_and_new_layout_give_the_same_report(stores, capsys) -> None:

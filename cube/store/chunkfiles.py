@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -100,29 +101,78 @@ def read_file_stat(path: str) -> tuple[bytes, os.stat_result]:
         return fh.readall(), st
 
 
-def verify_and_decode(data: bytes, codec: str, out: np.ndarray) -> bool:
+def read_into(path: str, buffer: np.ndarray) -> tuple[np.ndarray | None, os.stat_result]:
+    """`read_file_stat` into a reused `buffer` (uint8, C-contiguous) instead of a new bytes object: (the filled
+    part of `buffer`, or None where the file does not fit in it or was not read whole: read it with
+    `read_file_stat` then; the fstat taken before the read). Raises FileNotFoundError for an absent file."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        n = os.readv(fd, [buffer])
+    finally:
+        os.close(fd)
+    return (buffer[:n] if n == st.st_size < buffer.size else None), st
+
+
+def verify_and_decode(data: bytes | np.ndarray, codec: str, out: np.ndarray) -> bool:
     """Check a chunk file's CRC-32C and decode its `codec` ("zstd" or "blosc") payload straight into `out`
     (C-contiguous, exactly the chunk's decoded size): whether both verified (`out` then holds the values).
-    Blosc fills a larger buffer silently, so its header's decoded size must be `out`'s."""
+    `data`: the file's bytes, or a uint8 array of them (`read_into`). Blosc fills a larger buffer silently,
+    so its header's decoded size must be `out`'s (and its compressed size the payload's)."""
     from google_crc32c import value as crc32c
 
-    body = np.frombuffer(data, dtype=np.uint8)[:-4]  # a view: no copy of the payload
-    if len(data) < 4 or crc32c(body).to_bytes(4, "little") != data[-4:]:
+    raw = np.frombuffer(data, dtype=np.uint8)  # views: no copy of the payload
+    body = raw[:-4]
+    if raw.size < 4 or crc32c(body) != int.from_bytes(raw[-4:], "little"):
         return False
     try:
         if codec == "blosc":
-            if len(data) < 20 or int.from_bytes(data[4:8], "little") != out.nbytes:
-                return False
-            from numcodecs.blosc import decompress
+            return _blosc_into(body, out)
+        from numcodecs.zstd import Zstd
 
-            decompress(body, out)
-        else:
-            from numcodecs.zstd import Zstd
-
-            Zstd().decode(body, out=out)  # the exact size or an error: a short or long chunk does not verify
+        Zstd().decode(body, out=out)  # the exact size or an error: a short or long chunk does not verify
     except Exception:  # noqa: BLE001 - not a frame of that codec: zarr names it
         return False
     return True
+
+
+BLOSC_HEADER = 16
+"""Bytes of a Blosc frame's header: version, flags, typesize (4), then the decoded, block and frame sizes."""
+
+
+def _blosc_into(frame: np.ndarray, out: np.ndarray) -> bool:
+    """Decode a Blosc frame (uint8 array) into `out` (C-contiguous) when its header gives `out`'s size and the
+    frame's own length: whether it did."""
+    if (frame.size < BLOSC_HEADER or int.from_bytes(frame[4:8], "little") != out.nbytes
+            or int.from_bytes(frame[12:16], "little") != frame.size):
+        return False
+    decompress = blosc_decompress_ctx()
+    if decompress is None:
+        from numcodecs.blosc import decompress as numcodecs_decompress
+
+        numcodecs_decompress(frame, out)
+        return True
+    return decompress(frame.ctypes.data, out.ctypes.data, out.nbytes, 1) == out.nbytes
+
+
+@cache
+def blosc_decompress_ctx() -> Any:
+    """`blosc_decompress_ctx(src, dest, destsize, threads)` of the Blosc library inside numcodecs (the one zarr
+    decodes with), called through ctypes: without the GIL, as numcodecs calls it from a thread, and without
+    numcodecs' per-call argument handling (7 us of Python a chunk, about 0.2 s of CPU in a paper-scale pass:
+    docs/performance.md, sixth round). It keeps no state between calls, so threads may call it at once.
+    None where that library does not export it (numcodecs' own `decompress` then)."""
+    import ctypes
+
+    try:
+        import numcodecs.blosc
+
+        function = ctypes.CDLL(numcodecs.blosc.__file__).blosc_decompress_ctx
+    except (ImportError, OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
 
 
 def _decode(data: bytes, codec: str, dtype: np.dtype, count: int, strings: bool,

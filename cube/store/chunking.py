@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cube.store.chunkfiles import read_file_stat, verify_and_decode
+from cube.store.chunkfiles import BLOSC_HEADER, read_file_stat, read_into, verify_and_decode
 
 BLOCK_BYTES = 128 * 2**10
 """Decoded bytes of reward (or cost) per chunk of a new store: as many iterates as fill it, at least one
@@ -105,12 +105,13 @@ class Scratch:
     def __init__(self) -> None:
         self._buffers: dict[Any, np.ndarray] = {}
 
-    def take(self, key: Any, shape: tuple[int, ...]) -> np.ndarray:
-        """A C-contiguous float32 array of `shape`, uninitialised, valid until the next `take` of `key`."""
+    def take(self, key: Any, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+        """A C-contiguous array of `shape` (float32 unless `dtype`), uninitialised, valid until the next `take`
+        of `key` (a key keeps one dtype)."""
         size = int(np.prod(shape))
         buffer = self._buffers.get(key)
         if buffer is None or buffer.size < size:
-            buffer = self._buffers[key] = np.empty(size, dtype=np.float32)
+            buffer = self._buffers[key] = np.empty(size, dtype=dtype)
         return buffer[:size].reshape(shape)
 
 
@@ -147,14 +148,18 @@ def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], 
     A `dest` of the chunk's whole shape is decoded into directly; anything else goes through `spare`. `codec`:
     the compressor of the chunk's chain ("blosc" or "zstd", `layout_of`). `observed`: where to note the file's
     stat and tail (or None: gone)."""
+    path = str(file)
+    fits = 4 * shape[0] * shape[1] + BLOSC_HEADER + FILE_SLACK  # the largest file of a chunk that compresses
     try:
-        data, st = read_file_stat(str(file))
+        data, st = read_into(path, spare.take("file", (fits + 1,), np.uint8))
+        if data is None:  # larger than any such chunk: read as it is (zarr's read then judges it)
+            data, st = read_file_stat(path)
     except FileNotFoundError:
         if observed is not None:
-            observed.files[str(file)] = None
+            observed.files[path] = None
         return None
     if observed is not None:
-        observed.files[str(file)] = (st, data[-8:])
+        observed.files[path] = (st, bytes(data[-8:]))
     whole = dest.shape == shape and dest.flags.c_contiguous
     out = dest if whole else spare.take("chunk", shape)
     if not verify_and_decode(data, codec, out):
@@ -163,6 +168,10 @@ def read_chunk_into(file: str | Path, dest: np.ndarray, shape: tuple[int, int], 
         dest[...] = out[: dest.shape[0], : dest.shape[1]]
     return True
 
+
+FILE_SLACK = 64
+"""Bytes beyond a chunk's decoded size and Blosc's header that `read_chunk_into`'s read buffer holds (the
+CRC-32C's 4 and room to spare): a file that fills it is read again the ordinary way."""
 
 EPISODE_NAMES = ("reward", "cost")
 
