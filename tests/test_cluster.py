@@ -52,7 +52,7 @@ def test_statistics_on_cluster_equal_local(cluster, cube_path: Path) -> None:
             remote = stats.load_suffstats(cube_path, cache=False)
     assert active_client() is None
     workers = set(cluster.scheduler_info["workers"])
-    ran = [t for t in stream.data if "_map_block" in str(t["key"])]
+    ran = [t for t in stream.data if "map_block" in str(t["key"])]
     assert ran, "the sufficient-statistics pass did not run on the cluster's workers"
     assert {t["worker"] for t in ran} <= workers
     xr.testing.assert_identical(local, remote)
@@ -127,7 +127,7 @@ def test_saferl_report_on_cluster_equals_local(cluster, cube_path: Path, tmp_pat
             assert main([*common, "--scheduler", cluster.scheduler_address, "-o", str(tmp_path / "remote")]) == 0
     finally:
         client.close()
-    assert any("_map_block" in str(t["key"]) for t in stream.data), "saferl report did not use the cluster"
+    assert any("map_block" in str(t["key"]) for t in stream.data), "saferl report did not use the cluster"
     local = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert local and local == sorted(p.name for p in (tmp_path / "remote").iterdir())
     for name in local:

@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
-from cube.compute import Progress, compute
+from cube.compute import Progress, active_client, compute
 from cube.errors import CubeError
 from cube.schema import MEANS_ONLY, RUN_DIMS, RUN_STATUS
+from cube.stats.blocks import Block, BlockSpec, Sink, map_block, put_block
 from cube.stats.cache import (
     cache_attrs,
     grid_fingerprint,
@@ -45,7 +45,7 @@ from cube.stats.fingerprint import (
     run_fingerprints,
     store_fingerprint,
 )
-from cube.stats.kernel import BadEpisodes, cell_stats, kappa_grid
+from cube.stats.kernel import kappa_grid
 from cube.stats.runinfo import attach_run_info, read_status_meanwhile
 from cube.stats.suffvars import ALPHA_DIM, CDF_VAR, CELL_DIMS, COUNT_VARS, CVAR_VAR, STATS_VARS, SUM_VARS
 from cube.stats.tail import cvar_alphas as tail_alphas
@@ -55,76 +55,6 @@ from cube.store.grid import Sizes
 from cube.store.location import is_remote, local_path
 from cube.store.locks import WrittenSince, read_runs, read_write_seqs, runs_written_since
 from cube.store.read import open_cube
-
-
-def _locator(labels: dict[str, np.ndarray], origin: tuple[int, ...]) -> Callable[[tuple[int, ...]], str]:
-    """index (a, t, b, s, j, e, m) relative to `origin` -> 'algo=.. task=.. bound=.. seed=.. iterate=.. mode=..'."""
-    def where(idx: tuple[int, ...]) -> str:
-        idx = (0,) * (len(origin) - len(idx)) + tuple(idx)  # a one-run block has no run dims
-        pos = [o + i for o, i in zip(origin, idx, strict=True)]
-        names = (*RUN_DIMS, "iterate", "episode", "mode")
-        return " ".join(f"{n}={labels[n][p]}" for n, p in zip(names, pos, strict=False) if n != "episode")
-    return where
-
-
-Block = dict[str, np.ndarray]
-"""The statistics of a block of cells: {name: array (..., M[, G or A])} for every name of STATS_VARS."""
-
-
-@dataclass(frozen=True)
-class BlockSpec:
-    """What every block of a pass computes: the CDF grid `kappa` and the dtype of its counts, the CVaR
-    `alphas` (`cube.stats.tail`), and the `kernel` ("auto", "numpy", "fused"; None = the default)."""
-
-    kappa: np.ndarray
-    le_dtype: type
-    alphas: tuple[float, ...]
-    kernel: str | None = None
-
-    @classmethod
-    def of(cls, ss: xr.Dataset, kernel: str | None = None) -> BlockSpec:
-        """The spec of existing statistics `ss` (to recompute some of their runs alike)."""
-        return cls(ss["kappa"].values, ss[CDF_VAR].dtype, tuple(float(a) for a in ss[ALPHA_DIM].values), kernel)
-
-
-def _map_block(r: np.ndarray, c: np.ndarray, d: np.ndarray, labels: dict[str, np.ndarray],
-               origin: tuple[int, ...], spec: BlockSpec,
-               written: Callable[[tuple[int, ...]], bool] | None = None) -> Block:
-    """One dask task: the statistics of a block of episodes (..., E, M) whose first element sits at `origin`
-    in the cube: (..., M) float64 per SUM_VARS name, the (..., M, G) CDF counts and the (..., M, A) CVaRs.
-
-    `written(run position)` tells whether a run was written while the pass read it (`WrittenSince`):
-    bad values in such a run are a reader's torn view, not a broken cube, so the run is left out here
-    (all zero) and recomputed from a consistent read afterwards; elsewhere they are a one-line error."""
-    while True:
-        try:
-            got = cell_stats(r, c, d, spec.kappa, _locator(labels, origin), spec.kernel, spec.alphas)
-            break
-        except BadEpisodes as exc:
-            run_dims = r.ndim - 3  # 4 for blocks of runs, 0 for one run's (J, E, M)
-            if written is None or exc.block_index is None:
-                raise
-            run = tuple(o + i for o, i in zip(origin[:4], (*exc.block_index[:run_dims], 0, 0, 0, 0), strict=False))
-            if not written(run):
-                raise
-            r, c = np.array(r, copy=True), np.array(c, copy=True)
-            blank = exc.block_index[:run_dims]
-            r[blank], c[blank] = np.nan, np.nan
-    n_cells = int(np.prod(got.cells))
-    out_sums = np.zeros((len(SUM_VARS), n_cells), dtype=np.float64)
-    out_sums[:, got.rows] = got.sums.T
-    block = {name: out_sums[i].reshape(got.cells) for i, name in enumerate(SUM_VARS)}
-    for name, values, dtype in ((CDF_VAR, got.le, spec.le_dtype), (CVAR_VAR, got.cvar, np.float64)):
-        out = np.zeros((n_cells, values.shape[1]), dtype=dtype)
-        out[got.rows] = values
-        block[name] = out.reshape(*got.cells, values.shape[1])
-    return block
-
-
-def _put(ss: xr.Dataset, index: tuple, block: Block) -> None:
-    """Write a block's statistics into `ss` (in place) at `index` (positions along the leading dims)."""
-    for name, values in block.items():
-        ss[name].values[index] = values
 
 
 def _episodes(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray]:
@@ -177,13 +107,13 @@ def compute_suffstats(ds: xr.Dataset, kappa: np.ndarray | None = None, progress:
         origin = tuple(int(starts[k][i]) for k, i in enumerate(idx))
         place = tuple(slice(o, o + r.chunks[k][i]) for k, (o, i) in enumerate(zip(origin, idx, strict=True)))
         d = bounds[place[2]].reshape(1, 1, -1, 1, 1, 1, 1)  # broadcasts against the block (..., E, M)
-        tasks.append(dask.delayed(_map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, labels,
+        tasks.append(dask.delayed(map_block)(r_blocks[(*idx, 0, 0)], c_blocks[(*idx, 0, 0)], d, labels,
                                               (*origin, 0, 0), spec, written))
         places.append(place)
     cells = (*r.shape[:5], r.shape[6])
     ss = _empty_suffstats(ds, cells, spec)
     for place, block in zip(places, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
-        _put(ss, place, block)
+        put_block(ss, place, block)
     for v in COUNT_VARS:
         ss[v] = ss[v].astype(np.int64)
     return ss
@@ -203,16 +133,17 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
     spec = BlockSpec(kappa_grid(kappa), _le_dtype(sizes["episode"]), tail_alphas(cvar_alphas), kernel)
     run_bytes = 2 * sizes["iterate"] * sizes["episode"] * 4  # one mode's reward and cost: the bulk of a run
     group = int(max(1, min(sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
+    ss = _empty_suffstats(ds, tuple(sizes[d] for d in CELL_DIMS), spec)
+    targets = {name: ss[name].values for name in STATS_VARS}
+    sink = Sink(targets) if active_client() is None else None  # a cluster's workers send their blocks back
     task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written,
-                   scratch=PerThread(), fingerprint=fingerprint)
+                   scratch=PerThread(), fingerprint=fingerprint, sink=sink)
     tasks, task_runs = [], []  # named here, so dask does not hash the shared arguments of every task
     for a, t, b in np.ndindex(sizes["algo"], sizes["task"], sizes["bound"]):
         for s0 in range(0, sizes["seed"], group):
             runs = [(a, t, b, s) for s in range(s0, min(sizes["seed"], s0 + group))]
             tasks.append(dask.delayed(task)(runs, float(bounds[b]), dask_key_name=f"_read_map_block-{len(tasks)}"))
             task_runs.append(runs)
-    ss = _empty_suffstats(ds, tuple(sizes[d] for d in CELL_DIMS), spec)
-    targets = {name: ss[name].values for name in STATS_VARS}
     run_fp = None if fingerprint is None else np.empty(tuple(sizes[d] for d in RUN_DIMS), dtype=np.uint64)
     for runs, (got, fps) in zip(task_runs, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         for place, block in got:
@@ -228,19 +159,23 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
 
 def _read_map_block(path: Path, layouts: dict, runs: list[tuple[int, ...]], d: float, *, sizes: dict[str, int],
                     labels: dict[str, np.ndarray], spec: BlockSpec, written: Callable[[tuple[int, ...]], bool] | None,
-                    scratch: PerThread, fingerprint: tuple[RunChunks, int] | None
+                    scratch: PerThread, fingerprint: tuple[RunChunks, int] | None, sink: Sink | None = None
                     ) -> tuple[list[tuple[tuple, Block]], list[np.uint64] | None]:
     """One dask task of `_files_pass`: [(place in the cells, statistics)] of each stored block of `runs`
-    (read into this thread's buffers of `scratch`, free again when the task returns), and with `fingerprint`
-    ((`RunChunks`, settled cutoff)) each run's fingerprint as of what was read."""
+    (read into this thread's buffers of `scratch`, free again when the task returns; written into `sink`
+    instead where given: then []), and with `fingerprint` ((`RunChunks`, settled cutoff)) each run's
+    fingerprint as of what was read."""
     a, t, b, s0 = runs[0]
     observed = None if fingerprint is None else Observed()
     out = []
     for m, (j0, arrays) in run_blocks(path, layouts, runs, sizes, scratch.get(), observed).items():
         r, c = (arrays[n][None, None, None, ..., None] for n in ("reward", "cost"))  # (1, 1, 1, S, J', E, 1)
-        block = _map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
+        block = map_block(r, c, d, labels, (a, t, b, s0, j0, 0, m), spec, written)
         place = (a, t, b, slice(s0, s0 + len(runs)), slice(j0, j0 + r.shape[4]), slice(m, m + 1))
-        out.append((place, {name: values[0, 0, 0] for name, values in block.items()}))
+        if sink is not None:
+            sink.put(place, {name: values[0, 0, 0] for name, values in block.items()})
+        else:
+            out.append((place, {name: values[0, 0, 0] for name, values in block.items()}))
     if fingerprint is None or observed is None:
         return out, None
     chunks, settled = fingerprint
@@ -280,10 +215,10 @@ def _update_runs(ss: xr.Dataset, ds: xr.Dataset, runs: np.ndarray, progress: Pro
     reward, cost = _episodes(ds)
     r, c = da.asarray(reward.data), da.asarray(cost.data)
     labels = _labels(ds)
-    tasks = [dask.delayed(_map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], labels, (*map(int, i), 0, 0, 0),
+    tasks = [dask.delayed(map_block)(r[tuple(i)], c[tuple(i)], bounds[i[2]], labels, (*map(int, i), 0, 0, 0),
                                       spec, written) for i in runs]
     for index, block in zip(map(tuple, runs), _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
-        _put(ss, index, block)
+        put_block(ss, index, block)
     return ss
 
 
@@ -489,7 +424,7 @@ def _settle_written_runs(ss: xr.Dataset, path: Path, ds: xr.Dataset, before: np.
         reward, cost = got.arrays["reward"], got.arrays["cost"]
         if got.interrupted is not None and interrupted is not None:
             interrupted.append(index)
-        _put(ss, index, _map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
+        put_block(ss, index, map_block(reward, cost, bounds[index[2]], labels, (*index, 0, 0, 0), spec))
     return ss
 
 
@@ -590,7 +525,7 @@ def _reread_runs(ss: xr.Dataset, path: Path, group, sizes: Sizes, coords: dict[s
     spec, labels = BlockSpec.of(ss, kernel), {d: coords[d] for d in (*RUN_DIMS, "iterate", "episode", "mode")}
     bounds = _check_bounds(xr.Dataset(coords={"bound": coords["bound"]}))
     for index, got in read_runs(path, names, map(tuple, runs), coords, sizes):
-        _put(out, index, _map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], labels,
+        put_block(out, index, map_block(got.arrays["reward"], got.arrays["cost"], bounds[index[2]], labels,
                                     (*index, 0, 0, 0), spec))
         if "run_status" in names:
             status = int(got.arrays["run_status"])
