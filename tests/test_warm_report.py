@@ -108,6 +108,32 @@ def test_the_cache_read_from_its_files_equals_xarrays_read(demo_copy: Path, monk
     assert all(direct[v].dtype == slow[v].dtype for v in slow.variables)
 
 
+def _files(folder: Path) -> dict[str, object]:
+    """Every file under `folder`: zarr.json parsed (its key order is not its meaning), chunks as bytes."""
+    import json
+
+    return {str(p.relative_to(folder)): json.loads(p.read_text()) if p.name == "zarr.json" else p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_the_cache_written_straight_is_what_xarray_writes_file_for_file(demo_copy: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache's numbers written straight to their chunk files (`cube.store.chunkwrite`): the same metadata
+    and the same chunk bytes as xarray and zarr write, array by array."""
+    stats.load_suffstats(demo_copy)
+    straight = _files(demo_copy / cache.CACHE_GROUP)
+    assert sum(name.startswith("le/c/") for name in straight) > 1  # CDF counts, sums, counts, CVaRs: all chunks
+    shutil.rmtree(demo_copy / "_derived")
+    monkeypatch.setattr(cache, "writes_straight", lambda compressors, values: False)  # everything through xarray
+    stats.load_suffstats(demo_copy)
+    through_xarray = _files(demo_copy / cache.CACHE_GROUP)
+    assert straight.keys() == through_xarray.keys()
+    for files in (straight, through_xarray):
+        files["zarr.json"]["attributes"].pop("settled")  # when each pass took its fingerprints: not the same
+    for name, content in through_xarray.items():
+        assert straight[name] == content, name
+
+
 @pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "two-threads"])
 def test_a_damaged_cache_chunk_is_left_to_the_slow_read_which_warns_and_recomputes(
         demo_copy: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:

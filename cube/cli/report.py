@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -227,8 +228,19 @@ class RunArrays:
         self._path, self._cache = path, cache
         self._errors: dict[str, BaseException] | None = None
         self._rows: list[dict] = []
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Read them in a thread of their own from now on (after the pass: beside the tables)."""
+        self._thread = threading.Thread(target=self._read_now, name="saferl-run-arrays")
+        self._thread.start()
 
     def _read(self) -> dict[str, BaseException]:
+        if self._thread is not None:
+            self._thread.join()
+        return self._read_now()
+
+    def _read_now(self) -> dict[str, BaseException]:
         if self._errors is not None:
             return self._errors
         from cube.store.read import read_manifests, verify_run_arrays
@@ -356,6 +368,7 @@ def _run(args: argparse.Namespace) -> int:
                                           progress=lambda d, t: bar.update(task, completed=d, total=t),
                                           cvar_alphas=(args.cvar_alpha,))
             bar.update(task, visible=False)
+            runs.start()
             ss = stats.with_cvar_alpha(stats.select(ss, selection.check_iterates(ss.sizes["iterate"])), args.cvar_alpha)
             marked = stats.not_safe(ss["algo"].values, args.baseline or "auto")
             if settings is not None:

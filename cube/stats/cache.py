@@ -24,6 +24,7 @@ is a link (it would make the cache write, and delete, outside the store).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -54,6 +55,7 @@ from cube.stats.fingerprint import (  # noqa: F401 - the cache's keys, named her
 )
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.chunkfiles import read_array
+from cube.store.chunkwrite import write_array, writes_straight
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.layout import CHUNK_COMPRESSORS
 from cube.store.locks import read_write_seqs, runs_written_since
@@ -275,8 +277,7 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
             # would touch the cube's root metadata (a transient file that readers listing the cube meanwhile
             # warn about on stderr, where the TUI draws).
             side_folder(target.parent)
-            out.to_zarr(tmp, mode="w", consolidated=False, encoding=_cache_encoding(out), zarr_format=3,
-                        write_empty_chunks=True)
+            _write_group(tmp, out)
             if target.exists():
                 os.replace(target, trash)
             os.replace(tmp, target)
@@ -285,6 +286,27 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
         finally:
             for leftover in (tmp, trash):
                 shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _write_group(folder: Path, out: xr.Dataset) -> None:
+    """`out` as a new v3 store at `folder`, file for file as ``out.to_zarr`` writes it with `_cache_encoding`:
+    the labels and attributes through xarray, the per-cell numbers (`CACHE_COMPRESSORS`, plain variables)
+    straight to their chunk files (`cube.store.chunkwrite`; about half the CPU time of the write)."""
+    encoding = _cache_encoding(out)
+    straight = [v for v in out.data_vars if encoding[v].get("compressors") is CACHE_COMPRESSORS and not out[v].attrs
+                and writes_straight(CACHE_COMPRESSORS, out[v].values) and v not in out.coords]
+    rest = out.drop_vars(straight)
+    rest.to_zarr(folder, mode="w", consolidated=False, encoding={v: encoding[v] for v in rest.variables},
+                 zarr_format=3, write_empty_chunks=True)
+    group = zarr.open_group(str(folder), mode="a", zarr_format=3)
+    for v in straight:
+        values = out[v].values
+        attributes, fill = {}, 0
+        if values.dtype.kind == "f":  # xarray's CF fill value for floats: NaN, an attribute too
+            fill = np.nan
+            attributes["_FillValue"] = base64.standard_b64encode(np.array(fill, values.dtype).tobytes()).decode()
+        write_array(group, folder, v, values, dims=out[v].dims, chunks=encoding[v]["chunks"],
+                    compressors=CACHE_COMPRESSORS, fill_value=fill, attributes=attributes)
 
 
 def _settled_of(attrs: Mapping[str, str]) -> int:
