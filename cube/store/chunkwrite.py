@@ -46,7 +46,7 @@ def write_array(group: zarr.Group, folder: Path, name: str, values: np.ndarray, 
     blosc = next(c for c in array.metadata.codecs if isinstance(c, BloscCodec))  # as stored: typesize set
     codec = Blosc(cname=blosc.cname.value, clevel=blosc.clevel, shuffle=SHUFFLES[blosc.shuffle.value],
                   blocksize=blosc.blocksize, typesize=blosc.typesize)
-    root = folder / name / "c"
+    root, made = folder / name / "c", set()
     for index in itertools.product(*(range(-(-n // c)) for n, c in zip(values.shape, chunks, strict=True))):
         part = values[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunks, strict=True))]
         if part.shape != tuple(chunks):  # zarr writes an edge chunk whole, the fill value beyond the array
@@ -55,7 +55,9 @@ def write_array(group: zarr.Group, folder: Path, name: str, values: np.ndarray, 
             part = whole
         body = codec.encode(np.ascontiguousarray(part))
         file = root.joinpath(*map(str, index))
-        file.parent.mkdir(parents=True, exist_ok=True)
+        if file.parent not in made:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            made.add(file.parent)
         with open(file, "wb") as fh:
             fh.write(body)
             fh.write(crc32c(body).to_bytes(4, "little"))
