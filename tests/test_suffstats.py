@@ -299,6 +299,28 @@ def test_run_status_is_cached_and_follows_changes(demo_copy: Path):
     assert int((again["run_status"] == 2).sum()) == again["run_status"].size - 1
 
 
+def test_run_status_read_straight_from_its_files_is_zarrs(demo_copy: Path, monkeypatch: pytest.MonkeyPatch):
+    """The status read beside the pass comes straight from its chunk files (no zarr event loop as a third
+    thread of Python); where a chunk does not verify, zarr reads it and names the damage."""
+    from cube import set_run_manifest
+    from cube.stats import runinfo
+    from cube.store.grid import open_view
+    from cube.store.read import open_cube
+
+    set_run_manifest(demo_copy, RunKey("ppo", "goal", 15.0, 1), status="partial")
+    ds = open_cube(demo_copy, lazy=False)
+    zarrs = np.asarray(open_view(demo_copy, ds.encoding.get("saferl_grid"))["run_status"][:])
+    read = runinfo.zarr_run_status(demo_copy, ds, cache=False)
+    assert read.values.dtype == zarrs.dtype and np.array_equal(read.values, zarrs) and (zarrs == 1).sum() == 1
+    through_zarr = []
+    monkeypatch.setattr(runinfo, "read_run_array", lambda *a: through_zarr.append(a) or None)
+    assert np.array_equal(runinfo.zarr_run_status(demo_copy, ds, cache=False).values, zarrs) and through_zarr
+    monkeypatch.undo()
+    chunk = sorted(p for p in (demo_copy / "run_status" / "c").rglob("*") if p.is_file())[0]
+    chunk.write_bytes(chunk.read_bytes()[:-1] + bytes([chunk.read_bytes()[-1] ^ 1]))
+    assert runinfo.zarr_run_status(demo_copy, ds, cache=False) is None  # zarr refused it: xarray's read names it
+
+
 def test_invalid_costs_in_a_dataset_are_one_line_cube_errors():
     from statsdata import random_cube
 

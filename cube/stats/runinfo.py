@@ -15,6 +15,7 @@ import xarray as xr
 from cube.schema import MEANS_ONLY, RUN_DIMS
 from cube.stats.cache import STATUS_CACHE, cache_folder_ok
 from cube.stats.fingerprint import files_fingerprint
+from cube.store.chunkfiles import read_run_array
 from cube.store.damage import reading_store
 from cube.store.fs import side_folder
 from cube.store.grid import open_view
@@ -52,8 +53,10 @@ def attach_run_info(ss: xr.Dataset, ds: xr.Dataset, status: Future | None = None
 
 
 def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataArray | None:
-    """run_status read by zarr in one concurrent call (one chunk per run makes dask's per-chunk tasks
-    several times slower); None when the store does not hold it as a plain (algo, task, bound, seed) array.
+    """run_status read straight from its chunk files (`cube.store.chunkfiles.read_run_array`; else by zarr in
+    one concurrent call: one chunk per run makes dask's per-chunk tasks several times slower, and zarr's event
+    loop is a third thread of Python beside the pass's two); None when the store does not hold it as a plain
+    (algo, task, bound, seed) array.
 
     The values are kept in `_derived/run_status.npz` keyed by the names, sizes and mtimes of the array's
     files (stat calls only), so an unchanged status is not decoded again chunk by chunk."""
@@ -64,7 +67,9 @@ def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataAr
         key = files_fingerprint(path, "run_status")
         values = _cached_status(path, key, arr.shape) if cache else None
         if values is None:
-            values = np.asarray(arr[:])
+            values = read_run_array(path, "run_status", ds.encoding.get("saferl_grid"))  # straight from its files
+            if values is None or values.shape != arr.shape or values.dtype != arr.dtype:
+                values = np.asarray(arr[:])  # another layout, or a chunk that does not verify: zarr judges it
             if cache:
                 _save_status(path, key, values)
     except Exception:  # not a Zarr v3 array: let xarray read it
