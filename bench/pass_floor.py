@@ -12,7 +12,9 @@ reading and decoding the episodes the store holds, side by side in one run.
    prebuilt statistics loop (`cube.stats.prebuilt`, built first where missing, as a machine's first report
    leaves it); with ``--jit`` also with the loop of numba's JIT (SAFERL_PREBUILT=off);
 3. with ``--against REV``: the same report of another revision (a detached git worktree of REV, made in a
-   temporary folder and removed afterwards, its modules first on PYTHONPATH; this checkout's venv).
+   temporary folder and removed afterwards, its modules first on PYTHONPATH; this checkout's venv). Both
+   checkouts' `cube` packages are byte-compiled first, as an install leaves them (with
+   $PYTHONDONTWRITEBYTECODE set, a fresh worktree would compile its modules in every timed process).
 
 Every step is a child process of its own, timed whole (wall clock) and printing its peak memory (ru_maxrss).
 The rounds alternate the steps (a busy machine slows all alike); the fastest of each is printed with its ratio

@@ -50,3 +50,21 @@ def test_a_report_ends_at_once_with_its_tables_and_cache_written(small_demo_cube
     assert cache.read_cache(cube) is not None  # written whole before the process ended
     again = subprocess.run(run, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stdout == first.stdout
+
+
+def test_survivors_are_frozen_only_in_the_console_scripts_process() -> None:
+    """`freeze_survivors` moves live objects out of the collector's reach in the console script's process
+    (`console_main` marks it), never in-process (these tests, the TUI), where they would never be collected."""
+    import gc
+
+    from cube.cli import console
+
+    before = gc.get_freeze_count()
+    console.freeze_survivors()
+    assert gc.get_freeze_count() == before
+    probe = ("import gc, sys; import cube.cli.entry as e; from cube.cli import console; "
+             "e.main = lambda: print(gc.get_freeze_count(), end=' ') or console.freeze_survivors() or "
+             "print(gc.get_freeze_count() > 0) or 0; e.console_main()")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["0", "True"]

@@ -93,13 +93,45 @@ def test_a_failed_build_is_noted_once_and_not_retried(cache, spawned, monkeypatc
 def test_the_build_key_names_the_cpu(cache, monkeypatch):
     import llvmlite.binding as llvm
 
-    here = prebuilt.key()
-    prebuilt.key.cache_clear()
+    here = prebuilt.full_key()
+    prebuilt.full_key.cache_clear()
     monkeypatch.setattr(llvm, "get_host_cpu_name", lambda: "some-other-cpu")
     try:
-        assert prebuilt.key() != here
+        assert prebuilt.full_key() != here
     finally:
-        prebuilt.key.cache_clear()
+        prebuilt.full_key.cache_clear()
+
+
+@pytest.mark.skipif(not prebuilt.CPUINFO.exists(), reason="no /proc/cpuinfo: the key is computed each time")
+def test_the_key_is_remembered_by_the_cpu_and_installs_and_found_without_llvmlite(cache, tmp_path, monkeypatch):
+    """`key` remembers `full_key` under `quick_facts`: the CPU's name and flags as /proc/cpuinfo gives them
+    (not its clock), numba's and llvmlite's installs, the Python and the loop; a fresh process finds its key
+    there without importing llvmlite; a memo that is not a key is computed again and rewritten."""
+    facts = prebuilt.quick_facts()
+    first = prebuilt.CPUINFO.read_text().split("\n\n", 1)[0]
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(first.replace("cpu MHz", "cpu MHz\t: 1.0\nx") + "\n\nprocessor\t: 1\n")
+    monkeypatch.setattr(prebuilt, "CPUINFO", fake)
+    assert prebuilt.quick_facts() == facts  # another clock, another second processor: the same CPU
+    named = next(line for line in first.splitlines() if line.split(":", 1)[0].strip() in prebuilt.CPU_FIELDS)
+    fake.write_text(first.replace(named, named + " another"))
+    assert prebuilt.quick_facts() != facts
+    monkeypatch.undo()
+    monkeypatch.setenv("SAFERL_CACHE_DIR", str(cache))
+    memo = cache / "kernel" / f"key-{facts}.txt"
+    probe = ("import sys; from cube.stats import prebuilt; k = prebuilt.key(); "
+             "print(k, 'llvmlite' in sys.modules)")
+    env = {**os.environ, "SAFERL_CACHE_DIR": str(cache)}
+
+    def run() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run() == [prebuilt.full_key(), "True"] and memo.read_text().strip() == prebuilt.full_key()
+    assert run() == [prebuilt.full_key(), "False"]
+    memo.write_text("not a key\n")
+    assert run() == [prebuilt.full_key(), "True"] and memo.read_text().strip() == prebuilt.full_key()
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage\n" * 100])

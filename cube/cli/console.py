@@ -4,6 +4,7 @@ the one-line `error:` message of a failure.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -103,6 +104,22 @@ def drain_zarr_io_at_exit() -> None:
 
 
 _WORK_DONE: list[bool] = []
+_SCRIPT: list[bool] = []
+
+
+def console_script_process() -> None:
+    """Mark this process as the ``saferl`` console script's (`cube.cli.entry.console_main`): it ends with the
+    command, so what a command keeps alive till then may be left out of the collector (`freeze_survivors`)."""
+    _SCRIPT.append(True)
+
+
+def freeze_survivors() -> None:
+    """In the console script's process only (never in-process callers such as the tests or the TUI): move
+    every object alive now out of the cyclic collector's reach (`gc.freeze`). A command that made its large,
+    long-lived state (a cold report after its pass: about 80 ms of one full collection beside the tables,
+    holding the GIL) spares every later full collection a scan of it."""
+    if _SCRIPT:
+        gc.freeze()
 
 
 def work_done() -> None:

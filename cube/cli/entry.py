@@ -88,11 +88,12 @@ def console_main() -> int:
     """The ``saferl`` console script: `main` in a process tuned for large array work
     (`cube.compute.keep_freed_memory`, `cube.compute.one_blas_thread`), ended without the interpreter's
     teardown when the command said its work is done (`cube.cli.console.work_done`)."""
-    from cube.cli.console import end_now
+    from cube.cli.console import console_script_process, end_now
     from cube.compute import keep_freed_memory, one_blas_thread
 
     one_blas_thread()
     keep_freed_memory()
+    console_script_process()
     code = main()
     end_now(code)  # a command whose work is done ends here, without the interpreter's teardown
     return code

@@ -347,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from cube.cli.console import err_console, print_recorded_warnings, progress_bar
+    from cube.cli.console import err_console, freeze_survivors, print_recorded_warnings, progress_bar
     from cube.compute import scheduler_context
     from cube.render import text as export
 
@@ -368,6 +368,7 @@ def _run(args: argparse.Namespace) -> int:
                                           progress=lambda d, t: bar.update(task, completed=d, total=t),
                                           cvar_alphas=(args.cvar_alpha,))
             bar.update(task, visible=False)
+            freeze_survivors()  # the statistics and the modules live until the command ends
             runs.start()
             ss = stats.with_cvar_alpha(stats.select(ss, selection.check_iterates(ss.sizes["iterate"])), args.cvar_alpha)
             marked = stats.not_safe(ss["algo"].values, args.baseline or "auto")

@@ -87,6 +87,7 @@ def _read_seq_files(folder: Path, shape: tuple[int, ...], out: np.ndarray | None
     from numcodecs import Zstd
 
     zstd = Zstd()
+    decoded: dict[bytes, int] = {}  # frame -> value: runs share few sequences, each frame decoded once a call
     out = np.zeros(shape, dtype=np.int64) if out is None else out
     indices = np.ndindex(*shape) if prefixes is None else (
         (*p, s) for p in prefixes for s in range(shape[-1]))
@@ -103,10 +104,13 @@ def _read_seq_files(folder: Path, shape: tuple[int, ...], out: np.ndarray | None
         body, crc = data[:-4], data[-4:]
         if google_crc32c.value(body).to_bytes(4, "little") != crc:
             raise _damaged_seq(chunk, "checksum mismatch")
-        try:
-            out[index] = np.frombuffer(zstd.decode(body), dtype="<i8")[0]
-        except Exception:  # noqa: BLE001 - a valid checksum over bytes zstd cannot decode
-            raise _damaged_seq(chunk, "not a zstd frame") from None
+        value = decoded.get(body)
+        if value is None:
+            try:
+                value = decoded[body] = int(np.frombuffer(zstd.decode(body), dtype="<i8")[0])
+            except Exception:  # noqa: BLE001 - a valid checksum over bytes zstd cannot decode
+                raise _damaged_seq(chunk, "not a zstd frame") from None
+        out[index] = value
     return out
 
 
