@@ -56,7 +56,7 @@ def test_the_first_process_without_a_module_starts_one_detached_build(cache, spa
 @pytest.mark.parametrize("state", ["off", "built", "failed", "building"])
 def test_no_build_starts_when_off_built_failed_or_being_built(cache, spawned, monkeypatch, state):
     key = prebuilt.key()
-    prebuilt.folder().mkdir(parents=True)
+    prebuilt.folder().mkdir(parents=True, exist_ok=True)
     if state == "off":
         monkeypatch.setenv("SAFERL_PREBUILT", "off")
     elif state == "built":
@@ -69,7 +69,7 @@ def test_no_build_starts_when_off_built_failed_or_being_built(cache, spawned, mo
 
 def test_a_stale_build_lock_of_a_killed_build_is_built_over(cache, spawned):
     lock = prebuilt.marker(prebuilt.key(), "building")
-    lock.parent.mkdir(parents=True)
+    lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("")
     old = time.time() - prebuilt.STALE_BUILD_S - 1
     os.utime(lock, (old, old))
@@ -137,7 +137,7 @@ def test_the_key_is_remembered_by_the_cpu_and_installs_and_found_without_llvmlit
 @pytest.mark.parametrize("content", [b"", b"garbage\n" * 100])
 def test_a_damaged_module_is_not_loaded(cache, content):
     path = prebuilt.module_path(prebuilt.key())
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
     assert prebuilt.load() is None
 
