@@ -216,13 +216,14 @@ def _convention_notes(manifests: RunArrays, ss: xr.Dataset, reference: str | Non
 
 
 class RunArrays:
-    """The per-run arrays a report stands on besides the episodes, read on first demand, after the tables
-    (while the statistics cache is written in the background): the runs' env steps verified (damage is one
+    """The per-run arrays a report stands on besides the episodes: the runs' env steps verified (damage is one
     line; unchanged files verified before are not read again) and their manifests read
-    (`cube.store.read.read_manifests`). ``cache``: both kept in the store's `_derived` while their files are
-    unchanged. Errors reach the caller where it asks for each. Not in a thread beside the pass: both cores
-    decode there, and a third thread's Python (0.3 s alone at paper scale, 2.5-4.1 s of wall time beside the
-    pass) held the GIL against the decode threads' hand-offs (docs/performance.md, fifth round)."""
+    (`cube.store.read.read_manifests`). Read in a thread of their own once the pass is done (`start`), beside
+    the tables and the statistics cache's background write; else on first demand. ``cache``: both kept in the
+    store's `_derived` while their files are unchanged. Errors reach the caller where it asks for each. Not
+    beside the pass: both cores decode there, and a third thread's Python (0.3 s alone at paper scale,
+    2.5-4.1 s of wall time beside the pass) held the GIL against the decode threads' hand-offs
+    (docs/performance.md, fifth and sixth rounds)."""
 
     def __init__(self, path: str, cache: bool) -> None:
         self._path, self._cache = path, cache
