@@ -93,17 +93,17 @@ def put_block(ss: xr.Dataset, index: tuple, block: Block) -> None:
 
 
 class Sink:
-    """The statistics arrays of a pass on the local threaded scheduler, which its tasks fill in place: each
-    task writes its own cells, so the main thread has no blocks left to copy in after the last task (0.2-0.4 s
-    of a cold paper-scale report, docs/performance.md, sixth round) and the pass holds no finished blocks."""
+    """The statistics of a pass on the local threaded scheduler, which its tasks fill in place (`put_block`):
+    each task writes its own cells, so the main thread has no blocks left to copy in after the last task
+    (0.2-0.4 s of a cold paper-scale report, docs/performance.md, sixth round) and the pass holds no finished
+    blocks."""
 
-    def __init__(self, targets: dict[str, np.ndarray]) -> None:
-        self.targets = targets
+    def __init__(self, ss: xr.Dataset) -> None:
+        self.ss = ss
 
     def put(self, place: tuple, block: Block) -> None:
         """Write a block's statistics at `place` (cells no other task writes)."""
-        for name, values in block.items():
-            self.targets[name][place] = values
+        put_block(self.ss, place, block)
 
     def __dask_tokenize__(self) -> tuple[str, int]:  # dask names tasks by their arguments: never by the arrays
         return ("Sink", id(self))

@@ -294,7 +294,7 @@ def _write_group(folder: Path, out: xr.Dataset) -> None:
     straight to their chunk files (`cube.store.chunkwrite`; about half the CPU time of the write)."""
     encoding = _cache_encoding(out)
     straight = [v for v in out.data_vars if encoding[v].get("compressors") is CACHE_COMPRESSORS and not out[v].attrs
-                and writes_straight(CACHE_COMPRESSORS, out[v].values) and v not in out.coords]
+                and writes_straight(CACHE_COMPRESSORS, out[v].values)]
     rest = out.drop_vars(straight)
     rest.to_zarr(folder, mode="w", consolidated=False, encoding={v: encoding[v] for v in rest.variables},
                  zarr_format=3, write_empty_chunks=True)

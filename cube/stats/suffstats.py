@@ -134,8 +134,7 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
     run_bytes = 2 * sizes["iterate"] * sizes["episode"] * 4  # one mode's reward and cost: the bulk of a run
     group = int(max(1, min(sizes["seed"], FULL_PASS_BLOCK_BYTES // max(run_bytes, 1))))
     ss = _empty_suffstats(ds, tuple(sizes[d] for d in CELL_DIMS), spec)
-    targets = {name: ss[name].values for name in STATS_VARS}
-    sink = Sink(targets) if active_client() is None else None  # a cluster's workers send their blocks back
+    sink = Sink(ss) if active_client() is None else None  # a cluster's workers send their blocks back
     task = partial(_read_map_block, path, layouts, sizes=sizes, labels=labels, spec=spec, written=written,
                    scratch=PerThread(), fingerprint=fingerprint, sink=sink)
     tasks, task_runs = [], []  # named here, so dask does not hash the shared arguments of every task
@@ -147,8 +146,7 @@ def _files_pass(path: Path, layouts: dict, ds: xr.Dataset, kappa: np.ndarray | N
     run_fp = None if fingerprint is None else np.empty(tuple(sizes[d] for d in RUN_DIMS), dtype=np.uint64)
     for runs, (got, fps) in zip(task_runs, _read(tasks, progress, ds.encoding.get("saferl_source")), strict=True):
         for place, block in got:
-            for name, values in block.items():
-                targets[name][place] = values
+            put_block(ss, place, block)
         if run_fp is not None:
             for run, fp in zip(runs, fps, strict=True):
                 run_fp[run] = fp
