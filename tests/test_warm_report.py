@@ -122,7 +122,7 @@ def test_the_cache_written_straight_is_what_xarray_writes_file_for_file(demo_cop
     and the same chunk bytes as xarray and zarr write, array by array."""
     stats.load_suffstats(demo_copy)
     straight = _files(demo_copy / cache.CACHE_GROUP)
-    assert sum(name.startswith("le/c/") for name in straight) > 1  # CDF counts, sums, counts, CVaRs: all chunks
+    assert sum(name.startswith("le/c.") for name in straight) > 1  # CDF counts, sums, counts, CVaRs: all chunks
     shutil.rmtree(demo_copy / "_derived")
     monkeypatch.setattr(cache, "writes_straight", lambda compressors, values: False)  # everything through xarray
     stats.load_suffstats(demo_copy)
@@ -134,13 +134,36 @@ def test_the_cache_written_straight_is_what_xarray_writes_file_for_file(demo_cop
         assert straight[name] == content, name
 
 
+def test_the_caches_chunk_files_lie_flat_in_each_arrays_folder(demo_copy: Path) -> None:
+    """One file per condition beside the array's metadata, no folder per key level (`cache.CACHE_KEYS`)."""
+    ss = stats.load_suffstats(demo_copy)
+    conditions = ss.sizes["algo"] * ss.sizes["task"] * ss.sizes["bound"]
+    for name in ("le", "sum_c", "n", "cvar_c", "run_fp"):
+        folder = demo_copy / cache.CACHE_GROUP / name
+        assert not [p for p in folder.iterdir() if p.is_dir()], name
+        assert len(list(folder.glob("c.*"))) == conditions, name
+
+
+def test_a_cache_written_with_nested_keys_reads_straight_the_same(demo_copy: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Caches written before the flat keys (``c/0/1/2/...``, zarr's default) still read from their files."""
+    flat = stats.load_suffstats(demo_copy)
+    shutil.rmtree(demo_copy / cache.CACHE_GROUP)
+    monkeypatch.setattr(cache, "CACHE_KEYS", {"name": "default", "separator": "/"})
+    stats.load_suffstats(demo_copy)
+    assert (demo_copy / cache.CACHE_GROUP / "le" / "c").is_dir()
+    nested = cache._cache_from_files(demo_copy / cache.CACHE_GROUP)
+    assert nested is not None
+    _same(nested.drop_vars("run_fp"), flat.drop_vars("run_status"))
+
+
 @pytest.mark.parametrize("threads", [1, 2], ids=["one-thread", "two-threads"])
 def test_a_damaged_cache_chunk_is_left_to_the_slow_read_which_warns_and_recomputes(
         demo_copy: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     from cube.store import chunkfiles
 
     good = stats.load_suffstats(demo_copy)
-    chunk = sorted(p for p in (demo_copy / cache.CACHE_GROUP / "sum_c" / "c").rglob("*") if p.is_file())[-1]
+    chunk = sorted((demo_copy / cache.CACHE_GROUP / "sum_c").glob("c.*"))[-1]
     data = bytearray(chunk.read_bytes())
     data[len(data) // 2] ^= 0x08
     chunk.write_bytes(bytes(data))

@@ -231,14 +231,22 @@ def _cache_encoding(out: xr.Dataset) -> dict[str, dict]:
     """One chunk per condition (algo, task, bound: all seeds, iterates and modes): few, large chunks read back
     several times faster than zarr's default, and a patch of a few runs rewrites few of them. Every chunk is
     checksummed and written (none left to a fill value in metadata that is not). The per-cell numbers are
-    byte-shuffled Blosc-LZ4 (`CACHE_COMPRESSORS`), labels zstd."""
+    byte-shuffled Blosc-LZ4 (`CACHE_COMPRESSORS`), labels zstd; their chunk files lie side by side in the
+    array's folder (`CACHE_KEYS`)."""
     enc: dict[str, dict] = {v: {"compressors": CHUNK_COMPRESSORS} for v in out.variables}
     for v in out.data_vars:
         if out[v].ndim >= len(RUN_DIMS) and out[v].dims[: len(RUN_DIMS)] == RUN_DIMS:
             enc[v]["chunks"] = (1, 1, 1, *out[v].shape[3:])
+            enc[v]["chunk_key_encoding"] = CACHE_KEYS
             if out[v].dtype.kind in "biuf":
                 enc[v]["compressors"] = CACHE_COMPRESSORS
     return enc
+
+
+CACHE_KEYS = {"name": "default", "separator": "."}
+"""The chunk keys of the cache's per-run arrays: ``c.0.1.2.0.0.0``, one file each in the array's folder, where
+zarr's default (``c/0/1/2/0/0/0``) makes a folder for every level: 1,441 folders beside 409 files for a
+paper-scale cache, each created, and deleted with the cache it replaces (docs/performance.md, seventh round)."""
 
 
 CACHE_COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
@@ -306,7 +314,8 @@ def _write_group(folder: Path, out: xr.Dataset) -> None:
             fill = np.nan
             attributes["_FillValue"] = base64.standard_b64encode(np.array(fill, values.dtype).tobytes()).decode()
         write_array(group, folder, v, values, dims=out[v].dims, chunks=encoding[v]["chunks"],
-                    compressors=CACHE_COMPRESSORS, fill_value=fill, attributes=attributes)
+                    compressors=CACHE_COMPRESSORS, fill_value=fill, attributes=attributes,
+                    separator=encoding[v]["chunk_key_encoding"]["separator"])
 
 
 def _settled_of(attrs: Mapping[str, str]) -> int:

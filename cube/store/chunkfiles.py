@@ -219,8 +219,9 @@ def _vlen_utf8(raw: bytes, count: int) -> np.ndarray | None:
 def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any]] | None:
     """A whole array of a local Zarr v3 store read straight from its chunk files: (values as zarr reads them,
     strings as an object array; its dimension names; its attributes). Any regular chunk grid with default keys
-    and a codec chain of CHAINS, every chunk written (a store of this package's own, such as the statistics
-    cache); None otherwise, or where a chunk is missing or does not verify (read it through zarr then)."""
+    ("/" or "." between their parts) and a codec chain of CHAINS, every chunk written (a store of this package's
+    own, such as the statistics cache); None otherwise, or where a chunk is missing or does not verify (read it
+    through zarr then)."""
     try:
         meta = json.loads((folder / "zarr.json").read_text())
         names = [c["name"] for c in meta["codecs"]]
@@ -228,6 +229,7 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
         chunk = tuple(int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"])
         dims = tuple(str(d) for d in meta.get("dimension_names") or ())
         keys = meta["chunk_key_encoding"]
+        separator = (keys.get("configuration") or {}).get("separator", "/")
         strings = meta["data_type"] == "string"
         dtype = np.dtype(object) if strings else np.dtype(meta["data_type"]).newbyteorder("<")
         endian = next(c for c in meta["codecs"] if c["name"] in ("bytes", "vlen-utf8")).get("configuration") or {}
@@ -236,7 +238,7 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
         return None
     if (names not in ARRAY_CHAINS or (names[0] == "vlen-utf8") != strings or not shape or len(dims) != len(shape)
             or len(chunk) != len(shape) or min(chunk) < 1 or meta["chunk_grid"].get("name") != "regular"
-            or keys.get("name") != "default" or (keys.get("configuration") or {}).get("separator", "/") != "/"
+            or keys.get("name") != "default" or separator not in ("/", ".")
             or endian.get("endian", "little") != "little" or meta.get("storage_transformers")):
         return None
     out = np.empty(shape, dtype=dtype)
@@ -244,7 +246,7 @@ def read_array(folder: Path) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any
 
     def read_chunk(index: tuple[int, ...]) -> bool:
         try:
-            data = (folder / "c").joinpath(*map(str, index)).read_bytes()
+            data = (folder / separator.join(("c", *map(str, index)))).read_bytes()
         except OSError:
             return False
         place = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(index, chunk, shape, strict=True))

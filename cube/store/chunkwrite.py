@@ -33,20 +33,22 @@ def writes_straight(compressors: Sequence[Any], values: np.ndarray) -> bool:
 
 def write_array(group: zarr.Group, folder: Path, name: str, values: np.ndarray, *, dims: Sequence[str],
                 chunks: Sequence[int], compressors: Sequence[Any], fill_value: Any,
-                attributes: Mapping[str, Any]) -> None:
+                attributes: Mapping[str, Any], separator: str = "/") -> None:
     """Array `name` of the local v3 `group` (stored in `folder`): its metadata by zarr, then every chunk of
     `values` (C order, the last chunk of a dim cut short as zarr cuts it) compressed with `compressors`
-    (`writes_straight`) into its file ``c/i/j/...``."""
+    (`writes_straight`) into its file: zarr's default chunk key with `separator`, ``c/i/j/...`` (a folder per
+    level) or ``c.i.j...`` (every file in the array's folder)."""
     array = group.create_array(name, shape=values.shape, chunks=tuple(chunks), dtype=values.dtype,
                                fill_value=fill_value, dimension_names=tuple(dims), compressors=compressors,
-                               attributes=dict(attributes))
+                               attributes=dict(attributes),
+                               chunk_key_encoding={"name": "default", "separator": separator})
     from google_crc32c import value as crc32c
     from numcodecs import Blosc
 
     blosc = next(c for c in array.metadata.codecs if isinstance(c, BloscCodec))  # as stored: typesize set
     codec = Blosc(cname=blosc.cname.value, clevel=blosc.clevel, shuffle=SHUFFLES[blosc.shuffle.value],
                   blocksize=blosc.blocksize, typesize=blosc.typesize)
-    root, made = folder / name / "c", set()
+    made = set()
     for index in itertools.product(*(range(-(-n // c)) for n, c in zip(values.shape, chunks, strict=True))):
         part = values[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, chunks, strict=True))]
         if part.shape != tuple(chunks):  # zarr writes an edge chunk whole, the fill value beyond the array
@@ -54,7 +56,7 @@ def write_array(group: zarr.Group, folder: Path, name: str, values: np.ndarray, 
             whole[tuple(slice(0, n) for n in part.shape)] = part
             part = whole
         body = codec.encode(np.ascontiguousarray(part))
-        file = root.joinpath(*map(str, index))
+        file = folder / name / separator.join(("c", *map(str, index)))
         if file.parent not in made:
             file.parent.mkdir(parents=True, exist_ok=True)
             made.add(file.parent)
