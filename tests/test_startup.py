@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("xarray", "dask", "zarr", "pandas", "scipy", "numba", "matplotlib", "distributed")
 
 PROBE = """
@@ -45,6 +47,51 @@ def test_argument_errors_import_nothing_heavy() -> None:
                     ["plot", "x.zarr", "nosuchfigure"]])
     assert lines[0] == "[2, 2, 2, 2]"
     assert lines[2] == "", f"an argument error imported {lines[2]}"
+
+
+COMMAND_PROBE = """
+import contextlib, io, sys
+import cube.cli.entry as entry
+out, err = io.StringIO(), io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:
+        entry.parser_for({argv!r}).parse_args({argv!r})
+    except SystemExit:
+        pass
+print(sorted({{m.removeprefix("cube.cli.") for m in sys.modules if m.startswith("cube.cli.") or m == "train.cli"}}))
+print(repr(out.getvalue() + err.getvalue()))
+"""
+
+
+@pytest.mark.parametrize(("argv", "loaded"), [(["report", "--help"], ["report"]),
+                                              (["plot", "--help"], ["plot"]),
+                                              (["demo", "--help"], ["demo", "export", "migrate", "publish",
+                                                                    "status", "validate"])])
+def test_a_command_loads_only_the_plugin_named_after_it_or_all_of_them(argv: list[str], loaded: list[str]) -> None:
+    """`saferl report` loads the report plugin alone (no trainer, plotter or importer registered); a command whose
+    plugin has another name (``demo``: the ``cube`` plugin) loads every plugin, as before."""
+    code = COMMAND_PROBE.format(argv=argv)
+    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           timeout=120).stdout.splitlines()
+    modules = eval(lines[0])  # noqa: S307 - our own probe's list of names
+    assert set(loaded) <= set(modules), modules
+    if argv[0] in ("report", "plot"):
+        others = {"train.cli", "demo", "import_", "plan", "render", "validate"}  # the other plugins
+        assert not others & set(modules), modules
+    else:
+        assert "report" in modules and "plot" in modules, modules
+    assert f"usage: saferl {argv[0]}" in eval(lines[1])  # noqa: S307
+
+
+def test_help_and_a_mistyped_command_still_list_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from cube.cli.entry import main
+
+    for argv in (["--help"], ["reprot"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        text = " ".join(capsys.readouterr())
+        for command in ("report", "plot", "demo", "validate", "import"):
+            assert command in text, (argv, command)
 
 
 def test_the_lazy_facades_give_the_same_objects() -> None:
