@@ -131,7 +131,22 @@ def test_the_cache_written_straight_is_what_xarray_writes_file_for_file(demo_cop
     for files in (straight, through_xarray):
         files["zarr.json"]["attributes"].pop("settled")  # when each pass took its fingerprints: not the same
     for name, content in through_xarray.items():
-        assert straight[name] == content, name
+        assert straight[name] == content or _same_blosc_chunk(straight[name], content), name
+
+
+def _same_blosc_chunk(a: object, b: object) -> bool:
+    """Two chunk files of the same values: each a Blosc frame with its CRC-32C, decoding to the same bytes. Blosc
+    splits a frame's blocks or not by the call zarr's codec takes, which depends on the calling thread (numcodecs
+    uses Blosc's global context only in the main thread): both forms decode alike, in zarr too."""
+    from google_crc32c import value as crc32c
+    from numcodecs import blosc
+
+    if not (isinstance(a, bytes) and isinstance(b, bytes)):
+        return False
+    for data in (a, b):
+        if crc32c(data[:-4]) != int.from_bytes(data[-4:], "little"):
+            return False
+    return blosc.decompress(a[:-4]) == blosc.decompress(b[:-4])
 
 
 def test_the_caches_chunk_files_lie_flat_in_each_arrays_folder(demo_copy: Path) -> None:

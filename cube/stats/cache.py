@@ -33,6 +33,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -55,7 +56,7 @@ from cube.stats.fingerprint import (  # noqa: F401 - the cache's keys, named her
 )
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.chunkfiles import read_array
-from cube.store.chunkwrite import write_array, writes_straight
+from cube.store.chunkwrite import write_chunks, write_metadata, writes_straight
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.layout import CHUNK_COMPRESSORS
 from cube.store.locks import read_write_seqs, runs_written_since
@@ -299,23 +300,32 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
 def _write_group(folder: Path, out: xr.Dataset) -> None:
     """`out` as a new v3 store at `folder`, file for file as ``out.to_zarr`` writes it with `_cache_encoding`:
     the labels and attributes through xarray, the per-cell numbers (`CACHE_COMPRESSORS`, plain variables)
-    straight to their chunk files (`cube.store.chunkwrite`; about half the CPU time of the write)."""
+    straight to their chunk files (`cube.store.chunkwrite`; about half the CPU time of the write), by a second
+    thread while zarr writes their metadata (zarr's event loop and Blosc both let the other run)."""
     encoding = _cache_encoding(out)
-    straight = [v for v in out.data_vars if encoding[v].get("compressors") is CACHE_COMPRESSORS and not out[v].attrs
-                and writes_straight(CACHE_COMPRESSORS, out[v].values)]
-    rest = out.drop_vars(straight)
+    straight = {v: _straight_spec(out[v], encoding[v]) for v in out.data_vars
+                if encoding[v].get("compressors") is CACHE_COMPRESSORS and not out[v].attrs
+                and writes_straight(CACHE_COMPRESSORS, out[v].values)}
+    rest = out.drop_vars(list(straight))
     rest.to_zarr(folder, mode="w", consolidated=False, encoding={v: encoding[v] for v in rest.variables},
-                 zarr_format=3, write_empty_chunks=True)
-    group = zarr.open_group(str(folder), mode="a", zarr_format=3)
-    for v in straight:
-        values = out[v].values
-        attributes, fill = {}, 0
-        if values.dtype.kind == "f":  # xarray's CF fill value for floats: NaN, an attribute too
-            fill = np.nan
-            attributes["_FillValue"] = base64.standard_b64encode(np.array(fill, values.dtype).tobytes()).decode()
-        write_array(group, folder, v, values, dims=out[v].dims, chunks=encoding[v]["chunks"],
-                    compressors=CACHE_COMPRESSORS, fill_value=fill, attributes=attributes,
-                    separator=encoding[v]["chunk_key_encoding"]["separator"])
+                 zarr_format=3, write_empty_chunks=True)  # first: mode "w" empties the folder
+    with ThreadPoolExecutor(1, thread_name_prefix="saferl-cache-chunks") as pool:
+        chunks = pool.submit(lambda: [write_chunks(folder, v, out[v].values, **spec) for v, (spec, _) in
+                                      straight.items()])
+        group = zarr.open_group(str(folder), mode="a", zarr_format=3)
+        for v, (spec, attributes) in straight.items():
+            write_metadata(group, v, out[v].values, dims=out[v].dims, attributes=attributes, **spec)
+        chunks.result()
+
+
+def _straight_spec(array: xr.DataArray, encoding: Mapping) -> tuple[dict, dict]:
+    """(chunks, compressors, fill value and key separator of a cache array written straight, its attributes)."""
+    attributes, fill = {}, 0
+    if array.dtype.kind == "f":  # xarray's CF fill value for floats: NaN, an attribute too
+        fill = np.nan
+        attributes["_FillValue"] = base64.standard_b64encode(np.array(fill, array.dtype).tobytes()).decode()
+    return ({"chunks": encoding["chunks"], "compressors": CACHE_COMPRESSORS, "fill_value": fill,
+             "separator": encoding["chunk_key_encoding"]["separator"]}, attributes)
 
 
 def _settled_of(attrs: Mapping[str, str]) -> int:
