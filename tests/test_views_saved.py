@@ -54,6 +54,20 @@ def run(app, scenario, size=SIZE):
     return asyncio.run(go())
 
 
+def record_notifications(app, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every message notified from now on, kept as it is posted: a notification expires after its timeout
+    (seconds), which a busy CI can pass before the test reads the app's list."""
+    said: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, *args, **kwargs):
+        said.append(message)
+        return notify(message, *args, **kwargs)
+
+    monkeypatch.setattr(app, "notify", recording)
+    return said
+
+
 async def press(pilot: Pilot, *keys: str) -> None:
     for k in keys:
         await pilot.press(k)
@@ -204,18 +218,17 @@ def test_render_equals_the_tuis_export_for_every_view_and_format(view_id: str, c
     async def scenario(pilot: Pilot, screen: MainScreen) -> tuple[list[str], list[str]]:
         await press(pilot, VIEW_KEYS[view_id], "S", "e")
         written = list(pilot.app.last_export)
-        shown = {id(n) for n in pilot.app._notifications}
+        said = record_notifications(pilot.app, monkeypatch)
         await press(pilot, "P")
         if view_id not in NO_FIGURE:
             written += list(pilot.app.last_export)
-        said = [n.message for n in pilot.app._notifications if id(n) not in shown]
         return written, said
 
     files, said = run(build_app(cube_path, boot=BOOT, export_dir=exports, clock=lambda: AT), scenario)
     (saved,) = exports.glob(f"{view_id}_*{SUFFIX}")
     tui_files = [Path(f) for f in files if not f.endswith(SUFFIX)]
     formats = {".csv", ".tex"} | (set() if view_id in NO_FIGURE else {".pdf"})
-    assert {f.suffix for f in tui_files} == formats
+    assert {f.suffix for f in tui_files} == formats, said
     if view_id in NO_FIGURE:
         assert any(m.startswith(f"no figure for view {view_id!r}") and "\n" not in m for m in said), said
     out = tmp_path / "headless"
