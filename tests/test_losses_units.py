@@ -52,6 +52,39 @@ def test_focops_crax_loss_differentiates_the_batch_factor() -> None:
     assert grad[1] == pytest.approx(want, rel=1e-4)
 
 
+def test_focops_held_kl_factor_keeps_the_value_and_drops_its_gradient() -> None:
+    """loss = "crax_stop_gradient": the same value; d/d rho_1 only the surrogate's -(0.5 / 2) / 0.5 * eta / k."""
+    eta = 0.05
+
+    def loss(ratio: jax.Array, differentiate_kl: bool) -> jax.Array:
+        return L.focops_crax_policy_loss(ratio, jnp.log(ratio), jnp.asarray(ADV_R), jnp.asarray(ADV_C),
+                                         jnp.float32(1.0), 0.5, eta, differentiate_kl=differentiate_kl)
+
+    ratio = jnp.asarray(RATIO)
+    assert float(loss(ratio, False)) == pytest.approx(float(loss(ratio, True)), rel=1e-7)
+    grad = np.asarray(jax.grad(loss)(ratio, False))
+    assert grad[1] == pytest.approx(-(0.5 / 2) / 0.5 * eta / KL, rel=1e-4)
+
+
+def test_focops_crax_loss_raises_the_kl_while_its_surrogate_is_positive() -> None:
+    """Why crax's FOCOPS can run away (tests/test_train_toy.py FOCOPS_NOTE): with every advantage negative
+    the surrogate -mean(rho A) / T is positive, and beyond eta the loss falls as the policy moves away from
+    the old one, so a gradient step raises k; held constant, the step lowers the ratios (the surrogate's
+    own direction) and k with them."""
+    eta = 0.05
+    adv = -jnp.asarray(ADV_R)
+
+    def loss(log_ratio: jax.Array, differentiate_kl: bool) -> jax.Array:
+        return L.focops_crax_policy_loss(jnp.exp(log_ratio), log_ratio, adv, jnp.zeros(2), jnp.float32(0.0), 0.5,
+                                         eta, differentiate_kl=differentiate_kl)
+
+    log_ratio = jnp.log(jnp.asarray(RATIO))  # k = 0.153 > eta
+    for differentiate_kl, kl_rises in ((True, True), (False, False)):
+        stepped = log_ratio - 0.01 * jax.grad(loss)(log_ratio, differentiate_kl)
+        k0, k1 = (float(L.approx_kl(jnp.exp(x), x)) for x in (log_ratio, stepped))
+        assert (k1 > k0) == kl_rises, (differentiate_kl, k0, k1)
+
+
 # rewards (1, 2), values (0.5, 1), V(s_T) = 2, gamma 0.9, lambda 0.5, one env (B = 1)
 ARGS = dict(rewards=jnp.array([[1.0], [2.0]]), values=jnp.array([[0.5], [1.0]]), bootstrap_value=jnp.array([2.0]),
             discount=0.9, lam=0.5)

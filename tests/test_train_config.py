@@ -45,6 +45,8 @@ def test_formulation_defaults_are_crax_and_legacy_is_available(tmp_path: Path) -
     assert variant_label(d) == "crax" and variant_label(config_to_dict(legacy)) == "legacy"
     assert variant_label({"num_envs": 8}) == "legacy"  # a manifest from before the options
     assert variant_label(config_to_dict(with_overrides(c, {"reset": "fresh"}))) == "reset=fresh"
+    held = config_to_dict(with_overrides(c, {"focops": {"loss": "crax_stop_gradient"}}))
+    assert variant_label(held, "focops") == "focops.loss=crax_stop_gradient" and variant_label(held, "ppo") == "crax"
     assert len(LEGACY_OPTIONS) == 7
     p = tmp_path / "c.toml"
     p.write_text('reset = "fresh"\nadvantage = "gae"\n[focops]\nloss = "paper"\n')
@@ -68,7 +70,7 @@ def test_toml_overrides_nested(tmp_path: Path) -> None:
     ("num_envs = 3\n", "multiple of num_envs"),
     ('reset = "auto"\n', "reset must be one of 'replay', 'fresh'"),
     ("reset = 1\n", "reset must be a string"),
-    ('[focops]\nloss = "kl"\n', "focops.loss must be one of 'crax', 'paper'"),
+    ('[focops]\nloss = "kl"\n', "focops.loss must be one of 'crax', 'crax_stop_gradient', 'paper'"),
     ('[p3o]\nviolation = "now"\n', "p3o.violation must be one of"),
 ])
 def test_toml_errors_are_one_line(tmp_path: Path, text: str, match: str) -> None:

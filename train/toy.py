@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from train.config import TrainConfig
 from train.envs import EnvFns
 
 if TYPE_CHECKING:
     import jax
+
+
+TOY_BOUND = 8.0
+"""The toy's cost bound d: a = -0.5 holds it exactly."""
+TOY_CONFIG = TrainConfig(total_env_steps=400 * 64 * 32, episode_length=32, num_envs=64, unroll_length=8,
+                         batch_size=64, num_minibatches=4, num_epochs=4, learning_rate=1e-3, reward_scaling=1.0,
+                         policy_hidden=(16, 16), value_hidden=(32, 32), cost_value_hidden=(32, 32), eval_episodes=16)
+"""400 iterates of 64 episodes: the tests' and `bench/focops_kl.py`'s training run on the toy."""
 
 
 class ToyState(NamedTuple):

@@ -99,12 +99,19 @@ def p3o_crax_policy_loss(ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array, k
 
 
 def focops_crax_policy_loss(ratio: jax.Array, log_ratio: jax.Array, adv_r: jax.Array, adv_c: jax.Array,
-                            nu: jax.Array, temperature: float, kl_threshold: float) -> jax.Array:
+                            nu: jax.Array, temperature: float, kl_threshold: float,
+                            differentiate_kl: bool = True) -> jax.Array:
     """FOCOPS as crax trains it: -mean(rho (A_r - nu A_c) / (1 + nu)) / temperature times a batch factor,
     1 if the minibatch's approximate KL k = mean((rho - 1) - log rho) <= kl_threshold, else
-    kl_threshold / (k + 1e-8) (differentiated, as in crax); no KL term."""
+    kl_threshold / (k + 1e-8); no KL term.
+
+    differentiate_kl: crax differentiates the factor, so while the surrogate -mean(rho A) is positive and
+    k > kl_threshold the gradient raises k without bound (docs/training.md, "FOCOPS's KL factor"); False
+    holds the factor constant (`jax.lax.stop_gradient`): the same value, only the surrogate's gradient."""
     adv = (adv_r - nu * adv_c) / (1.0 + nu)
     kl = approx_kl(ratio, log_ratio)
+    if not differentiate_kl:
+        kl = jax.lax.stop_gradient(kl)
     factor = jnp.where(kl <= kl_threshold, 1.0, kl_threshold / (kl + 1e-8))
     return -jnp.mean(ratio * adv) / temperature * factor
 

@@ -16,9 +16,9 @@ def policy_loss(config: TrainConfig, x: LossInputs) -> jax.Array:
 
     fc = config.focops
     cadv = cost_advantage(config, fc, x.cost_adv)
-    if fc.loss == "crax":
+    if fc.loss in ("crax", "crax_stop_gradient"):
         return L.focops_crax_policy_loss(x.ratio, x.log_ratio, x.adv, cadv, x.multiplier, fc.temperature,
-                                         fc.kl_threshold)
+                                         fc.kl_threshold, differentiate_kl=fc.loss == "crax")
     return L.focops_policy_loss(x.ratio, x.adv, cadv, x.kl, x.multiplier, fc.temperature, fc.kl_threshold)
 
 
