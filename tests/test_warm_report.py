@@ -134,6 +134,30 @@ def test_the_cache_written_straight_is_what_xarray_writes_file_for_file(demo_cop
         assert straight[name] == content or _same_blosc_chunk(straight[name], content), name
 
 
+def test_a_codec_zarr_records_otherwise_leaves_no_cache_and_the_same_statistics(demo_copy: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where zarr would record another Blosc codec than the chunks are written with (`CodecMismatch`), the
+    report's statistics are the same and no cache is left behind, half written or not."""
+    import zarr
+    from numcodecs import Blosc
+
+    from cube.store import chunkwrite
+
+    want = stats.load_suffstats(demo_copy)
+    shutil.rmtree(demo_copy / "_derived")
+    monkeypatch.setattr(chunkwrite, "blosc_codec", lambda compressors, dtype: Blosc(cname="lz4", clevel=9))
+    with pytest.raises(chunkwrite.CodecMismatch):
+        chunkwrite.write_metadata(zarr.open_group(str(demo_copy / "probe"), mode="w", zarr_format=3), "x",
+                                  np.zeros(3), dims=("i",), chunks=(3,), compressors=cache.CACHE_COMPRESSORS,
+                                  fill_value=0, attributes={})
+    got = stats.load_suffstats(demo_copy)
+    cache.wait_for_cache_writes(demo_copy)
+    _same(got.drop_vars("run_status"), want.drop_vars("run_status"))
+    derived = demo_copy / cache.CACHE_GROUP
+    assert not derived.exists()
+    assert not [p.name for p in derived.parent.glob("*") if ".tmp-" in p.name]
+
+
 def _same_blosc_chunk(a: object, b: object) -> bool:
     """Two chunk files of the same values: each a Blosc frame with its CRC-32C, decoding to the same bytes. Blosc
     splits a frame's blocks or not by the call zarr's codec takes, which depends on the calling thread (numcodecs

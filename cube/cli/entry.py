@@ -68,7 +68,7 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
     so help and errors list every command."""
     plugins = command_plugins()
     command = argv[0] if argv else ""
-    named = [ep for ep in plugins if ep.name == command and not command.startswith("-")]
+    named = [ep for ep in plugins if ep.name == command]
     if named:
         parser, commands = _parser_and_commands(named)
         if command in commands:

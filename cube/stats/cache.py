@@ -56,7 +56,7 @@ from cube.stats.fingerprint import (  # noqa: F401 - the cache's keys, named her
 )
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.chunkfiles import read_array
-from cube.store.chunkwrite import write_chunks, write_metadata, writes_straight
+from cube.store.chunkwrite import CodecMismatch, write_chunks, write_metadata, writes_straight
 from cube.store.fs import pid_alive, refuse_links, side_folder
 from cube.store.layout import CHUNK_COMPRESSORS
 from cube.store.locks import read_write_seqs, runs_written_since
@@ -290,7 +290,7 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
             if target.exists():
                 os.replace(target, trash)
             os.replace(tmp, target)
-        except OSError:
+        except (OSError, CodecMismatch):  # the cache stays as it was; the statistics are computed again
             pass
         finally:
             for leftover in (tmp, trash):

@@ -24,6 +24,11 @@ SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 """numcodecs' Blosc shuffle codes by the names of zarr's `BloscCodec`."""
 
 
+class CodecMismatch(ValueError):
+    """zarr stores a Blosc codec other than the one `write_chunks` compresses with: the chunk files written
+    straight would not read back (a zarr or numcodecs version that changed how it records the codec)."""
+
+
 def writes_straight(compressors: Sequence[Any], values: np.ndarray) -> bool:
     """Whether `write_metadata` and `write_chunks` write an array of `values` with `compressors`: Blosc then the
     CRC-32C, a numeric little-endian dtype (anything else goes through zarr)."""
@@ -36,7 +41,7 @@ def write_metadata(group: zarr.Group, name: str, values: np.ndarray, *, dims: Se
                    compressors: Sequence[Any], fill_value: Any, attributes: Mapping[str, Any],
                    separator: str = "/") -> None:
     """The metadata (``zarr.json``) of array `name` of `values`' shape and dtype in the local v3 `group`, written
-    by zarr; its chunk files are `write_chunks`'s, before or after. Raises ValueError where zarr stores a Blosc
+    by zarr; its chunk files are `write_chunks`'s, before or after. Raises CodecMismatch where zarr stores a Blosc
     codec other than the one `write_chunks` compresses with (`blosc_codec`)."""
     array = group.create_array(name, shape=values.shape, chunks=tuple(chunks), dtype=values.dtype,
                                fill_value=fill_value, dimension_names=tuple(dims), compressors=compressors,
@@ -44,7 +49,7 @@ def write_metadata(group: zarr.Group, name: str, values: np.ndarray, *, dims: Se
                                chunk_key_encoding={"name": "default", "separator": separator})
     stored = next(c for c in array.metadata.codecs if isinstance(c, BloscCodec))
     if _numcodecs_blosc(stored, stored.typesize).get_config() != blosc_codec(compressors, values.dtype).get_config():
-        raise ValueError(f"zarr stores {name} with {stored}, not the codec its chunks were written with")
+        raise CodecMismatch(f"zarr stores {name} with {stored}, not the codec its chunks were written with")
 
 
 def blosc_codec(compressors: Sequence[Any], dtype: np.dtype) -> Any:
