@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from cube.errors import CubeError
 
-if TYPE_CHECKING:  # xarray only in annotations: the command line parses its arguments without it
+if TYPE_CHECKING:  # numpy and xarray only in annotations here: the command line starts without them (0.1 s)
+    import numpy as np
     import xarray as xr
 
 SCHEMA_VERSION = 1
@@ -93,6 +92,8 @@ class RunKey:
     def at(cls, labels: Any, index: Any) -> RunKey:
         """The key of the run at `index` (its positions along RUN_DIMS) of a grid whose labels per run
         dim are `labels` (a mapping dim -> labels, e.g. a Dataset or a dict of arrays)."""
+        import numpy as np
+
         algo, task, bound, seed = (np.asarray(labels[d])[int(i)] for d, i in zip(RUN_DIMS, index, strict=True))
         return cls(str(algo), str(task), float(bound), int(seed))
 
@@ -174,6 +175,8 @@ MAX_SEED = 2**63 - 1
 def seed_label(value: Any) -> int:
     """A seed label as a Python int: an integer (or an integral number) in 0..MAX_SEED; CubeError (one line
     naming the value and the limit) for anything else, before it could wrap around in an int64."""
+    import numpy as np
+
     if isinstance(value, bool | np.bool_):
         raise CubeError(f"seed {value!r} is not an integer; seeds are integers in 0..{MAX_SEED}")
     try:
@@ -195,6 +198,8 @@ def same_bound(labels: Any, value: Any) -> np.ndarray:
     """Elementwise: which of the bound `labels` are the bound `value` (to BOUND_RTOL); `value` is one
     bound or an array broadcast against `labels` (two label arrays of one shape compared pairwise). The
     one comparison of bounds: every reader, writer and parser of bound labels goes through it."""
+    import numpy as np
+
     return np.isclose(np.asarray(labels, dtype=np.float64), np.asarray(value, dtype=np.float64),
                       rtol=BOUND_RTOL, atol=0.0)
 
@@ -216,12 +221,29 @@ class EpisodeRule:
         return f"{n} {self.plural}"
 
 
+def _cost_nan_where_reward(reward: Any, cost: Any) -> Any:
+    import numpy as np
+
+    return np.isnan(cost) & ~np.isnan(reward)
+
+
+def _cost_infinite(reward: Any, cost: Any) -> Any:
+    import numpy as np
+
+    return np.isinf(cost)
+
+
+def _reward_infinite(reward: Any, cost: Any) -> Any:
+    import numpy as np
+
+    return np.isinf(reward)
+
+
 EPISODE_RULES: tuple[EpisodeRule, ...] = (
-    EpisodeRule("cost NaN where reward present", "NaN cost(s) of episodes with a reward",
-                lambda reward, cost: np.isnan(cost) & ~np.isnan(reward)),
+    EpisodeRule("cost NaN where reward present", "NaN cost(s) of episodes with a reward", _cost_nan_where_reward),
     EpisodeRule("negative cost", "negative cost(s)", lambda reward, cost: cost < 0),
-    EpisodeRule("infinite cost", "infinite cost(s)", lambda reward, cost: np.isinf(cost)),
-    EpisodeRule("infinite reward", "infinite reward(s)", lambda reward, cost: np.isinf(reward)),
+    EpisodeRule("infinite cost", "infinite cost(s)", _cost_infinite),
+    EpisodeRule("infinite reward", "infinite reward(s)", _reward_infinite),
 )
 """The valid-episode rule, in the order problems are reported; used by every writer, importer, the
 statistics pass and validate."""
@@ -231,6 +253,8 @@ EPISODE_RULE_HINT = "costs must be finite and >= 0 for every episode, rewards fi
 def first_broken_episode(reward: Any, cost: Any) -> tuple[EpisodeRule, Any] | None:
     """The first rule that some episodes of numpy arrays `reward`, `cost` break, and its mask; None if
     all are valid."""
+    import numpy as np
+
     for rule in EPISODE_RULES:
         mask = np.asarray(rule.mask(reward, cost))
         if mask.any():
@@ -244,6 +268,8 @@ def final_iterate(counts: np.ndarray) -> np.ndarray:
     ``counts`` has the iterate axis last (episode counts per iterate); returns an int array of the
     leading shape, -1 where a run has no episode at all.
     """
+    import numpy as np
+
     has = np.asarray(counts) > 0
     last = has.shape[-1] - 1 - np.argmax(has[..., ::-1], axis=-1)
     return np.where(has.any(axis=-1), last, -1)
@@ -252,11 +278,15 @@ def final_iterate(counts: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------- the contract as checks and canonical form
 def as_str_array(values: Any) -> np.ndarray:
     """Labels as a plain numpy unicode array (zarr 3 and xarray may hand back numpy StringDType)."""
+    import numpy as np
+
     return np.array([str(v) for v in np.asarray(values).tolist()], dtype=str)
 
 
 def as_bool(value: Any) -> bool:
     """An attribute read back as a bool (netCDF stores booleans as 0/1, some tools as strings)."""
+    import numpy as np
+
     if isinstance(value, str):
         return value.strip().lower() in ("1", "true", "yes")
     return bool(np.asarray(value).item())
@@ -264,6 +294,8 @@ def as_bool(value: Any) -> bool:
 
 def normalise(ds: xr.Dataset) -> xr.Dataset:
     """Plain numpy string labels, float bounds, int seeds/iterates, dims in the schema's order."""
+    import numpy as np
+
     fixed = {}
     for dim in ("algo", "task", "mode"):
         fixed[dim] = as_str_array(ds[dim].values)
@@ -285,6 +317,8 @@ def normalise(ds: xr.Dataset) -> xr.Dataset:
 def schema_version_problems(attrs: Mapping[str, Any]) -> list[str]:
     """A problem line when a store's `saferl_schema_version` is one this saferl does not read (a later
     version, or not a version at all); none for foreign cubes, which carry none."""
+    import numpy as np
+
     if "saferl_schema_version" not in attrs:
         return []
     version = attrs["saferl_schema_version"]
@@ -297,6 +331,8 @@ def schema_version_problems(attrs: Mapping[str, Any]) -> list[str]:
 
 def structure_problems(ds: xr.Dataset) -> list[str]:
     """Contract violations visible without reading data: dims, variables, dtypes, labels."""
+    import numpy as np
+
     problems = schema_version_problems(ds.attrs)
     for dim in DIMS:
         if dim not in ds.dims:
@@ -333,6 +369,8 @@ def structure_problems(ds: xr.Dataset) -> list[str]:
 
 
 def label_problems(dim: str, values: np.ndarray) -> list[str]:
+    import numpy as np
+
     problems = []
     as_list = [str(v) for v in values.tolist()] if values.dtype.kind in "OUST" else values.tolist()
     seen, dupes = set(), []

@@ -23,11 +23,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube.errors import CubeError
-from cube.io.sourcefiles import ImportedRun
 from cube.schema import MEANS_KEY
+
+if TYPE_CHECKING:  # in annotations only: `saferl import --help` loads no numpy
+    from cube.io.sourcefiles import ImportedRun
 
 CONVENTIONS_KEY = "conventions"
 """Run-manifest key: name -> {"value": str, "from": str}."""

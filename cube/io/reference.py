@@ -24,12 +24,10 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from cube.errors import CubeError
 from cube.schema import same_bound
 
-if TYPE_CHECKING:  # xarray loads when a reference is built (`saferl --help` lists REFERENCES without it)
+if TYPE_CHECKING:  # numpy and xarray load when a reference is built (`saferl --help` lists REFERENCES without them)
     import xarray as xr
 
 __all__ = ["REFERENCES", "Reference", "load_reference", "METRICS", "SETTINGS", "CONDITION_VARS", "AGGREGATE_VARS"]
@@ -139,6 +137,8 @@ def _labels(raw: Mapping[str, Any]) -> tuple[list[str], list[str], list[float]]:
 
 
 def _index(labels: Sequence, value, what: str) -> int:
+    import numpy as np
+
     if isinstance(value, float):
         hits = list(np.flatnonzero(same_bound(labels, value)))
     else:
@@ -150,6 +150,7 @@ def _index(labels: Sequence, value, what: str) -> int:
 
 def _conditions(raw: Mapping[str, Any], tables: Mapping[str, Mapping], attrs: dict) -> xr.Dataset:
     """The per-condition tables as one condition table (algo, task, bound, setting)."""
+    import numpy as np
     import xarray as xr
 
     algos, tasks, bounds = _labels(raw)
@@ -202,6 +203,7 @@ def _aggregate_of(raw: Mapping[str, Any], chosen: Sequence[Mapping], attrs: dict
     """Aggregate-shaped Dataset (algo, setting, metric) of printed aggregate tables; only setting `keep` if given.
 
     A row's metric is a number (IQM; CIs NaN) or [IQM, ci_low, ci_high]."""
+    import numpy as np
     import xarray as xr
 
     raw_algos = list(raw["algos"])

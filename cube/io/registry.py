@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cube.errors import CubeError, CubeWarning
 from cube.io.conventions import settle_conventions
-from cube.io.sourcefiles import ImportedRun, bound_value, seed_value
 from cube.schema import RunKey
+
+if TYPE_CHECKING:  # numpy loads with the readers: `saferl import --help` lists the formats without it
+    from cube.io.sourcefiles import ImportedRun
 
 IMPORTER_GROUP = "saferl.importers"
 """Entry-point group of the formats of `saferl import` (each entry: an `Importer` record)."""
@@ -141,6 +143,8 @@ def importer(name: str) -> Importer:
 
 def checked_labels(labels: dict[str, Any]) -> dict[str, Any]:
     """The labels given on the command line (None = not given), bound and seed checked."""
+    from cube.io.sourcefiles import bound_value, seed_value
+
     out = {k: labels.get(k) for k in LABELS}
     if out["seed"] is not None:
         out["seed"] = seed_value(out["seed"], "--seed")

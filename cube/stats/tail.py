@@ -25,10 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from fractions import Fraction
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from cube.errors import CubeError
+
+if TYPE_CHECKING:  # numpy loads with the table: `saferl report --help` reads the alphas without it
+    import numpy as np
 
 DEFAULT_CVAR_ALPHA = 0.1
 """The alpha of the CVaR metric when none is chosen (`--cvar-alpha`)."""
@@ -61,6 +63,8 @@ def tail_table(alphas: Sequence[float], n_max: int) -> tuple[np.ndarray, np.ndar
     (0 for N = 0) and alpha N (A, n_max + 1) float64, both from alpha read as its decimal (`Fraction(repr)`)."""
     key = (tuple(float(a) for a in alphas), int(n_max))
     if key not in _TABLES:
+        import numpy as np
+
         k = np.zeros((len(alphas), n_max + 1), dtype=np.int64)
         an = np.zeros((len(alphas), n_max + 1), dtype=np.float64)
         for i, alpha in enumerate(key[0]):
