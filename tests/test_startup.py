@@ -85,6 +85,18 @@ def test_a_command_loads_only_the_plugin_named_after_it_or_all_of_them(argv: lis
     assert f"usage: saferl {argv[0]}" in eval(lines[1])  # noqa: S307
 
 
+def test_the_top_level_help_loads_no_importer_and_the_import_help_lists_every_format() -> None:
+    """The import formats' sub-parsers are added when `saferl import` is parsed (`CommandParser.defer`):
+    `saferl --help` loads no importer and no numpy; `saferl import --help` still lists every format."""
+    for argv, loaded, shown in ((["--help"], "False", "import    read other tools"),
+                                (["import", "--help"], "True", "omnisafe")):
+        code = COMMAND_PROBE.format(argv=argv)
+        lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                               timeout=120).stdout.splitlines()
+        assert lines[2] == loaded, (argv, "numpy loaded" if loaded == "False" else "numpy not loaded")
+        assert shown in eval(lines[1]), argv  # noqa: S307 - our own probe's text
+
+
 def test_help_and_a_mistyped_command_still_list_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     from cube.cli.entry import main
 

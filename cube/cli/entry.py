@@ -13,13 +13,44 @@ import argparse
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import EntryPoint, entry_points
 
 from cube.cli.console import err_console, print_error, show_cube_warnings
 from cube.errors import CubeError
 
 COMMAND_GROUP = "saferl.commands"  # entry-point group of subcommand plugins
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of one subcommand. Its plugin may `defer` adding arguments that take modules to describe (the
+    import formats: every importer and numpy) until the command is parsed or its help shown, so that ``saferl
+    --help`` and the other commands load none of them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.deferred: list[Callable[[argparse.ArgumentParser], None]] = []
+
+    def defer(self, add_arguments: Callable[[argparse.ArgumentParser], None]) -> None:
+        """Call `add_arguments(self)` before this parser first parses or formats its help or usage."""
+        self.deferred.append(add_arguments)
+
+    def complete(self) -> None:
+        """Add the deferred arguments now (once)."""
+        while self.deferred:
+            self.deferred.pop(0)(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.complete()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.complete()
+        return super().format_help()
+
+    def format_usage(self) -> str:
+        self.complete()
+        return super().format_usage()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +79,7 @@ def _parser_and_commands(plugins: Sequence[EntryPoint]) -> tuple[argparse.Argume
     parser = argparse.ArgumentParser(
         prog="saferl", description="Evaluation suite for safe RL: results cube, paper metrics, training."
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=CommandParser)
     if not plugins:
         raise CubeError(f"no saferl commands are installed (entry-point group {COMMAND_GROUP!r} is empty): "
                         "install the package, e.g. pip install -e .")
