@@ -12,7 +12,6 @@ fetched and not yet read; a cube whose episode arrays are larger than `PREFETCH_
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import math
 from collections.abc import Sequence
@@ -107,6 +106,8 @@ def prefetch_small(url: str, store: Any, meta: dict[str, Any]) -> None:
     """Read, concurrently in one batch, every one-chunk array of the snapshot (coordinates, per-run arrays
     written whole by `saferl publish`) named in its consolidated root metadata `meta`: opening it then costs
     one round trip for them all instead of one per array."""
+    import asyncio  # with zarr, here: `saferl --help` loads neither
+
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
@@ -135,6 +136,8 @@ def prefetch_chunks(url: str, store: Any, meta: dict[str, Any], names: Sequence[
     `url` (its consolidated root metadata `meta`), `PREFETCH_CONCURRENCY` at a time, in the background on zarr's
     event loop; the reads of a pass then find them fetched or in flight. Returns how many were started (0: no
     consolidated metadata, or more than `PREFETCH_BYTES`)."""
+    import asyncio
+
     import numpy as np
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
