@@ -71,8 +71,10 @@ def stratified_bootstrap_weights(k: np.ndarray, kmax: int, boot: int, rng: np.ra
     """
     p = k.size
     u = rng.random((boot, p, kmax))
-    idx = np.minimum((u * k[None, :, None]).astype(np.int64), k[None, :, None] - 1)
-    idx += (np.arange(boot * p) * kmax).reshape(boot, p, 1)
+    u *= k[None, :, None]  # in place: the draws are made once per replicate and stratum, the largest arrays here
+    idx = u.astype(np.intp)
+    np.minimum(idx, k[None, :, None] - 1, out=idx)
+    idx += (np.arange(boot * p, dtype=np.intp) * kmax).reshape(boot, p, 1)
     flat = idx.ravel() if np.all(k == kmax) else idx[np.broadcast_to(np.arange(kmax) < k[:, None], idx.shape)]
     return np.bincount(flat, minlength=boot * p * kmax).reshape(boot, p, kmax).astype(np.float64)
 

@@ -25,6 +25,7 @@ is a link (it would make the cache write, and delete, outside the store).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -36,11 +37,10 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
-import zarr
-from zarr.codecs import BloscCodec, Crc32cCodec
 
 from cube.errors import CubeError, CubeWarning
 from cube.schema import RUN_DIMS
@@ -56,16 +56,19 @@ from cube.stats.fingerprint import (  # noqa: F401 - the cache's keys, named her
 )
 from cube.stats.suffvars import ALPHA_DIM, CELL_DIMS, STATS_VARS
 from cube.store.chunkfiles import read_array
-from cube.store.chunkwrite import CodecMismatch, write_chunks, write_metadata, writes_straight
 from cube.store.fs import pid_alive, refuse_links, side_folder
-from cube.store.layout import CHUNK_COMPRESSORS
 from cube.store.locks import read_write_seqs, runs_written_since
+
+if TYPE_CHECKING:  # zarr loads where a cache is written or judged the slow way: a warm report reads without it
+    import zarr
 
 CACHE_GROUP = "_derived/suffstats"
 CACHE_LOCK = "_derived/.suffstats.lock"
 SUFFSTATS_VERSION = 3
 """1: sums added pairwise (numpy); 2: in episode order, by both kernels (`cube.stats.fused`); 3: with the CVaRs
 (`cvar_c`, dim `cvar_alpha`). A cache of another version is of another grid: recomputed, never misread."""
+
+
 class CacheWarning(CubeWarning, StatsWarning):
     """The statistics cache did not verify (or sits behind a link) and is not used (a StatsWarning too, so the
     commands that show the statistics' warnings show it)."""
@@ -186,6 +189,8 @@ def _cache_from_files(folder: Path) -> xr.Dataset | None:
 
 def _cache_present(path: Path) -> bool:
     """Whether the store has a cache group (readable or not: one that does not read is reported, then recomputed)."""
+    import zarr
+
     try:
         zarr.open_group(str(path / CACHE_GROUP), mode="r")
     except FileNotFoundError:
@@ -198,6 +203,8 @@ def _cache_present(path: Path) -> bool:
 def layout_written(path: Path) -> bool:
     """Whether the cache's metadata reads and says it was written with checks (older caches were not)."""
     try:
+        import zarr
+
         return "layout" in zarr.open_group(str(path / CACHE_GROUP), mode="r").attrs
     except Exception:  # noqa: BLE001 - metadata that does not read: a cache written with checks, now damaged
         return True
@@ -232,15 +239,17 @@ def _cache_encoding(out: xr.Dataset) -> dict[str, dict]:
     """One chunk per condition (algo, task, bound: all seeds, iterates and modes): few, large chunks read back
     several times faster than zarr's default, and a patch of a few runs rewrites few of them. Every chunk is
     checksummed and written (none left to a fill value in metadata that is not). The per-cell numbers are
-    byte-shuffled Blosc-LZ4 (`CACHE_COMPRESSORS`), labels zstd; their chunk files lie side by side in the
+    byte-shuffled Blosc-LZ4 (`cache_compressors`), labels zstd; their chunk files lie side by side in the
     array's folder (`CACHE_KEYS`)."""
+    from cube.store.layout import CHUNK_COMPRESSORS
+
     enc: dict[str, dict] = {v: {"compressors": CHUNK_COMPRESSORS} for v in out.variables}
     for v in out.data_vars:
         if out[v].ndim >= len(RUN_DIMS) and out[v].dims[: len(RUN_DIMS)] == RUN_DIMS:
             enc[v]["chunks"] = (1, 1, 1, *out[v].shape[3:])
             enc[v]["chunk_key_encoding"] = CACHE_KEYS
             if out[v].dtype.kind in "biuf":
-                enc[v]["compressors"] = CACHE_COMPRESSORS
+                enc[v]["compressors"] = cache_compressors()
     return enc
 
 
@@ -250,9 +259,14 @@ zarr's default (``c/0/1/2/0/0/0``) makes a folder for every level: 1,441 folders
 paper-scale cache, each created, and deleted with the cache it replaces (docs/performance.md, seventh round)."""
 
 
-CACHE_COMPRESSORS = (BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec())
-"""The codec of the cache's numbers (about 200 MB of CDF counts at paper scale): about twice as fast as zstd
-to write and to read back (bench/codec_sweep.py on episode data), the CRC-32C kept; typesize from the dtype."""
+@functools.cache
+def cache_compressors() -> tuple:
+    """The codecs of the cache's numbers (about 200 MB of CDF counts at paper scale): about twice as fast as zstd to
+    write and to read back (bench/codec_sweep.py on episode data), the CRC-32C kept; typesize from the dtype. One
+    tuple, built once: zarr loads with the first cache written, not with a report that reads one."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
+
+    return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec()
 
 
 def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.ndarray | None,
@@ -266,6 +280,8 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
     store's writers move it), not every run's files. Best effort: a read-only store just leaves the cache
     as it is.
     """
+    from cube.store.chunkwrite import CodecMismatch  # the writing modules (and zarr) load with a write
+
     out = ss.drop_vars(["run_status", "run_fp"], errors="ignore")
     for name in ("algo", "task", "mode"):
         out[name] = out[name].astype(object)
@@ -299,16 +315,22 @@ def write_cache(path: Path, ss: xr.Dataset, attrs: dict[str, str], run_fp: np.nd
 
 def _write_group(folder: Path, out: xr.Dataset) -> None:
     """`out` as a new v3 store at `folder`, file for file as ``out.to_zarr`` writes it with `_cache_encoding`:
-    the labels and attributes through xarray, the per-cell numbers (`CACHE_COMPRESSORS`, plain variables)
+    the labels and attributes through xarray, the per-cell numbers (`cache_compressors`, plain variables)
     straight to their chunk files (`cube.store.chunkwrite`; about half the CPU time of the write), by a second
     thread while zarr writes their metadata (zarr's event loop and Blosc both let the other run)."""
+    from cube.store.chunkwrite import writes_straight
+
     encoding = _cache_encoding(out)
     straight = {v: _straight_spec(out[v], encoding[v]) for v in out.data_vars
-                if encoding[v].get("compressors") is CACHE_COMPRESSORS and not out[v].attrs
-                and writes_straight(CACHE_COMPRESSORS, out[v].values)}
+                if encoding[v].get("compressors") is cache_compressors() and not out[v].attrs
+                and writes_straight(cache_compressors(), out[v].values)}
     rest = out.drop_vars(list(straight))
     rest.to_zarr(folder, mode="w", consolidated=False, encoding={v: encoding[v] for v in rest.variables},
                  zarr_format=3, write_empty_chunks=True)  # first: mode "w" empties the folder
+    import zarr
+
+    from cube.store.chunkwrite import write_chunks, write_metadata
+
     with ThreadPoolExecutor(1, thread_name_prefix="saferl-cache-chunks") as pool:
         chunks = pool.submit(lambda: [write_chunks(folder, v, out[v].values, **spec) for v, (spec, _) in
                                       straight.items()])
@@ -324,7 +346,7 @@ def _straight_spec(array: xr.DataArray, encoding: Mapping) -> tuple[dict, dict]:
     if array.dtype.kind == "f":  # xarray's CF fill value for floats: NaN, an attribute too
         fill = np.nan
         attributes["_FillValue"] = base64.standard_b64encode(np.array(fill, array.dtype).tobytes()).decode()
-    return ({"chunks": encoding["chunks"], "compressors": CACHE_COMPRESSORS, "fill_value": fill,
+    return ({"chunks": encoding["chunks"], "compressors": cache_compressors(), "fill_value": fill,
              "separator": encoding["chunk_key_encoding"]["separator"]}, attributes)
 
 
@@ -385,6 +407,8 @@ def _open_cache(path: Path, grid: str | None, alphas: np.ndarray) -> zarr.Group 
     """The cache on disk as zarr arrays when it is of grid `grid`, holds the CVaRs of `alphas` (no more, no
     fewer) and keeps run fingerprints, else None."""
     try:
+        import zarr
+
         group = zarr.open_group(path / CACHE_GROUP, mode="r+")
         if grid is None or group.attrs.get("grid") != grid or "run_fp" not in group:
             return None

@@ -5,19 +5,22 @@ of the stat keys of its reward and cost chunk files (`RunChunks`), the tail of t
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
-import zarr
 
 from cube.schema import RUN_DIMS
-from cube.store.chunking import Observed, layout_of
+from cube.store.chunking import Observed, layout_of_document
 from cube.store.grid import Sizes
 from cube.store.locks import read_write_seqs
+
+if TYPE_CHECKING:  # in type hints only
+    import xarray as xr
 
 UNKNOWN_FP = np.uint64(0)
 """The fingerprint of a run whose cached statistics are of no known data (never equal to a real one but
@@ -73,9 +76,9 @@ def _key_of(st: os.stat_result, settled: int, tail: Callable[[], bytes]) -> byte
 class RunChunks:
     """Where a store keeps each run's reward and cost: one chunk file per run and array (stores before issue 37),
     or a chunk file per mode and block of iterates (`cube.store.chunking`; absent ones count as absent),
-    located through zarr's own metadata of the two arrays (their chunk grid and chunk-key encoding). The one
-    place the cache looks at a store's chunk files (to fingerprint them); `run_chunks` makes one where every
-    chunk holds one run."""
+    located through the two arrays' metadata documents (their chunk grid and chunk-key encoding, as zarr reads
+    them). The one place the cache looks at a store's chunk files (to fingerprint them); `run_chunks` makes one
+    where every chunk holds one run."""
 
     def __init__(self, path: Path, keys: Mapping[str, Callable[[tuple[int, ...]], str]],
                  blocks: tuple[int, int] = (1, 1)) -> None:
@@ -153,25 +156,43 @@ def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks 
     """The store's `RunChunks` when reward and cost are stored one run per chunk (unsharded, dims in the cube's
     order, each chunk holding all iterates, episodes and modes of the grid `sizes` (dim -> length; None: not
     checked), or all episode slots of one mode (`cube.store.chunking`)); None otherwise, or when the arrays'
-    metadata does not read."""
+    metadata does not read. Read from their ``zarr.json`` documents (no zarr: a cached report loads none)."""
     keys, blocks = {}, (1, 1)
     try:
-        group = zarr.open_group(str(path), mode="r")
         for name in ("reward", "cost"):
-            meta = group[name].metadata
-            shape = list(meta.chunk_grid.chunk_shape)
-            full = list(meta.shape[4:]) if sizes is None else [int(sizes[d]) for d in ("iterate", "episode", "mode")]
-            if layout_of(meta) is not None and shape[5] == full[1]:  # a chunk per mode and block of iterates
-                blocks = (-(-int(meta.shape[4]) // shape[4]), int(meta.shape[6]))
+            meta = json.loads((Path(path) / name / "zarr.json").read_bytes())
+            if meta.get("zarr_format") != 3 or meta.get("node_type") != "array" or \
+                    meta["chunk_grid"].get("name") != "regular":
+                return None
+            shape = [int(n) for n in meta["chunk_grid"]["configuration"]["chunk_shape"]]
+            full = [int(n) for n in meta["shape"][4:]] if sizes is None else \
+                [int(sizes[d]) for d in ("iterate", "episode", "mode")]
+            if layout_of_document(meta) is not None and shape[5] == full[1]:  # a chunk per mode and iterate block
+                blocks = (-(-int(meta["shape"][4]) // shape[4]), int(meta["shape"][6]))
             elif shape[4:] != (full if sizes is not None else shape[4:]):
                 return None
-            if (shape[:4] != [1, 1, 1, 1] or meta.shards is not None
-                    or tuple(meta.dimension_names or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
+            sharded = any(c.get("name") == "sharding_indexed" for c in meta["codecs"])
+            if (shape[:4] != [1, 1, 1, 1] or sharded
+                    or tuple(meta.get("dimension_names") or ()) != (*RUN_DIMS, "iterate", "episode", "mode")):
                 return None
-            keys[name] = meta.encode_chunk_key
+            keys[name] = chunk_key_encoder(meta["chunk_key_encoding"])
     except Exception:  # noqa: BLE001 - no v3 arrays there (a netCDF file, a foreign store): not one run per chunk
         return None
     return RunChunks(Path(path), keys, blocks)
+
+
+def chunk_key_encoder(encoding: Mapping[str, Any]) -> Callable[[tuple[int, ...]], str]:
+    """A chunk's key from its grid position, as zarr encodes it for a v3 `chunk_key_encoding` ("default": c/1/2,
+    "v2": 1.2); ValueError for another encoding."""
+    name = encoding["name"] if isinstance(encoding, Mapping) else encoding
+    separator = ((encoding.get("configuration") or {}) if isinstance(encoding, Mapping) else {}).get("separator")
+    if name == "default":
+        sep = separator or "/"
+        return lambda index: sep.join(("c", *map(str, index)))
+    if name == "v2":
+        sep = separator or "."
+        return lambda index: sep.join(map(str, index)) if index else "0"
+    raise ValueError(f"chunk key encoding {name!r}")
 
 
 def run_fingerprints(path: Path, ds: xr.Dataset, settled: int = -1) -> np.ndarray | None:

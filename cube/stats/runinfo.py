@@ -4,6 +4,7 @@ own while the pass runs), means-only flags and the synthetic flag (`cube.stats.s
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,6 +18,7 @@ from cube.stats.cache import STATUS_CACHE, cache_folder_ok
 from cube.stats.fingerprint import files_fingerprint
 from cube.store.chunkfiles import read_run_array
 from cube.store.damage import reading_store
+from cube.store.direct import array_dtype, cut_shape
 from cube.store.fs import side_folder
 from cube.store.grid import open_view
 
@@ -60,16 +62,19 @@ def zarr_run_status(path: Path, ds: xr.Dataset, cache: bool = True) -> xr.DataAr
 
     The values are kept in `_derived/run_status.npz` keyed by the names, sizes and mtimes of the array's
     files (stat calls only), so an unchanged status is not decoded again chunk by chunk."""
+    sizes = ds.encoding.get("saferl_grid")  # the grid `ds` was read with
     try:
-        arr = open_view(path, ds.encoding.get("saferl_grid"))["run_status"]  # the grid `ds` was read with
-        if tuple(arr.metadata.dimension_names or ()) != RUN_DIMS:
+        meta = json.loads((path / "run_status" / "zarr.json").read_bytes())  # its document: no zarr for a cached one
+        shape, dtype = cut_shape(meta, sizes), array_dtype(meta)
+        if tuple(meta.get("dimension_names") or ()) != RUN_DIMS or shape is None or dtype is None:
             return None
         key = files_fingerprint(path, "run_status")
-        values = _cached_status(path, key, arr.shape) if cache else None
+        values = _cached_status(path, key, shape) if cache else None
         if values is None:
-            values = read_run_array(path, "run_status", ds.encoding.get("saferl_grid"))  # straight from its files
-            if values is None or values.shape != arr.shape or values.dtype != arr.dtype:
-                values = np.asarray(arr[:])  # another layout, or a chunk that does not verify: zarr judges it
+            values = read_run_array(path, "run_status", sizes)  # straight from its files
+            if values is None or values.shape != shape or values.dtype != dtype:
+                values = np.asarray(open_view(path, sizes)["run_status"][:])  # another layout, or a chunk that
+                # does not verify: zarr judges it
             if cache:
                 _save_status(path, key, values)
     except Exception:  # not a Zarr v3 array: let xarray read it

@@ -54,8 +54,12 @@ def layout_of(meta: Any) -> dict[str, Any] | None:
     chunks, "separator": of its chunk keys, "codec": "blosc", "zstd" (`_FAST_CHAINS`) or None} when the array
     is chunked as this module lays it out (one run and one mode per chunk, unsharded); None for any other
     layout (an older store: every mode in a chunk)."""
-    shape = tuple(int(n) for n in meta.chunk_grid.chunk_shape)
-    described = meta.to_dict()
+    return layout_of_document(meta.to_dict())
+
+
+def layout_of_document(described: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`layout_of` of an array's metadata document (its ``zarr.json`` as JSON): read without zarr."""
+    shape = tuple(int(n) for n in described["chunk_grid"]["configuration"]["chunk_shape"])
     names = [c["name"] for c in described["codecs"]]
     if len(shape) != 7 or shape[:4] != (1, 1, 1, 1) or shape[6] != 1 or "sharding_indexed" in names:
         return None

@@ -4,8 +4,8 @@ A store's arrays are resized one metadata file at a time, so while its grid grow
 iterates or episode slots) some arrays are already longer than others. Growers therefore resize every
 array first and *publish* the new sizes last, in one atomic rename of the store's root ``zarr.json``
 (attribute ``saferl_grid``: {dim: size}). Every saferl reader and writer opens the store through
-`GridView`, which presents each array cut to the published sizes: a reader sees the grid before or
-after a growth, never between, and a grower killed half-way leaves arrays longer than published, which
+`GridView` (`cube.store.gridview`), which presents each array cut to the published sizes: a reader sees the
+grid before or after a growth, never between, and a grower killed half-way leaves arrays longer than published, which
 nobody sees and the next grower cuts back or grows on (`cube.store.layout`).
 
 Stores written before the attribute existed (and foreign Zarr stores) publish nothing: their sizes are
@@ -17,18 +17,18 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import zarr
-from zarr.abc.store import ByteRequest
-from zarr.core.buffer import Buffer, BufferPrototype
-from zarr.storage import LocalStore, WrapperStore
+from typing import TYPE_CHECKING, Any
 
 from cube.errors import DamagedStoreError
 from cube.schema import DIMS
 from cube.store.fs import PathLike, side_folder
+
+if TYPE_CHECKING:  # zarr loads with the first store opened through it (`cube.store.gridview`), not with the sizes
+    import zarr
+
+    from cube.store.gridview import GridView
 
 GRID_ATTR = "saferl_grid"
 """Root attribute holding the published size of each dimension ({dim: int})."""
@@ -113,71 +113,16 @@ def update_root_attrs(path: PathLike, update: Callable[[dict[str, Any]], dict[st
         tmp.unlink(missing_ok=True)
 
 
-def cut_metadata(raw: bytes, sizes: Sizes) -> bytes:
-    """An array's ``zarr.json`` with its shape cut to `sizes` along its named dims (other documents as
-    they are). Arrays shorter than published are left alone: their own shape is the damage to report."""
-    try:
-        meta = json.loads(raw)
-    except ValueError:
-        return raw
-    if not isinstance(meta, dict) or meta.get("node_type") != "array":
-        return raw
-    names, shape = meta.get("dimension_names") or (), meta.get("shape")
-    if not isinstance(shape, list) or len(names) != len(shape):
-        return raw
-    cut = [min(int(n), sizes[d]) if d in sizes and isinstance(n, int) else n for d, n in zip(names, shape, strict=True)]
-    if cut == shape:
-        return raw
-    meta["shape"] = cut
-    return json.dumps(meta).encode()
-
-
-class GridView(WrapperStore[LocalStore]):
-    """A local Zarr store whose arrays look cut to the published grid `sizes` (reads of ``zarr.json``
-    are rewritten; chunks and writes pass through). The grid itself changes only through
-    `cube.store.layout`'s growers, which resize arrays through the plain store and publish last."""
-
-    def __init__(self, store: LocalStore, sizes: Sizes | None = None) -> None:
-        super().__init__(store)
-        self.sizes: Sizes = dict(sizes or {})
-
-    def _with_store(self, store: LocalStore) -> GridView:
-        return GridView(store, self.sizes)
-
-    def __eq__(self, value: object) -> bool:
-        return isinstance(value, GridView) and value.sizes == self.sizes and self._store == value._store
-
-    def __hash__(self) -> int:
-        return hash((str(self._store), tuple(sorted(self.sizes.items()))))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # dask ships the view to workers
-        return (GridView, (self._store, self.sizes))
-
-    def _cut(self, key: str, buf: Buffer | None, prototype: BufferPrototype) -> Buffer | None:
-        if buf is None or not self.sizes or not (key == "zarr.json" or key.endswith("/zarr.json")):
-            return buf
-        raw = buf.to_bytes()
-        cut = cut_metadata(raw, self.sizes)
-        return buf if cut is raw else prototype.buffer.from_bytes(cut)
-
-    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
-                  ) -> Buffer | None:
-        buf = await self._store.get(key, prototype, byte_range)
-        return buf if byte_range is not None else self._cut(key, buf, prototype)
-
-    async def _get_many(self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
-                        ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
-        for key, prototype, byte_range in requests:
-            yield key, await self.get(key, prototype, byte_range)
-
 def view_store(path: PathLike, sizes: Sizes | None = None, *, read_only: bool = True) -> GridView:
-    """The store at `path` seen through its published grid (or `sizes`, a snapshot taken earlier)."""
-    if sizes is None:
-        sizes = published_sizes(path) or {}
-    return GridView(LocalStore(Path(path), read_only=read_only), sizes)
+    """The store at `path` seen through its published grid (or `sizes`, a snapshot taken earlier):
+    `cube.store.gridview.view_store`."""
+    from cube.store.gridview import view_store as grid_view_store
+
+    return grid_view_store(path, sizes if sizes is not None else published_sizes(path) or {}, read_only=read_only)
 
 
 def open_view(path: PathLike, sizes: Sizes | None = None, mode: str = "r") -> zarr.Group:
     """The store's root group through `GridView` (mode "r" or "r+")."""
-    store = view_store(path, sizes, read_only=mode == "r")
-    return zarr.open_group(store, mode=mode)
+    import zarr
+
+    return zarr.open_group(view_store(path, sizes, read_only=mode == "r"), mode=mode)

@@ -281,7 +281,7 @@ def _check_same_grid(
 
 
 def open_group(path: PathLike, mode: str = "r+", sizes: Sizes | None = None) -> zarr.Group:
-    """The store's root group seen through its published grid (`cube.store.grid.GridView`; `sizes`: a
+    """The store's root group seen through its published grid (`cube.store.gridview.GridView`; `sizes`: a
     snapshot taken earlier). The grid's sizes change only through `extend_store` / `grow_store`. CubeError
     for a missing, foreign or corrupt store."""
     if is_remote(path):
@@ -445,7 +445,7 @@ def _grow(path: PathLike, *, labels: dict[str, list[Any]] | None = None, counts:
     flags with `means_only_flags`), each in one rename (`_add_array`).
 
     Every array (coordinates included) is resized to the new sizes and the new labels are written while
-    readers still see the published sizes (`cube.store.grid.GridView`); publishing the new sizes is one
+    readers still see the published sizes (`cube.store.gridview.GridView`); publishing the new sizes is one
     atomic rename at the end. A grower killed before that leaves arrays longer than published: nobody sees
     them, and this function, run next, resizes every array to the sizes it publishes (cutting such
     leftovers back, where it grows less), so the store never stays half-grown."""

@@ -21,10 +21,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
-import zarr
 
 from cube.errors import CubeError, CubeWarning, DamagedStoreError
 from cube.schema import RUN_DIMS, RunKey
@@ -32,6 +31,9 @@ from cube.store.chunkfiles import read_file
 from cube.store.damage import reading_store
 from cube.store.fs import PathLike, side_folder, store_write_error
 from cube.store.grid import Sizes, open_view, published_sizes
+
+if TYPE_CHECKING:
+    import zarr
 
 # Per run, a sequence number (a seqlock): odd while a writer is inside a write bracket, bumped again when
 # it is done. Writers also hold the run's lock file (`run_lock_path`) exclusively for the whole bracket, so

@@ -26,7 +26,8 @@ from cube.errors import CubeError
 from cube.schema import RUN_DIMS, RUN_STATUS, utc_stamp
 from cube.store.damage import reading_store
 from cube.store.fs import staged_store
-from cube.store.grid import Sizes, cut_metadata, published_sizes
+from cube.store.grid import Sizes, published_sizes
+from cube.store.gridview import cut_metadata
 from cube.store.location import SNAPSHOT_ATTR, filesystem, is_remote, local_path, redact, remote_error, scheme_of
 from cube.store.locks import WRITE_SEQ, read_write_seqs, runs_written_since
 from cube.store.snapshot import chunk_keys

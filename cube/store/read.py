@@ -26,6 +26,7 @@ from cube.schema import (
     RUN_STATUS_NAMES,
     normalise,
     same_bound,
+    schema_version_problems,
     structure_problems,
 )
 from cube.store.chunkfiles import read_run_array
@@ -33,7 +34,6 @@ from cube.store.damage import damaged_store_error, odd_chunk_files, reading_stor
 from cube.store.deferred_dask import defer_dask_imports
 from cube.store.fs import PathLike
 from cube.store.grid import GRID_ATTR, Sizes, open_view, published_sizes, view_store
-from cube.store.layout import open_group, read_coords
 from cube.store.location import is_remote, local_path, open_remote_dataset, redact, remote_root_meta
 from cube.store.locks import WRITE_SEQ, read_runs, read_write_seqs, runs_written_since
 from cube.store.remembered import arrays_key, cached_run_arrays, keep_run_arrays, keep_verified, verified
@@ -44,6 +44,11 @@ def read_manifests(path: PathLike, *, cache: bool = False) -> list[dict[str, Any
     manifest and status of one writer state). ``cache``: keep what was read in the store's `_derived` and
     take it from there while the arrays' files are unchanged (`cube.store.remembered`; local stores)."""
     sizes = published_sizes(path) if Path(path).is_dir() else None
+    kept = _kept_manifests(Path(path), sizes) if cache and Path(path).is_dir() else None
+    if kept is not None:
+        return _manifest_rows(*kept)
+    from cube.store.layout import open_group, read_coords
+
     group = open_group(path, mode="r", sizes=sizes)
     names = [n for n in ("run_status", "run_manifest") if n in group]
     keyed = (*names, WRITE_SEQ)
@@ -64,6 +69,32 @@ def read_manifests(path: PathLike, *, cache: bool = False) -> list[dict[str, Any
         if key is not None and not dirty and arrays_key(path, keyed) == key:  # no file changed, no bracket open
             keep_run_arrays(path, key, sizes, read)
         arrays = read
+    return _manifest_rows(coords, arrays)
+
+
+def _kept_manifests(path: Path, sizes: Sizes | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """(labels, per-run arrays) of `read_manifests` from what `cube.store.remembered` keeps, where the arrays' files
+    are unchanged, read without zarr (`cube.store.direct`); None otherwise, or where the store is not a cube of
+    this package's layout (`read_manifests` then opens it through zarr, which names what is wrong)."""
+    from cube.store.direct import array_dtype, documents, read_labels
+
+    got = documents(path)
+    if got is None:
+        return None
+    attrs, arrays = got
+    names = [n for n in ("run_status", "run_manifest") if n in arrays]
+    floats = all(n in arrays and getattr(array_dtype(arrays[n]), "kind", "") == "f" for n in ("reward", "cost"))
+    if not names or not floats or schema_version_problems(attrs) or any(d not in arrays for d in DIMS):
+        return None
+    kept = cached_run_arrays(path, arrays_key(path, (*names, WRITE_SEQ)), sizes)
+    if kept is None or sorted(kept) != sorted(names):
+        return None
+    coords = read_labels(path, arrays, sizes)
+    return None if coords is None else (coords, kept)
+
+
+def _manifest_rows(coords: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """`read_manifests`' rows from the grid's labels and the per-run arrays run_status and run_manifest."""
     status, texts = arrays.get("run_status"), arrays.get("run_manifest")
     rows = []
     for index in np.ndindex(*(len(coords[d]) for d in RUN_DIMS)):
@@ -98,14 +129,18 @@ def verify_run_arrays(path: PathLike, names: tuple[str, ...], *, cache: bool = F
     whose files are as they were when it last verified is not read again (`cube.store.remembered`)."""
     if not Path(path).is_dir() or not (Path(path) / "zarr.json").exists():
         return
+    keys = {name: arrays_key(path, (name,)) if cache else None for name in names}
+    names = tuple(name for name in names if keys[name] is None or not verified(path, name, keys[name]))
+    if not names:
+        return  # every one verified as its files are: no zarr to load
+    from cube.store.layout import open_group
+
     group = open_group(path, mode="r")
     with reading_store(path, f"read {', '.join(names)} of {path}"):
         for name in names:
             if name not in group:
                 continue
-            key = arrays_key(path, (name,)) if cache else None
-            if key is not None and verified(path, name, key):
-                continue
+            key = keys[name]
             if read_run_array(Path(path), name) is None:  # not in a layout read directly, or damaged:
                 group[name][...]  # zarr reads it (and names the damaged chunk)
             if key is not None and arrays_key(path, (name,)) == key:
@@ -124,7 +159,8 @@ def open_cube(
 
     ``chunks`` sets dask chunk sizes per dimension (default: the store's chunks, one run each); larger
     dask chunks let one task fetch many store chunks in a single (concurrent) zarr read. ``lazy=False``
-    opens without dask (lazily indexed arrays: reads of a few runs go straight to zarr). ``sizes``: the
+    opens without dask (lazily indexed arrays: reads of a few runs go straight to zarr; a local store of this
+    package's layout opens without zarr until such a read, `cube.store.direct`). ``sizes``: the
     grid snapshot to see (default: the store's published grid now; kept in ``ds.encoding["saferl_grid"]``
     so later reads of the same pass see the same grid).
 
@@ -225,6 +261,17 @@ def run_dask_chunks(path: Path) -> dict[str, int]:
     return {}
 
 
+def _open_direct(path: Path, sizes: Sizes | None) -> xr.Dataset | None:
+    """`cube.store.direct.open_direct`: the store without zarr until an array other than the labels is read (a
+    cached report reads none); None, for zarr to open it, where anything in it is not as this package writes."""
+    from cube.store.direct import open_direct
+
+    try:
+        return open_direct(path, sizes)
+    except Exception:  # noqa: BLE001 - zarr opens it then, and names what is wrong
+        return None
+
+
 def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: Sizes | None = None) -> xr.Dataset:
     check_cube_path(path)
     dask_chunks = chunks if lazy else None
@@ -233,6 +280,9 @@ def _open_dataset(path: Path, chunks: dict[str, int], lazy: bool = True, sizes: 
             if (path / "zarr.json").exists():
                 if lazy and not chunks:
                     dask_chunks = run_dask_chunks(path)
+                direct = None if lazy else _open_direct(path, sizes)
+                if direct is not None:
+                    return direct
                 return xr.open_zarr(view_store(path, sizes), consolidated=False, chunks=dask_chunks)
             if (path / ".zgroup").exists():
                 return xr.open_zarr(path, consolidated=(path / ".zmetadata").exists(), chunks=dask_chunks)
@@ -291,6 +341,8 @@ def load_consistent(ds: xr.Dataset, tries: int = 200) -> xr.Dataset:
     dirty = runs_written_since(before, read_write_seqs(source, sizes))
     if not dirty:
         return out
+    from cube.store.layout import read_coords
+
     group = open_view(source, sizes)
     coords = read_coords(group)
     wanted = {dim: set(pos.tolist()) for dim, _, pos in _run_positions(out, coords)}
@@ -380,6 +432,8 @@ def _rewrite_runs(nc_path: Path, ds: xr.Dataset, source: PathLike, dirty: list[t
     """Rewrite the runs at the store positions `dirty` in the netCDF file `nc_path` (written from `ds`)
     from a consistent read of each."""
     import netCDF4
+
+    from cube.store.layout import read_coords
 
     group = open_view(source, sizes)
     coords = read_coords(group)
