@@ -184,8 +184,7 @@ def run_chunks(path: Path, sizes: Mapping[str, int] | None = None) -> RunChunks 
 def chunk_key_encoder(encoding: Mapping[str, Any]) -> Callable[[tuple[int, ...]], str]:
     """A chunk's key from its grid position, as zarr encodes it for a v3 `chunk_key_encoding` ("default": c/1/2,
     "v2": 1.2); ValueError for another encoding."""
-    name = encoding["name"] if isinstance(encoding, Mapping) else encoding
-    separator = ((encoding.get("configuration") or {}) if isinstance(encoding, Mapping) else {}).get("separator")
+    name, separator = encoding["name"], (encoding.get("configuration") or {}).get("separator")
     if name == "default":
         sep = separator or "/"
         return lambda index: sep.join(("c", *map(str, index)))

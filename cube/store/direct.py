@@ -144,11 +144,11 @@ def open_direct(path: Path, sizes: Mapping[str, int] | None) -> xr.Dataset | Non
     variables = {}
     for name, meta in arrays.items():
         shape, dtype = cut_shape(meta, sizes), array_dtype(meta)
-        grid = (meta.get("chunk_grid") or {}).get("configuration") or {}
-        if shape is None or dtype is None or (meta.get("chunk_grid") or {}).get("name") != "regular":
+        grid = meta.get("chunk_grid") or {}
+        if shape is None or dtype is None or grid.get("name") != "regular":
             return None
         dims = tuple(meta["dimension_names"])
-        chunks = tuple(int(n) for n in grid.get("chunk_shape") or ())
+        chunks = tuple(int(n) for n in (grid.get("configuration") or {}).get("chunk_shape") or ())
         attributes = dict(meta.get("attributes") or {})
         if "_FillValue" in attributes:
             attributes["_FillValue"] = FillValueCoder.decode(attributes["_FillValue"], dtype)
